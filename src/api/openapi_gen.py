@@ -1,0 +1,1387 @@
+#!/usr/bin/env python3
+"""Generates openapi.json for modgate (OpenAPI 3.1). Run: python3 gen_openapi.py
+
+The JSON file is the deliverable; this script only keeps it consistent
+(the same conditions are repeated on many operations).
+"""
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def ref(kind, name):
+    return {"$ref": f"#/components/{kind}/{name}"}
+
+
+def sref(name):
+    return ref("schemas", name)
+
+
+# --------------------------------------------------------------------------------------------
+# Shared wording
+# --------------------------------------------------------------------------------------------
+
+KEY_FORMAT = (
+    "`mg_live_<id>_<secret>`: the fixed prefix `mg_live_`, an id of 12 ASCII letters or digits, "
+    "`_`, and a secret of 32 ASCII letters or digits (pattern "
+    "`^mg_live_[A-Za-z0-9]{12}_[A-Za-z0-9]{32}$`). The id is not secret; it identifies the key in "
+    "the dashboard and the journal. The key is stored only as a hash and cannot be shown again."
+)
+
+CTRL_PATTERN = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$"
+
+REF_RULE = (
+    "1 to 128 characters (Unicode scalar values), no control character (Unicode general "
+    "category Cc: U+0000 to U+001F and U+007F to U+009F)"
+)
+
+DOWNLOAD_RULES = (
+    "The server downloads the address from the public internet only (loopback, private, "
+    "link-local, multicast and other non-public addresses are refused, also after a redirect), "
+    "following at most 3 redirects, within 10 seconds in all, and at most 15 MB "
+    "(15,000,000 bytes); the reply must have `Content-Type: image/*`. Any failure (address not "
+    "`http`/`https` or not parseable, refused address, DNS or connect failure, timeout, too many "
+    "redirects, wrong content type, over 15,000,000 bytes, an error status) is "
+    "400 `url_refused` with the reason in the message. The downloaded image then follows the "
+    "image rules (formats, pixels, side)."
+)
+
+IMAGE_RULES = (
+    "Accepted formats: JPEG, PNG, WebP, GIF (first frame only); the format is recognised from "
+    "the bytes. At most 15 MB (15,000,000 bytes), 50 megapixels (50,000,000 pixels; 12 megapixels "
+    "= 12,000,000 pixels on the free plan) and 16,384 px on a side."
+)
+
+ORIGIN_COND = (
+    "`forbidden`: the request carried an `Origin` header (any value). The service is called from "
+    "servers only and does not answer browser requests; this is checked before anything else."
+)
+
+PRE_ROUTE_NOTE = (
+    "Sent while the request head is read, before authentication; only `X-Request-Id` is sent "
+    "with it."
+)
+
+
+def types_line(types):
+    return "Error types: " + ", ".join(f"`{t}`" for t in types) + "."
+
+
+# --------------------------------------------------------------------------------------------
+# Headers
+# --------------------------------------------------------------------------------------------
+
+def int_header(desc, required, minimum=0):
+    return {
+        "description": desc,
+        "required": required,
+        "schema": {"type": "integer", "format": "int64", "minimum": minimum},
+    }
+
+
+RL_DESC = {
+    "RateLimit-Limit": (
+        "The key's burst capacity: the most checks it may send at once (the size of its token "
+        "bucket). The bucket refills at the plan's rate in checks per second."
+    ),
+    "RateLimit-Remaining": (
+        "Checks the key may send now without being limited (tokens left in its bucket after this "
+        "request)."
+    ),
+    "RateLimit-Reset": (
+        "Whole seconds until the key's bucket is full again (rounded up); 0 when it is full."
+    ),
+    "X-Quota-Used": (
+        "Checks counted this calendar month (UTC) for the key's organization, this one included. "
+        "Refused requests are not counted."
+    ),
+    "X-Quota-Limit": "The organization's monthly quota of checks (calendar month, UTC).",
+}
+
+headers = {
+    "X-Request-Id": {
+        "description": (
+            "Id of this request, sent on every answer (errors included). Unique across shards "
+            "and restarts. The same value as `request_id` (native answers) and `request.id` "
+            "(compatible answers), and kept in the journal."
+        ),
+        "required": True,
+        "schema": {"type": "string", "minLength": 1},
+    },
+    "Retry-After": int_header(
+        "Whole seconds to wait before retrying. Sent with every 429 and 503 answer (except the "
+        "503 of `GET /health`). For `quota_exceeded`: the seconds until the next calendar month "
+        "(UTC) begins.",
+        True,
+    ),
+    "Allow": {
+        "description": "The methods the path accepts, comma-separated (for example `POST`).",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+}
+for name, desc in RL_DESC.items():
+    headers[name] = int_header(
+        desc + " Sent on every answer to an authenticated request (2xx, and the errors found after "
+        "the key was accepted).",
+        True,
+    )
+    headers[name + ".ifAuthenticated"] = int_header(
+        desc + " Sent when the refusal came after the key was accepted; absent when the request "
+        "was refused before (Origin, framing, size of the request) or the key was refused.",
+        False,
+    )
+
+RL_NAMES = list(RL_DESC)
+
+
+def hdrs(kind):
+    """kind: 'pre' (request id only), 'auth' (all rate/quota headers required),
+    'maybe' (rate/quota headers optional), 'noauth' (unauthenticated route)."""
+    h = {"X-Request-Id": ref("headers", "X-Request-Id")}
+    if kind == "auth":
+        for n in RL_NAMES:
+            h[n] = ref("headers", n)
+    elif kind == "maybe":
+        for n in RL_NAMES:
+            h[n] = ref("headers", n + ".ifAuthenticated")
+    return h
+
+
+# --------------------------------------------------------------------------------------------
+# Schemas
+# --------------------------------------------------------------------------------------------
+
+ERROR_TYPES = [
+    "unauthorized", "forbidden", "organization_suspended", "bad_request", "unknown_workflow",
+    "unsupported_media", "corrupt_media", "body_too_large", "image_too_large", "text_too_long",
+    "workflow_unavailable", "request_timeout", "rate_limited", "too_many_concurrent",
+    "quota_exceeded", "url_refused", "busy", "internal",
+]
+
+unit_number = {"type": "number", "format": "float", "minimum": 0, "maximum": 1}
+
+answer_props = {
+    "status": {"const": "success", "description": "Always `success`."},
+    "workflow": {
+        "type": "string",
+        "description": "Name of the workflow the content was checked against.",
+    },
+    "summary": sref("Summary"),
+    "scores": {
+        "type": "object",
+        "description": (
+            "Best score per category the workflow checks, each in [0, 1], keyed by the service's "
+            "own category ids. Categories listed in `unchecked` have no score."
+        ),
+        "additionalProperties": unit_number,
+    },
+    "time_ms": {
+        "type": "integer", "format": "int64", "minimum": 0,
+        "description": "Time spent checking, in milliseconds.",
+    },
+    "request_id": {
+        "type": "string", "minLength": 1,
+        "description": (
+            "Id of this request; also sent in the `X-Request-Id` header and kept in the journal."
+        ),
+    },
+    "workflow_version": {
+        "type": "integer", "format": "int64", "minimum": 0,
+        "description": "Version of the workflow that decided.",
+    },
+    "ref": {
+        "type": ["string", "null"], "minLength": 1, "maxLength": 128,
+        "description": (
+            "The caller's own id, as sent, or null when the request had none (always null on the "
+            "compatible routes, which take no `ref`)."
+        ),
+    },
+    "unchecked": {
+        "type": ["array", "null"],
+        "items": {"type": "string"},
+        "minItems": 1,
+        "uniqueItems": True,
+        "description": (
+            "Categories of the workflow this server could not check (their model is not "
+            "installed). modgate omits the field when every category was checked; it never sends "
+            "`[]` or `null` (null is allowed by the type only because the specification declares "
+            "it)."
+        ),
+    },
+}
+answer_required = [
+    "status", "workflow", "summary", "scores", "time_ms", "request_id", "workflow_version",
+]
+
+compat_answer_props = {}
+for k, v in answer_props.items():
+    compat_answer_props[k] = v
+    if k == "workflow":
+        compat_answer_props[k] = sref("CompatWorkflow")
+compat_answer_props["request_id"] = dict(
+    answer_props["request_id"],
+    description="Id of this request; the same as `request.id` and the `X-Request-Id` header.",
+)
+compat_answer_props["request"] = sref("CompatRequest")
+
+reason_example = {
+    "id": "nudity",
+    "text": "Nudity",
+    "message": "This image appears to contain nudity.",
+    "score": 0.97,
+    "threshold": 0.8,
+    "source": "nsfw-image-model",
+}
+summary_example = {
+    "action": "reject",
+    "reject_prob": 0.97,
+    "reject_reason": [reason_example],
+    "review_reason": [],
+}
+answer_example = {
+    "status": "success",
+    "workflow": "default",
+    "summary": summary_example,
+    "scores": {"nudity": 0.97, "violence": 0.02},
+    "time_ms": 41,
+    "request_id": "01JD7Q3S6Z8K2M4N5P6Q7R8S9T",
+    "workflow_version": 3,
+    "ref": "upload-8841",
+}
+text_answer_example = {
+    "status": "success",
+    "workflow": "default",
+    "summary": {
+        "action": "review",
+        "reject_prob": 0,
+        "reject_reason": [],
+        "review_reason": [{
+            "id": "pii_iban",
+            "text": "Bank account number",
+            "message": "This text appears to contain a bank account number.",
+            "score": 1.0,
+            "threshold": 0.5,
+            "source": "pii-detector",
+        }],
+    },
+    "scores": {"pii_iban": 1.0, "toxicity": 0.01},
+    "time_ms": 3,
+    "request_id": "01JD7Q3S6Z8K2M4N5P6Q7R8S9V",
+    "workflow_version": 1,
+    "ref": None,
+    "unchecked": ["threat"],
+}
+compat_request_example = {"id": "01JD7Q3S6Z8K2M4N5P6Q7R8S9W", "timestamp": 1732214400.125,
+                          "operations": 1}
+compat_answer_example = dict(answer_example)
+compat_answer_example.update({
+    "workflow": {"id": "default"},
+    "request_id": compat_request_example["id"],
+    "ref": None,
+    "request": compat_request_example,
+})
+
+schemas = {
+    "Answer": {
+        "type": "object",
+        "description": (
+            "Reply of `POST /v1/image` and `POST /v1/text`. Every plan receives every field."
+        ),
+        "additionalProperties": False,
+        "required": answer_required,
+        "properties": answer_props,
+    },
+    "CompatAnswer": {
+        "type": "object",
+        "description": (
+            "Reply of the compatible routes: every field of Answer, except that `workflow` is an "
+            "object, plus `request`. The category ids in `scores` (and in the reasons) are the "
+            "service's own, not those of the third-party API."
+        ),
+        "additionalProperties": False,
+        "required": answer_required + ["request"],
+        "properties": compat_answer_props,
+    },
+    "CompatWorkflow": {
+        "type": "object",
+        "description": "The workflow of a compatible answer.",
+        "additionalProperties": False,
+        "required": ["id"],
+        "properties": {
+            "id": {"type": "string", "description": "The workflow's name."},
+        },
+    },
+    "Summary": {
+        "type": "object",
+        "description": "The decision.",
+        "additionalProperties": False,
+        "required": ["action", "reject_prob", "reject_reason", "review_reason"],
+        "properties": {
+            "action": {
+                "type": "string",
+                "enum": ["accept", "review", "reject"],
+                "description": (
+                    "`reject` when a reject threshold is reached; else `review` when a review "
+                    "threshold is reached; else `accept`. Computed per check; not a lifecycle."
+                ),
+            },
+            "reject_prob": dict(unit_number, description=(
+                "Highest score among the rejected categories; 0 when none is rejected."
+            )),
+            "reject_reason": {
+                "type": "array",
+                "items": sref("Reason"),
+                "description": "Why the content is rejected, highest score first.",
+            },
+            "review_reason": {
+                "type": "array",
+                "items": sref("Reason"),
+                "description": "Why the content goes to review, highest score first.",
+            },
+        },
+    },
+    "Reason": {
+        "type": "object",
+        "description": "One category that reached its threshold.",
+        "additionalProperties": False,
+        "required": ["id", "text", "message", "score", "threshold", "source"],
+        "properties": {
+            "id": {
+                "type": "string",
+                "description": (
+                    "Category id, for example `nudity` or `pii_iban`; callers map it to their own "
+                    "messages."
+                ),
+            },
+            "text": {"type": "string", "description": "Short English title."},
+            "message": {
+                "type": "string",
+                "description": "Full English sentence that may be shown to an end user.",
+            },
+            "score": dict(unit_number, description="Score of the category."),
+            "threshold": dict(unit_number, description="Threshold that was reached."),
+            "source": {"type": "string", "description": "The tool that produced the score."},
+        },
+    },
+    "CompatRequest": {
+        "type": "object",
+        "description": "The `request` object of compatible answers and errors.",
+        "additionalProperties": False,
+        "required": ["id", "timestamp", "operations"],
+        "properties": {
+            "id": {
+                "type": "string", "minLength": 1,
+                "description": "Id of this request, same as `X-Request-Id`.",
+            },
+            "timestamp": {
+                "type": "number", "format": "double", "minimum": 0,
+                "description": "Gateway clock when it answered, in seconds since the Unix epoch.",
+            },
+            "operations": {
+                "type": "integer", "format": "int32", "minimum": 0,
+                "description": "1 for a check that ran, 0 for a refusal.",
+            },
+        },
+    },
+    "TextRequest": {
+        "type": "object",
+        "description": (
+            "Body of `POST /v1/text`. Unknown fields are ignored. Lengths count characters as "
+            "Unicode scalar values (a JSON escape of an unpaired surrogate is malformed JSON: "
+            "400 `bad_request`)."
+        ),
+        "required": ["text"],
+        "properties": {
+            "text": {
+                "type": "string",
+                "maxLength": 20000,
+                "description": (
+                    "The text to check. At most 20,000 characters; at most 5,000 on the free "
+                    "plan. Longer: 413 `text_too_long`."
+                ),
+            },
+            "workflow": {
+                "type": ["string", "null"],
+                "description": "Workflow to check against; `default` when absent or null.",
+            },
+            "ref": {
+                "type": ["string", "null"],
+                "minLength": 1,
+                "maxLength": 128,
+                "pattern": CTRL_PATTERN,
+                "description": (
+                    f"Caller's id for the text: {REF_RULE}. Echoed in the answer and kept in the "
+                    "journal. A refused ref: 400 `bad_request`."
+                ),
+            },
+            "context": {
+                "type": ["string", "null"],
+                "maxLength": 2000,
+                "description": (
+                    "Where the text comes from, in plain words; at most 2,000 characters (longer: "
+                    "413 `text_too_long`, the message naming `context`; checked on every plan). "
+                    "Paid plans use it in their advanced AI workflows; the free plan ignores it."
+                ),
+            },
+        },
+    },
+    "WorkflowList": {
+        "type": "object",
+        "description": "Reply of `GET /v1/workflows`.",
+        "additionalProperties": False,
+        "required": ["status", "workflows"],
+        "properties": {
+            "status": {"const": "success", "description": "Always `success`."},
+            "workflows": {
+                "type": "array",
+                "items": sref("WorkflowVersion"),
+                "description": "Workflows the key may use.",
+            },
+        },
+    },
+    "WorkflowVersion": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "version"],
+        "properties": {
+            "name": {"type": "string", "description": "Workflow name."},
+            "version": {
+                "type": "integer", "format": "int64", "minimum": 0,
+                "description": (
+                    "The current version, the same number that appears as `workflow_version` in "
+                    "answers."
+                ),
+            },
+        },
+    },
+    "ErrorEnvelope": {
+        "type": "object",
+        "description": "Every error reply of the native routes, `/health` and `/openapi.json`.",
+        "additionalProperties": False,
+        "required": ["status", "error"],
+        "properties": {
+            "status": {"const": "failure", "description": "Always `failure`."},
+            "error": sref("ErrorBody"),
+        },
+    },
+    "CompatErrorEnvelope": {
+        "type": "object",
+        "description": (
+            "Every error reply on the compatible paths: ErrorEnvelope plus `request` "
+            "(with `operations` = 0)."
+        ),
+        "additionalProperties": False,
+        "required": ["status", "error", "request"],
+        "properties": {
+            "status": {"const": "failure", "description": "Always `failure`."},
+            "error": sref("ErrorBody"),
+            "request": sref("CompatRequest"),
+        },
+    },
+    "ErrorBody": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["type", "code", "message"],
+        "properties": {
+            "type": {
+                "type": "string",
+                "enum": ERROR_TYPES,
+                "description": "Stable value to switch on.",
+            },
+            "code": {
+                "type": "integer", "format": "int32", "minimum": 0,
+                "description": "The HTTP status, repeated.",
+            },
+            "message": {"type": "string", "description": "What went wrong, in English."},
+        },
+    },
+    "Health": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["status"],
+        "properties": {
+            "status": {
+                "type": "string",
+                "enum": ["ok", "unavailable"],
+                "description": "`ok` with HTTP 200; `unavailable` with HTTP 503.",
+            },
+        },
+    },
+    "CompatImageForm": {
+        "type": "object",
+        "description": (
+            "Form of `POST /1.0/check-workflow.json`. All fields are optional in the schema; "
+            "unknown fields are ignored (but still limited to 64 KiB each). The whole form must "
+            "arrive within 10 seconds (408 `request_timeout`); every field except `media` holds "
+            "at most 64 KiB (65,536 bytes; more: 413 `body_too_large`). Send exactly one of "
+            "`media` and `url`: neither is 400 `bad_request` (missing image), both is "
+            "400 `bad_request`."
+        ),
+        "properties": {
+            "api_secret": {
+                "type": "string",
+                "description": f"The API key, {KEY_FORMAT}",
+            },
+            "api_user": {"type": "string", "description": "Accepted and ignored."},
+            "media": {
+                "type": "string",
+                "contentMediaType": "application/octet-stream",
+                "description": (
+                    f"The image bytes; or send `url`. {IMAGE_RULES} Over 15,000,000 bytes: 413 "
+                    "`body_too_large`."
+                ),
+            },
+            "url": {
+                "type": "string",
+                "description": f"Address (`http` or `https`) of the image. {DOWNLOAD_RULES}",
+            },
+            "workflow": {
+                "type": "string",
+                "description": "Workflow name; `default` when absent.",
+            },
+        },
+    },
+    "CompatTextForm": {
+        "type": "object",
+        "description": (
+            "Form of `POST /1.0/text/check-workflow.json`. Unknown fields are ignored (but still "
+            "limited to 64 KiB each). The whole form must arrive within 10 seconds "
+            "(408 `request_timeout`); every field except `text` holds at most 64 KiB "
+            "(65,536 bytes; more: 413 `body_too_large`). Fields are UTF-8."
+        ),
+        "required": ["text"],
+        "properties": {
+            "api_secret": {
+                "type": "string",
+                "description": f"The API key, {KEY_FORMAT}",
+            },
+            "api_user": {"type": "string", "description": "Accepted and ignored."},
+            "workflow": {
+                "type": "string",
+                "description": "Workflow name; `default` when absent.",
+            },
+            "text": {
+                "type": "string",
+                "maxLength": 20000,
+                "description": (
+                    "The text to check: at most 20,000 characters (Unicode scalar values), 5,000 "
+                    "on the free plan (longer: 413 `text_too_long`). Missing: 400 `bad_request`."
+                ),
+            },
+        },
+    },
+}
+
+# --------------------------------------------------------------------------------------------
+# Responses
+# --------------------------------------------------------------------------------------------
+
+def envelope(compat):
+    return "CompatErrorEnvelope" if compat else "ErrorEnvelope"
+
+
+def err_example(compat, code, etype, message):
+    ex = {"status": "failure", "error": {"type": etype, "code": code, "message": message}}
+    if compat:
+        ex["request"] = {"id": "01JD7Q3S6Z8K2M4N5P6Q7R8S9X", "timestamp": 1732214400.5,
+                         "operations": 0}
+    return ex
+
+
+EXAMPLE_MSG = {
+    "bad_request": "ref must be 1 to 128 characters without control characters",
+    "unknown_workflow": "unknown workflow: 'strict2'",
+    "corrupt_media": "the image could not be decoded",
+    "url_refused": "url refused: address is not on the public internet",
+    "unauthorized": "missing or invalid API key",
+    "forbidden": "requests carrying an Origin header are not answered",
+    "organization_suspended": "the organization is suspended",
+    "request_timeout": "the form was not received within 10 seconds",
+    "body_too_large": "body is over 15000000 bytes",
+    "image_too_large": "image is over 50000000 pixels",
+    "text_too_long": "text is over 20000 characters",
+    "unsupported_media": "not a JPEG, PNG, WebP or GIF image",
+    "rate_limited": "rate limit reached",
+    "too_many_concurrent": "too many checks in progress",
+    "quota_exceeded": "monthly quota reached",
+    "workflow_unavailable": "workflow 'default' cannot run on this server",
+    "busy": "server busy, retry later",
+    "internal": "internal error",
+}
+
+
+def err_response(code, compat, desc, types, hkind, extra_headers=None, schema=None):
+    h = hdrs(hkind)
+    for n in extra_headers or []:
+        h[n] = ref("headers", n)
+    env = envelope(compat)
+    return {
+        "description": desc + "\n\n" + types_line(types),
+        "headers": h,
+        "content": {
+            "application/json": {
+                "schema": schema or sref(env),
+                "example": err_example(compat, code, types[0], EXAMPLE_MSG[types[0]]),
+            }
+        },
+        "x-error-types": types,
+    }
+
+
+responses = {}
+for compat in (False, True):
+    p = "Compat" if compat else ""
+    where = (
+        " On the compatible paths the answer uses CompatErrorEnvelope."
+        if compat else ""
+    )
+    responses[p + "HeadTimeout"] = err_response(
+        408, compat,
+        "The request head (request line and header fields) was not received within the "
+        "server's header read timeout; the connection is then closed. " + PRE_ROUTE_NOTE + where
+        + (" When not even the request line arrived, the path is unknown: ErrorEnvelope, and the "
+           "request belongs to no operation." if compat else ""),
+        ["request_timeout"], "pre")
+    responses[p + "UriTooLong"] = err_response(
+        414, compat,
+        "The request target (path and query) is longer than the server accepts. "
+        + PRE_ROUTE_NOTE + where,
+        ["bad_request"], "pre")
+    responses[p + "ExpectationFailed"] = err_response(
+        417, compat,
+        "The request carried an `Expect` header other than `100-continue` (which is answered "
+        "with `100 Continue`). " + PRE_ROUTE_NOTE + where,
+        ["bad_request"], "pre")
+    responses[p + "HeadTooLarge"] = err_response(
+        431, compat,
+        "The request head is larger than the server accepts, or has too many header fields. "
+        + PRE_ROUTE_NOTE + where,
+        ["bad_request"], "pre")
+    responses[p + "MethodNotAllowed"] = err_response(
+        405, compat,
+        "The path exists but not with this method; `Allow` lists the methods it accepts. "
+        + PRE_ROUTE_NOTE + where,
+        ["bad_request"], "pre", ["Allow"])
+
+responses["NotFound"] = err_response(
+    404, False,
+    "No route has this path (any method). Always with ErrorEnvelope. Listed here only: it "
+    "belongs to no operation. " + PRE_ROUTE_NOTE,
+    ["bad_request"], "pre")
+responses["MalformedHead"] = err_response(
+    400, False,
+    "The request head could not be parsed at all (bad request line or header syntax), so no "
+    "route was chosen. Always with ErrorEnvelope; the connection is then closed. Listed here "
+    "only: it belongs to no operation. " + PRE_ROUTE_NOTE,
+    ["bad_request"], "pre")
+
+
+def framing_refs(compat, form_timeout=False):
+    p = "Compat" if compat else ""
+    r = {
+        "405": ref("responses", p + "MethodNotAllowed"),
+        "408": ref("responses", p + "HeadTimeout"),
+        "414": ref("responses", p + "UriTooLong"),
+        "417": ref("responses", p + "ExpectationFailed"),
+        "431": ref("responses", p + "HeadTooLarge"),
+    }
+    if form_timeout:
+        del r["408"]
+    return r
+
+
+FRAMING_400 = (
+    "`bad_request`: malformed body framing: a `Content-Length` that is not a decimal number, "
+    "or sent more than once; `Content-Length` together with `Transfer-Encoding`; a transfer "
+    "coding other than `chunked`; malformed chunked encoding."
+)
+
+AUTH_401 = (
+    "`unauthorized`: the key is missing, malformed (not " + "`mg_live_<12 letters or digits>_<32 "
+    "letters or digits>`), unknown, revoked, expired, or a rotated key whose grace delay has "
+    "ended; or the key was sent in more than one place with different values"
+)
+
+ORDER_NOTE = (
+    "Order of refusals: the `Origin` header, then the framing and size limits of the request "
+    "itself, then the key (401, 403), then parameters and content (so a key error is reported "
+    "before a bad `url`)."
+)
+
+
+def status_429(compat, check=True):
+    if check:
+        desc = (
+            "`rate_limited`: the key's token bucket is empty (see the `RateLimit-*` headers). "
+            "`too_many_concurrent`: the plan's cap on checks in progress at once is reached. "
+            "`quota_exceeded`: the organization's monthly quota (`X-Quota-Limit`) is used up. "
+            "`Retry-After` is sent. Refused requests do not count toward the quota."
+        )
+        types = ["rate_limited", "too_many_concurrent", "quota_exceeded"]
+    else:
+        desc = (
+            "`rate_limited`: the key's token bucket is empty (listing workflows takes one token "
+            "like a check, but is not a check: it neither counts toward the quota nor is refused "
+            "for it). `Retry-After` is sent."
+        )
+        types = ["rate_limited"]
+    return err_response(429, compat, desc, types, "auth", ["Retry-After"])
+
+
+def status_403(compat, kind):
+    conds = [ORIGIN_COND]
+    if kind in ("image", "text"):
+        conds.append(
+            f"`forbidden`: the key lacks the `{kind}` scope; or the key is limited to a list of "
+            "workflows that does not contain the named one (a name that does not exist is "
+            "400 `unknown_workflow` instead); or the workflow is reserved for paid plans and the "
+            "key's organization is on the free plan."
+        )
+    conds.append("`organization_suspended`: the key's organization is suspended.")
+    return err_response(403, compat, "\n\n".join(conds),
+                        ["forbidden", "organization_suspended"], "maybe")
+
+
+def status_503(compat, kind):
+    conds = []
+    if kind in ("image", "text"):
+        conds.append(
+            "`workflow_unavailable`: none of the workflow's checks can run on this server (their "
+            "models are not installed)."
+        )
+    busy = (
+        "`busy`: the shard's work queue is full; or the server is starting and this shard has "
+        "not loaded its models yet. A connection over the shard's connection cap is answered "
+        "503 `busy` at once, before its request is read (so always in ErrorEnvelope), and closed."
+    )
+    if kind in ("image", "text") and compat:
+        busy = busy.replace("is full;", "is full; too many uploads are in progress on this "
+                                        "shard (compatible POST routes);")
+    conds.append(busy)
+    conds.append("`Retry-After` is sent.")
+    types = (["workflow_unavailable", "busy"] if kind in ("image", "text") else ["busy"])
+    return err_response(503, compat, "\n\n".join(conds), types, "maybe", ["Retry-After"])
+
+
+def status_500(compat):
+    return err_response(
+        500, compat,
+        "`internal`: an unexpected failure (for example the journal record of a check could not "
+        "be committed: a check is answered only after its record is committed). The message "
+        "gives no internals.",
+        ["internal"], "maybe")
+
+
+def status_401(compat, extra=""):
+    return err_response(401, compat, AUTH_401 + extra + ".", ["unauthorized"], "pre")
+
+
+def error_responses(route):
+    """route: image, text, workflows, compat_image, compat_image_get, compat_text, health, openapi"""
+    compat = route.startswith("compat")
+    r = {}
+    if route == "image":
+        r["400"] = err_response(400, False, "\n\n".join([
+            FRAMING_400 + " Also: `url` together with a non-empty body; a refused `ref` ("
+            + REF_RULE + ").",
+            "`unknown_workflow`: the named workflow does not exist (checked before the key's "
+            "workflow list).",
+            "`corrupt_media`: the bytes start with the signature of JPEG, PNG, WebP or GIF but do "
+            "not decode.",
+            "`url_refused`: the `url` was refused or its download failed; the message gives the "
+            "reason. " + DOWNLOAD_RULES,
+            ORDER_NOTE,
+        ]), ["bad_request", "unknown_workflow", "corrupt_media", "url_refused"], "maybe")
+    elif route == "text":
+        r["400"] = err_response(400, False, "\n\n".join([
+            FRAMING_400 + " Also: malformed JSON (the message gives the line and column), a body "
+            "that is not a JSON object, `text` missing or not a string, another field of the "
+            "wrong type, a refused `ref` (" + REF_RULE + ").",
+            "`unknown_workflow`: the named workflow does not exist (checked before the key's "
+            "workflow list).",
+        ]), ["bad_request", "unknown_workflow"], "maybe")
+    elif route == "compat_image":
+        r["400"] = err_response(400, True, "\n\n".join([
+            FRAMING_400 + " Also: a malformed multipart body (missing or bad boundary, bad part "
+            "headers), neither `media` nor `url` (missing image), both `media` and `url`.",
+            "`unknown_workflow`: the named workflow does not exist (checked before the key's "
+            "workflow list).",
+            "`corrupt_media`: the bytes start with the signature of JPEG, PNG, WebP or GIF but do "
+            "not decode.",
+            "`url_refused`: the `url` was refused or its download failed; the message gives the "
+            "reason. " + DOWNLOAD_RULES,
+            ORDER_NOTE,
+        ]), ["bad_request", "unknown_workflow", "corrupt_media", "url_refused"], "maybe")
+    elif route == "compat_image_get":
+        r["400"] = err_response(400, True, "\n\n".join([
+            FRAMING_400 + " Also: no `url` (a query cannot carry an image), and `media` in the "
+            "query (it counts as a missing image).",
+            "`unknown_workflow`: the named workflow does not exist (checked before the key's "
+            "workflow list).",
+            "`corrupt_media`: the downloaded bytes start with the signature of JPEG, PNG, WebP or "
+            "GIF but do not decode.",
+            "`url_refused`: the `url` was refused or its download failed; the message gives the "
+            "reason. " + DOWNLOAD_RULES,
+            ORDER_NOTE,
+        ]), ["bad_request", "unknown_workflow", "corrupt_media", "url_refused"], "maybe")
+    elif route == "compat_text":
+        r["400"] = err_response(400, True, "\n\n".join([
+            FRAMING_400 + " Also: a malformed multipart body (missing or bad boundary, bad part "
+            "headers), no `text` field, a field that is not UTF-8.",
+            "`unknown_workflow`: the named workflow does not exist (checked before the key's "
+            "workflow list).",
+        ]), ["bad_request", "unknown_workflow"], "maybe")
+    else:
+        r["400"] = err_response(400, compat, FRAMING_400, ["bad_request"], "pre")
+
+    if route in ("health", "openapi"):
+        pass
+    elif compat:
+        r["401"] = status_401(True, "; or the key sent in `Authorization` or `X-Api-Key` differs "
+                                    "from `api_secret`")
+    else:
+        r["401"] = status_401(False)
+
+    if route in ("health", "openapi"):
+        r["403"] = err_response(403, False, ORIGIN_COND + " (`/health` and `/openapi.json` "
+                                "included.)", ["forbidden"], "pre")
+    elif route == "workflows":
+        r["403"] = status_403(False, "workflows")
+    else:
+        r["403"] = status_403(compat, "text" if route.endswith("text") else "image")
+
+    if route in ("compat_image", "compat_text"):
+        r["408"] = err_response(
+            408, True,
+            "`request_timeout`: the whole form was not received within 10 seconds of the end of "
+            "the request head (the key is inside the form, so a slow form is refused before the "
+            "key is known); or the request head itself was not received within the server's "
+            "header read timeout (the connection is then closed).",
+            ["request_timeout"], "pre")
+
+    if route in ("image", "compat_image"):
+        r["413"] = err_response(413, compat, "\n\n".join(filter(None, [
+            (
+                "`body_too_large`: the body is over 15 MB (15,000,000 bytes); decided from "
+                "`Content-Length` before reading when it is sent."
+                if not compat else
+                "`body_too_large`: the `media` field is over 15 MB (15,000,000 bytes); a field "
+                "other than `media` is over 64 KiB (65,536 bytes); or the whole body is over the "
+                "route's limit (15,000,000 bytes for `media` plus room for the other fields), "
+                "decided from `Content-Length` before reading when it is sent."
+            ),
+            "`image_too_large`: the image is over 16,384 px wide or high, or over 50 megapixels "
+            "(50,000,000 pixels; 12,000,000 on the free plan); also for an image downloaded by "
+            "`url`.",
+        ])), ["body_too_large", "image_too_large"], "maybe")
+    elif route == "compat_image_get":
+        r["413"] = err_response(
+            413, True,
+            "`image_too_large`: the downloaded image is over 16,384 px wide or high, or over 50 "
+            "megapixels (50,000,000 pixels; 12,000,000 on the free plan). A download over "
+            "15,000,000 bytes is 400 `url_refused`.",
+            ["image_too_large"], "maybe")
+    elif route == "text":
+        r["413"] = err_response(413, False, "\n\n".join([
+            "`body_too_large`: the body is over the route's limit (large enough for any "
+            "TextRequest within the field limits).",
+            "`text_too_long`: `text` over 20,000 characters (5,000 on the free plan), or "
+            "`context` over 2,000 characters (checked on every plan); the message names the "
+            "field. Characters are Unicode scalar values.",
+        ]), ["body_too_large", "text_too_long"], "maybe")
+    elif route == "compat_text":
+        r["413"] = err_response(413, True, "\n\n".join([
+            "`body_too_large`: a field other than `text` over 64 KiB (65,536 bytes), or the body "
+            "over the route's limit (large enough for any text within its limit plus the other "
+            "fields).",
+            "`text_too_long`: `text` over 20,000 characters (5,000 on the free plan), Unicode "
+            "scalar values.",
+        ]), ["body_too_large", "text_too_long"], "maybe")
+
+    if route in ("workflows", "health", "openapi"):
+        r["413"] = err_response(
+            413, False,
+            "`body_too_large`: this route takes no request body (a `Content-Length` above 0 or a "
+            "chunked body).",
+            ["body_too_large"], "pre")
+
+    if route in ("image", "compat_image", "compat_image_get"):
+        desc = (
+            "`unsupported_media`: the image is not JPEG, PNG, WebP or GIF (for example BMP, TIFF, "
+            "text)"
+        )
+        if route == "image":
+            desc += ", or the body is empty and no `url` was given"
+        elif route == "compat_image":
+            desc += ", or the `media` field is empty; or the body is not `multipart/form-data`"
+        desc += "; also for an image downloaded by `url`."
+        r["415"] = err_response(415, compat, desc, ["unsupported_media"], "maybe")
+    elif route == "text":
+        r["415"] = err_response(
+            415, False,
+            "`unsupported_media`: the body was sent without the JSON content type "
+            "(`Content-Type: application/json`, parameters such as `charset=utf-8` allowed).",
+            ["unsupported_media"], "maybe")
+    elif route == "compat_text":
+        r["415"] = err_response(
+            415, True,
+            "`unsupported_media`: the body is not `multipart/form-data`.",
+            ["unsupported_media"], "maybe")
+
+    if route in ("image", "text", "compat_image", "compat_image_get", "compat_text"):
+        r["429"] = status_429(compat)
+    elif route == "workflows":
+        r["429"] = status_429(False, check=False)
+
+    if route in ("image", "text", "compat_image", "compat_image_get", "compat_text"):
+        r["503"] = status_503(compat, "text" if route.endswith("text") else "image")
+    elif route in ("workflows", "openapi"):
+        r["503"] = status_503(False, "other")
+
+    r["500"] = status_500(compat)
+    r.update(framing_refs(compat, form_timeout=route in ("compat_image", "compat_text")))
+    return dict(sorted(r.items()))
+
+
+def ok_answer(schema, example, desc, auth=True):
+    return {
+        "description": desc,
+        "headers": hdrs("auth" if auth else "pre"),
+        "content": {"application/json": {"schema": sref(schema), "example": example}},
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Parameters
+# --------------------------------------------------------------------------------------------
+
+def qparam(name, schema, desc, required=False):
+    return {"name": name, "in": "query", "required": required, "schema": schema,
+            "description": desc}
+
+
+p_workflow = qparam("workflow", {"type": "string"}, "Workflow name; `default` when absent.")
+p_ref = qparam(
+    "ref",
+    {"type": "string", "minLength": 1, "maxLength": 128, "pattern": CTRL_PATTERN},
+    f"Caller's id for the image: {REF_RULE}, after percent-decoding. Echoed in the answer and "
+    "kept in the journal. A refused ref: 400 `bad_request`.",
+)
+p_url_native = qparam(
+    "url", {"type": "string", "format": "uri"},
+    "`http` or `https` address of the image, used instead of a body (the body must then be "
+    "empty: a non-empty body is 400 `bad_request`). " + DOWNLOAD_RULES,
+)
+p_url_compat = qparam(
+    "url", {"type": "string", "format": "uri"},
+    "Image address. Needed in practice: without it the answer is 400 `bad_request` (a query "
+    "cannot carry an image, so `media` in the query also counts as a missing image). "
+    + DOWNLOAD_RULES,
+)
+p_api_user = qparam("api_user", {"type": "string"}, "Accepted and ignored.")
+p_api_secret = qparam(
+    "api_secret", {"type": "string"},
+    "The API key, " + KEY_FORMAT + " It may instead be sent in `Authorization: Bearer` or "
+    "`X-Api-Key`; a header key that differs from `api_secret` is 401 `unauthorized`.",
+)
+
+SEC_NATIVE = [{"bearer": []}, {"apiKeyHeader": []}]
+SEC_COMPAT = [{"apiSecret": []}, {"bearer": []}, {"apiKeyHeader": []}]
+
+multipart_encoding_common = {
+    "api_secret": {"contentType": "text/plain"},
+    "api_user": {"contentType": "text/plain"},
+    "workflow": {"contentType": "text/plain"},
+}
+
+paths = {
+    "/v1/image": {
+        "post": {
+            "operationId": "checkImage",
+            "tags": ["native"],
+            "summary": "Check an image given as raw body or as a `url`",
+            "description": (
+                "Checks one image against a workflow. Send the raw image as the body, or an "
+                "empty body and a `url`. " + IMAGE_RULES + " " + ORDER_NOTE
+            ),
+            "security": SEC_NATIVE,
+            "parameters": [p_workflow, p_ref, p_url_native],
+            "requestBody": {
+                "required": False,
+                "description": (
+                    "The raw image bytes. Required unless `url` is given; then the body is empty "
+                    "(a non-empty body with `url` is 400 `bad_request`; an empty body without "
+                    "`url` is 415 `unsupported_media`). " + IMAGE_RULES + " Over 15,000,000 "
+                    "bytes: 413 `body_too_large`."
+                ),
+                "content": {
+                    "application/octet-stream": {
+                        "schema": {"type": "string",
+                                   "contentMediaType": "application/octet-stream"},
+                    }
+                },
+            },
+            "responses": {
+                "200": ok_answer("Answer", answer_example, "The decision."),
+                **error_responses("image"),
+            },
+        }
+    },
+    "/v1/text": {
+        "post": {
+            "operationId": "checkText",
+            "tags": ["native"],
+            "summary": "Check a text given as JSON",
+            "description": (
+                "Checks one text against a workflow. The body must be sent with "
+                "`Content-Type: application/json` (else 415 `unsupported_media`). " + ORDER_NOTE
+            ),
+            "security": SEC_NATIVE,
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": sref("TextRequest"),
+                        "example": {
+                            "text": "Pay to DE89 3704 0044 0532 0130 00 please",
+                            "workflow": "default",
+                            "ref": "msg-1207",
+                            "context": "Private message between two users of a marketplace",
+                        },
+                    }
+                },
+            },
+            "responses": {
+                "200": ok_answer("Answer", text_answer_example, "The decision."),
+                **error_responses("text"),
+            },
+        }
+    },
+    "/v1/workflows": {
+        "get": {
+            "operationId": "listWorkflows",
+            "tags": ["native"],
+            "summary": "List workflows the key may use",
+            "description": (
+                "Names and current versions of the workflows the key may use (all, or the key's "
+                "list; workflows reserved for paid plans are left out for a free plan key). No "
+                "parameters, no body."
+            ),
+            "security": SEC_NATIVE,
+            "responses": {
+                "200": ok_answer(
+                    "WorkflowList",
+                    {"status": "success", "workflows": [{"name": "default", "version": 3},
+                                                        {"name": "strict", "version": 1}]},
+                    "The workflows.",
+                ),
+                **error_responses("workflows"),
+            },
+        }
+    },
+    "/1.0/check-workflow.json": {
+        "post": {
+            "operationId": "compatCheckImage",
+            "tags": ["compatible"],
+            "summary": "Check an image, multipart form",
+            "description": (
+                "Compatible route in the shape of a third-party moderation API. The key is the "
+                "`api_secret` form field (or one of the two headers). The whole form must arrive "
+                "within 10 seconds (else 408 `request_timeout`); every field except `media` holds "
+                "at most 64 KiB (else 413 `body_too_large`). " + IMAGE_RULES + " Every error "
+                "uses CompatErrorEnvelope. " + ORDER_NOTE
+            ),
+            "security": SEC_COMPAT,
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "multipart/form-data": {
+                        "schema": sref("CompatImageForm"),
+                        "encoding": dict(
+                            multipart_encoding_common,
+                            media={"contentType": "application/octet-stream"},
+                            url={"contentType": "text/plain"},
+                        ),
+                    }
+                },
+            },
+            "responses": {
+                "200": ok_answer("CompatAnswer", compat_answer_example, "The decision."),
+                **error_responses("compat_image"),
+            },
+        },
+        "get": {
+            "operationId": "compatCheckImageByUrl",
+            "tags": ["compatible"],
+            "summary": "Check an image by `url`, query string",
+            "description": (
+                "Compatible route: the image is downloaded from `url`. The key is the "
+                "`api_secret` query parameter (or one of the two headers). Every error uses "
+                "CompatErrorEnvelope. " + ORDER_NOTE
+            ),
+            "security": SEC_COMPAT,
+            "parameters": [
+                p_url_compat,
+                qparam("workflow", {"type": "string"}, "`default` when absent."),
+                p_api_user,
+                p_api_secret,
+            ],
+            "responses": {
+                "200": ok_answer("CompatAnswer", compat_answer_example, "The decision."),
+                **error_responses("compat_image_get"),
+            },
+        },
+    },
+    "/1.0/text/check-workflow.json": {
+        "post": {
+            "operationId": "compatCheckText",
+            "tags": ["compatible"],
+            "summary": "Check a text, multipart form",
+            "description": (
+                "Compatible route for texts. The key is the `api_secret` form field (or one of "
+                "the two headers). The whole form must arrive within 10 seconds (else 408 "
+                "`request_timeout`); every field except `text` holds at most 64 KiB (else 413 "
+                "`body_too_large`). `text`: at most 20,000 characters, 5,000 on the free plan. "
+                "Every error uses CompatErrorEnvelope. " + ORDER_NOTE
+            ),
+            "security": SEC_COMPAT,
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "multipart/form-data": {
+                        "schema": sref("CompatTextForm"),
+                        "encoding": dict(
+                            multipart_encoding_common,
+                            text={"contentType": "text/plain; charset=utf-8"},
+                        ),
+                    }
+                },
+            },
+            "responses": {
+                "200": ok_answer(
+                    "CompatAnswer",
+                    dict(text_answer_example, workflow={"id": "default"},
+                         request_id=compat_request_example["id"],
+                         request=compat_request_example),
+                    "The decision.",
+                ),
+                **error_responses("compat_text"),
+            },
+        }
+    },
+    "/health": {
+        "get": {
+            "operationId": "health",
+            "tags": ["service"],
+            "summary": "Readiness, no key",
+            "description": (
+                "No key, no parameters. 200 `ok` once the engine and a snapshot are ready; 503 "
+                "`unavailable` while starting (no snapshot yet, or a model not loaded) or once a "
+                "stop has begun. No other details are given. A connection over the shard's "
+                "connection cap gets 503 `busy` (ErrorEnvelope) before its request is read. A "
+                "request carrying `Origin` "
+                "gets 403 `forbidden` here too."
+            ),
+            "security": [],
+            "responses": {
+                "200": {
+                    "description": "Ready: `status` is `ok`.",
+                    "headers": hdrs("pre"),
+                    "content": {"application/json": {"schema": sref("Health"),
+                                                      "example": {"status": "ok"}}},
+                },
+                "503": {
+                    "description": (
+                        "Not ready: `status` is `unavailable` (starting: no snapshot yet or a "
+                        "model not loaded; or stopping)."
+                    ),
+                    "headers": hdrs("pre"),
+                    "content": {"application/json": {"schema": sref("Health"),
+                                                      "example": {"status": "unavailable"}}},
+                },
+                **error_responses("health"),
+            },
+        }
+    },
+    "/openapi.json": {
+        "get": {
+            "operationId": "openapi",
+            "tags": ["service"],
+            "summary": "The OpenAPI 3.1 document of the running version, no key",
+            "description": (
+                "This document. No key, no parameters. A request carrying `Origin` gets 403 "
+                "`forbidden` here too."
+            ),
+            "security": [],
+            "responses": {
+                "200": {
+                    "description": "The OpenAPI 3.1 document (JSON).",
+                    "headers": hdrs("pre"),
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
+                **error_responses("openapi"),
+            },
+        }
+    },
+}
+
+security_schemes = {
+    "bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "mg_live_<id>_<secret>",
+        "description": (
+            "`Authorization: Bearer <API_KEY>`; equivalent to `X-Api-Key`. Key format: "
+            + KEY_FORMAT
+        ),
+    },
+    "apiKeyHeader": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "X-Api-Key",
+        "description": (
+            "`X-Api-Key: <API_KEY>`; equivalent to `Authorization: Bearer`. Key format: "
+            + KEY_FORMAT
+        ),
+    },
+    "apiSecret": {
+        "type": "apiKey",
+        "in": "query",
+        "name": "api_secret",
+        "description": (
+            "Compatible routes only. On `GET /1.0/check-workflow.json` the key is the "
+            "`api_secret` query parameter; on the POST compatible routes it is the `api_secret` "
+            "field of the multipart form (OpenAPI has no form-field location, hence `in: query` "
+            "here). The compatible routes also accept the key in `Authorization: Bearer` or "
+            "`X-Api-Key`; a header key that differs from `api_secret` gets 401 `unauthorized`. "
+            "Key format: " + KEY_FORMAT
+        ),
+    },
+}
+
+DECISIONS = [
+    "`Origin` is refused with 403 `forbidden` on every route, `/health` and `/openapi.json` "
+    "included (CompatErrorEnvelope on the compatible paths).",
+    "Order of refusals: `Origin`, then the framing and size limits of the request itself, then "
+    "the key (401/403), then parameters and content. A key error is reported before a bad `url`.",
+    "MB and megapixel are decimal: 15 MB = 15,000,000 bytes; 50 MP = 50,000,000 pixels; "
+    "12 MP = 12,000,000 pixels. KiB is binary: 64 KiB = 65,536 bytes.",
+    "Characters are Unicode scalar values (Rust `char`), for `text`, `context` and `ref`.",
+    "`context` over 2,000 characters: 413 `text_too_long`, the message naming the field; it is "
+    "checked on every plan even where the free plan then ignores it. `text` over its limit: 413 "
+    "`text_too_long` too.",
+    "The compatible routes take the key in `api_secret`; they also accept the two headers, and a "
+    "request whose header key and `api_secret` differ gets 401. On every route, a key sent in "
+    "two places with different values gets 401.",
+    "Bytes that start with a supported format's signature but do not decode: 400 "
+    "`corrupt_media`; anything else (BMP, TIFF, text, empty body): 415 `unsupported_media`.",
+    "A `url` together with a non-empty body (or, on the compatible form, with `media`): 400 "
+    "`bad_request`.",
+    "Download failures (DNS, connect, timeout, too many redirects, wrong content type, over "
+    "15,000,000 bytes, refused address): 400 `url_refused` with the reason in the message.",
+    "Unknown path 404 and wrong method 405 use the error envelope with type `bad_request`; 405 "
+    "carries `Allow`.",
+    "`unchecked` is absent when every category was checked, never `[]` or null.",
+    "Refused requests do not count toward the quota; `operations` is 0 for them.",
+    "A key limited to a list of workflows asking for a workflow that does not exist: 400 "
+    "`unknown_workflow` (existence first), then 403 `forbidden` for one outside its list.",
+    "A workflow reserved for paid plans asked for with a free plan key: 403 `forbidden`.",
+    "Error types by status: 400 `bad_request` (malformed framing; malformed JSON, with its "
+    "position; a `Content-Length` that is not a number or is repeated; `Content-Length` with "
+    "`Transfer-Encoding`; a transfer coding other than `chunked`; `url` with a non-empty body; a "
+    "refused `ref`; a missing `url` or `media` in the query of the GET compatible route), "
+    "`unknown_workflow`, `corrupt_media`, `url_refused`; 401 `unauthorized`; 403 `forbidden`, "
+    "`organization_suspended`; 404 and 405 `bad_request`; 408 `request_timeout`; 413 "
+    "`body_too_large`, `image_too_large`, `text_too_long`; 414, 417 and 431 `bad_request`; 415 "
+    "`unsupported_media`; 429 `rate_limited`, `too_many_concurrent`, `quota_exceeded`; 500 "
+    "`internal`; 503 `workflow_unavailable`, `busy`. Each error response lists its types in "
+    "`x-error-types`.",
+    "408 `request_timeout`: on the compatible POST routes, the form not received within 10 "
+    "seconds of the end of the request head; on every route, the request head not received "
+    "within the header read timeout (the connection is then closed).",
+    "414 (URI too long), 417 (an `Expect` other than `100-continue`) and 431 (request head too "
+    "large or too many header fields) are `bad_request`.",
+    "415 on the JSON route: a body without the JSON content type; on the compatible POST routes: "
+    "a body that is not `multipart/form-data`.",
+    "413 `body_too_large` also for a form field other than `media`/`text` over 64 KiB; "
+    "`image_too_large` over 16,384 px on a side or over 50 MP (12 MP on the free plan).",
+    "503 `busy` with `Retry-After`: the work queue is full, too many uploads are in progress "
+    "(compatible POST routes), or the shard has not loaded its models yet. A connection over the "
+    "shard's connection cap is answered 503 `busy` (ErrorEnvelope) before its request is read, "
+    "then closed. `GET /health` answers with Health (503 `unavailable` while starting or "
+    "stopping).",
+    "Envelope: every error on the two compatible paths (any method) uses CompatErrorEnvelope; "
+    "every other error uses ErrorEnvelope. A request whose request line never arrived, a "
+    "request head that cannot be parsed at all "
+    "(`components.responses.MalformedHead`) and an unknown path (`NotFound`) belong to no "
+    "operation and use ErrorEnvelope.",
+    "Rate limit headers: `RateLimit-Limit` is the key's burst capacity (the most checks it may "
+    "send at once; the bucket refills at the plan's checks per second), `RateLimit-Remaining` "
+    "the checks that may be sent now, `RateLimit-Reset` the whole seconds until the bucket is "
+    "full again (0 when full). `X-Quota-Used` counts this calendar month's (UTC) checks of the "
+    "organization, this one included; `X-Quota-Limit` is its monthly quota. These five headers "
+    "are on every answer to an authenticated request (2xx and the errors found after the key "
+    "was accepted). `X-Request-Id` is on every answer, unique across shards and restarts. "
+    "`Retry-After` (whole seconds) is on 429 and 503.",
+    "Request bodies and forms: unknown fields are ignored.",
+]
+
+DESCRIPTION = (
+    "modgate is a content moderation gateway. A caller sends an image or a text, optionally "
+    "names a workflow (a named set of checks, each giving a score per category, with review and "
+    "reject thresholds per category), and receives a decision: `accept`, `review` or `reject`, "
+    "with per-category scores. Every check is recorded in a journal with the key id and the "
+    "caller's `ref`. Besides the native `/v1` routes, three compatible `/1.0` routes accept "
+    "multipart forms or query strings in the shape of a third-party moderation API and return "
+    "the same decision fields plus a `request` object.\n\n"
+    "The service is called from the caller's servers only. Every route except `GET /health` and "
+    "`GET /openapi.json` needs an API key of an organization: " + KEY_FORMAT + " Keys are created "
+    "in a dashboard (not part of this interface) with scopes (`image`, `text` or both), "
+    "workflows (all or a list) and an optional expiry. Rotation creates a new key with the same "
+    "scopes; the old key keeps working for a grace delay of 0 to 24 hours and counts toward the "
+    "plan's number of keys meanwhile. Revocation stops a key at once.\n\n"
+    "Limits: images at most 15 MB (15,000,000 bytes), 50 megapixels (12 on the free plan), "
+    "16,384 px on a side, JPEG/PNG/WebP/GIF (first frame); downloads by `url`: 3 redirects, 10 "
+    "seconds, 15 MB, public internet only, `Content-Type: image/*`; texts at most 20,000 "
+    "characters (5,000 on the free plan); `context` at most 2,000 characters; `ref` 1 to 128 "
+    "characters without control characters; compatible forms: the whole form within 10 seconds "
+    "(408), 64 KiB per field except `media`/`text` (413); key rotation grace 0 to 24 hours. "
+    "Plans set a rate limit (429 `rate_limited`), a cap on concurrent checks (429 "
+    "`too_many_concurrent`), a monthly quota (429 `quota_exceeded`) and a number of keys.\n\n"
+    "Each workflow has an integer version; answers carry the version that decided. Native routes "
+    "carry the major version in the prefix `/v1`; the compatible routes live under `/1.0`.\n\n"
+    "Decisions on points the specification leaves open:\n\n"
+    + "\n".join("- " + d for d in DECISIONS)
+)
+
+doc = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "modgate",
+        "version": "0.1.0",
+        "description": DESCRIPTION,
+    },
+    "servers": [{"url": "/"}],
+    "tags": [
+        {"name": "native", "description": "Native routes under `/v1`."},
+        {"name": "compatible",
+         "description": "Routes in the shape of a third-party moderation API, under `/1.0`."},
+        {"name": "service", "description": "Health and this document; no key."},
+    ],
+    "paths": paths,
+    "components": {
+        "schemas": schemas,
+        "responses": responses,
+        "headers": headers,
+        "securitySchemes": security_schemes,
+    },
+}
+
+if __name__ == "__main__":
+    out = os.path.join(HERE, "openapi.json")
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    print(out)

@@ -1,0 +1,43 @@
+//! `GET /v1/workflows` (SPEC 4.3): the workflows the key may use, with their current versions.
+//! A workflow is listed when the key's allow-list names it (or allows all) and the
+//! organization's plan admits it (paid-only workflows need a paid plan).
+
+use serde::Serialize;
+
+use super::envelope::json_response;
+use crate::error::ApiResult;
+use crate::http::head::RequestHead;
+use crate::http::response::Response;
+use crate::server::shard::Shard;
+
+#[derive(Serialize)]
+struct WorkflowList<'a> {
+    status: &'static str,
+    workflows: Vec<WorkflowVersion<'a>>,
+}
+
+#[derive(Serialize)]
+struct WorkflowVersion<'a> {
+    name: &'a str,
+    version: u64,
+}
+
+pub fn list(shard: &Shard, head: &RequestHead) -> ApiResult<Response> {
+    let caller = shard.authenticate(head, None)?;
+    let workflows = shard.workflows()?;
+    let listed = workflows
+        .values()
+        .filter(|workflow| caller.may_use(workflow))
+        .map(|workflow| WorkflowVersion {
+            name: &workflow.name,
+            version: workflow.version,
+        })
+        .collect();
+    Ok(json_response(
+        200,
+        &WorkflowList {
+            status: "success",
+            workflows: listed,
+        },
+    ))
+}

@@ -1,0 +1,205 @@
+//! Who is calling: the API key from the request, checked against the store (SPEC section 5).
+//!
+//! A key may come as `Authorization: Bearer`, as `X-Api-Key`, and on the compatible routes as
+//! `api_secret`. Where several are sent they must be the same key, else 401: a request that
+//! names two different callers is refused rather than guessed at.
+//!
+//! Order of refusals: missing, malformed, unknown or wrong secret (one message for both, so the
+//! answer does not reveal which ids exist), then the key's state (revoked, expired, rotated
+//! past its grace), then the organization (gone: 401, suspended: 403). What the key may do
+//! with a route (scopes, workflows, plan) is [`Caller::authorize`]'s part.
+
+use std::rc::Rc;
+
+use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::http::head::RequestHead;
+use crate::store::keys;
+use crate::store::records::{KeyRecord, KeyState, WorkflowRecord};
+use crate::store::view::{OrgEntry, StoreView};
+
+/// An authenticated caller: the key and its organization, as cached by the shard.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub key: Rc<KeyRecord>,
+    pub org: Rc<OrgEntry>,
+}
+
+/// The kind of content a route checks, for scopes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContentKind {
+    Image,
+    Text,
+}
+
+/// The key the request presents, from the headers and (compatible routes) `api_secret`.
+pub fn presented_key<'a>(head: &'a RequestHead, api_secret: Option<&'a str>) -> ApiResult<&'a str> {
+    let bearer = match head.authorization.as_deref() {
+        Some(value) => Some(bearer_token(value)?),
+        None => None,
+    };
+    let mut found: Option<&str> = None;
+    for candidate in [bearer, head.api_key.as_deref(), api_secret]
+        .into_iter()
+        .flatten()
+    {
+        match found {
+            Some(key) if key != candidate => {
+                return Err(ApiError::unauthorized(
+                    "different API keys were sent in one request",
+                ))
+            }
+            _ => found = Some(candidate),
+        }
+    }
+    found.ok_or_else(|| {
+        ApiError::unauthorized(
+            "missing API key: send 'Authorization: Bearer <key>' or 'X-Api-Key: <key>'",
+        )
+    })
+}
+
+fn bearer_token(value: &str) -> ApiResult<&str> {
+    let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(ApiError::unauthorized(
+            "unsupported Authorization scheme: use 'Bearer <key>'",
+        ));
+    }
+    Ok(token.trim_start_matches(' '))
+}
+
+/// Checks `key` against the store as of now.
+pub fn authenticate(view: &StoreView, key: &str, now_ms: i64) -> ApiResult<Caller> {
+    let id = keys::parse_id(key).ok_or_else(|| {
+        ApiError::unauthorized(
+            "malformed API key: expected mg_live_<12 characters>_<32 characters>",
+        )
+    })?;
+    let record = view
+        .key(id)
+        .map_err(store_error)?
+        .filter(|record| keys::verify(key, &record.key_sha256))
+        .ok_or_else(|| ApiError::unauthorized("invalid API key"))?;
+    match record.state(now_ms) {
+        KeyState::Active | KeyState::InGrace { .. } => {}
+        KeyState::Revoked => return Err(ApiError::unauthorized("this API key was revoked")),
+        KeyState::Expired => return Err(ApiError::unauthorized("this API key has expired")),
+        KeyState::Retired => {
+            return Err(ApiError::unauthorized(
+                "this API key was rotated and its grace delay is over",
+            ))
+        }
+    }
+    let org = view
+        .org(&record.org)
+        .map_err(store_error)?
+        .ok_or_else(|| ApiError::unauthorized("this API key's organization no longer exists"))?;
+    if org.record.suspended {
+        return Err(ApiError::new(
+            ErrorKind::OrganizationSuspended,
+            "the organization of this API key is suspended",
+        ));
+    }
+    Ok(Caller { key: record, org })
+}
+
+impl Caller {
+    /// May this caller check `kind` with `workflow`? Existence first (400
+    /// `unknown_workflow`), then the key's scopes, allow-list and the plan (403).
+    pub fn authorize<'w>(
+        &self,
+        kind: ContentKind,
+        workflow: &str,
+        workflows: &'w crate::store::view::Workflows,
+    ) -> ApiResult<&'w Rc<WorkflowRecord>> {
+        let record = workflows.get(workflow).ok_or_else(|| {
+            ApiError::new(
+                ErrorKind::UnknownWorkflow,
+                format!("unknown workflow '{workflow}'"),
+            )
+        })?;
+        let scoped = match kind {
+            ContentKind::Image => self.key.scopes.image,
+            ContentKind::Text => self.key.scopes.text,
+        };
+        if !scoped {
+            let what = match kind {
+                ContentKind::Image => "images",
+                ContentKind::Text => "texts",
+            };
+            return Err(ApiError::forbidden(format!(
+                "this API key may not check {what}"
+            )));
+        }
+        if !self.may_use(record) {
+            return Err(ApiError::forbidden(
+                if record.definition.paid_only && !self.org.limits.paid {
+                    format!("workflow '{workflow}' needs a paid plan")
+                } else {
+                    format!("this API key may not use workflow '{workflow}'")
+                },
+            ));
+        }
+        Ok(record)
+    }
+
+    /// Whether the key's allow-list and the organization's plan admit `workflow`.
+    pub fn may_use(&self, workflow: &WorkflowRecord) -> bool {
+        self.key.workflows.allows(&workflow.name)
+            && (!workflow.definition.paid_only || self.org.limits.paid)
+    }
+}
+
+fn store_error(error: heed::Error) -> ApiError {
+    tracing::error!(%error, "store read failed");
+    ApiError::internal("the key store could not be read")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::head::{Framing, Method, Version};
+
+    fn head(authorization: Option<&str>, api_key: Option<&str>) -> RequestHead {
+        RequestHead {
+            method: Method::Get,
+            version: Version::Http11,
+            path: "/".into(),
+            query: String::new(),
+            framing: Framing::Empty,
+            keep_alive: true,
+            expect_continue: false,
+            has_origin: false,
+            authorization: authorization.map(str::to_owned),
+            api_key: api_key.map(str::to_owned),
+            content_type: None,
+        }
+    }
+
+    #[test]
+    fn key_sources() {
+        assert_eq!(
+            presented_key(&head(Some("Bearer k1"), None), None),
+            Ok("k1")
+        );
+        assert_eq!(
+            presented_key(&head(Some("bearer  k1"), None), None),
+            Ok("k1")
+        );
+        assert_eq!(presented_key(&head(None, Some("k2")), None), Ok("k2"));
+        assert_eq!(presented_key(&head(None, None), Some("k3")), Ok("k3"));
+        assert_eq!(
+            presented_key(&head(Some("Bearer k"), Some("k")), Some("k")),
+            Ok("k")
+        );
+        for (auth, api_key, secret) in [
+            (None, None, None),
+            (Some("Basic abc"), None, None),
+            (Some("Bearer a"), Some("b"), None),
+            (None, Some("a"), Some("b")),
+        ] {
+            let error = presented_key(&head(auth, api_key), secret).unwrap_err();
+            assert_eq!(error.kind, ErrorKind::Unauthorized);
+        }
+    }
+}

@@ -1,0 +1,470 @@
+//! The command line: `modgate serve` and the admin commands (the dashboard's stand-in).
+//!
+//! Flags are parsed in two phases: clap reads raw values, then each command validates them
+//! (times, durations, lists) and reports the first problem in plain words. Admin commands write
+//! the store directly, so they work while the server runs and the server sees each change on
+//! its next request. Output meant for scripts comes first: `key create` and `key rotate` print
+//! the new key alone on the first line of stdout.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::{anyhow, bail, Context};
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::Config;
+use crate::server::shard::unix_ms;
+use crate::store::records::{KeyRecord, Scopes, WorkflowAccess};
+use crate::store::Store;
+use crate::workflow;
+
+#[derive(Parser)]
+#[command(
+    name = "modgate",
+    version,
+    about = "Self-hosted content moderation gateway"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server.
+    Serve(ServeArgs),
+    /// Manage organizations.
+    Org {
+        #[command(subcommand)]
+        command: OrgCommand,
+    },
+    /// Manage API keys.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+    /// Manage workflows.
+    Workflow {
+        #[command(subcommand)]
+        command: WorkflowCommand,
+    },
+    /// Show the plans.
+    Plan {
+        #[command(subcommand)]
+        command: PlanCommand,
+    },
+    /// Configuration helpers.
+    Config {
+        /// Print the default configuration, every field commented.
+        #[arg(long)]
+        print_defaults: bool,
+    },
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Data directory (store and journals). Default: server.data_dir of the configuration.
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Listen address, e.g. 0.0.0.0:8080. Port 0 picks a free port.
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Option<std::net::SocketAddr>,
+    /// Shards (one per CPU); 0 = every CPU this process may use.
+    #[arg(long, value_name = "N")]
+    cores: Option<usize>,
+    /// Configuration file (TOML); see `modgate config --print-defaults`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Certificate chain (PEM): serve TLS.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Directory of the ONNX Runtime library and models.
+    #[arg(long, value_name = "DIR")]
+    models: Option<PathBuf>,
+}
+
+/// Where the admin commands find the store.
+#[derive(Args)]
+struct StoreArgs {
+    /// Data directory. Default: server.data_dir of --config, else ./data.
+    #[arg(long, value_name = "DIR", global = true)]
+    data: Option<PathBuf>,
+    /// Configuration file whose server.data_dir to use.
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum OrgCommand {
+    /// Create an organization on a plan.
+    Create {
+        name: String,
+        #[arg(long)]
+        plan: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Suspend an organization: its keys get 403 organization_suspended.
+    Suspend {
+        name: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Lift a suspension.
+    Resume {
+        name: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Move an organization to another plan.
+    SetPlan {
+        name: String,
+        plan: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// List organizations.
+    List {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Create a key; prints it alone on the first line (it is shown only once).
+    Create {
+        #[arg(long)]
+        org: String,
+        /// image, text, or image,text.
+        #[arg(long, default_value = "image,text")]
+        scopes: String,
+        /// all, or a comma-separated list of workflow names.
+        #[arg(long, default_value = "all")]
+        workflows: String,
+        /// Expiry, RFC 3339 (e.g. 2027-01-31T00:00:00Z).
+        #[arg(long, value_name = "RFC3339")]
+        expires: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Replace a key; the old one works for the grace delay (0 to 24h). Prints the new key
+    /// alone on the first line.
+    Rotate {
+        key_id: String,
+        /// e.g. 0s, 30m, 24h.
+        #[arg(long, value_name = "DURATION")]
+        grace: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Revoke a key at once.
+    Revoke {
+        key_id: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// List keys (ids, never secrets).
+    List {
+        #[arg(long)]
+        org: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum WorkflowCommand {
+    /// Import workflows from a TOML file (default: the file shipped with this version).
+    Import {
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// List workflows and their versions.
+    List {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum PlanCommand {
+    /// List the plans in the store.
+    List {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// Entry point of the binary.
+pub fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::Org { command } => org(command),
+        Command::Key { command } => key(command),
+        Command::Workflow { command } => workflow_command(command),
+        Command::Plan {
+            command: PlanCommand::List { store },
+        } => {
+            let store = open_store(&store)?;
+            for (name, limits) in store.plans()? {
+                println!("{name}\t{limits:?}");
+            }
+            Ok(())
+        }
+        Command::Config { print_defaults } => {
+            if !print_defaults {
+                bail!("nothing to do: try `modgate config --print-defaults`");
+            }
+            print!("{}", crate::config::DEFAULT_CONFIG);
+            Ok(())
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut config = Config::load(args.config.as_deref())?;
+    if let Some(data) = args.data {
+        config.server.data_dir = data;
+    }
+    if let Some(listen) = args.listen {
+        config.server.listen = listen;
+    }
+    if let Some(cores) = args.cores {
+        config.server.cores = cores;
+    }
+    if let Some(models) = args.models {
+        config.server.models_dir = models;
+    }
+    if args.tls_cert.is_some() {
+        config.tls.cert = args.tls_cert;
+        config.tls.key = args.tls_key;
+    }
+    crate::server::run(config)
+}
+
+fn open_store(args: &StoreArgs) -> anyhow::Result<Store> {
+    let dir = match (&args.data, &args.config) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(path)) => Config::load(Some(path))?.server.data_dir,
+        (None, None) => Config::default().server.data_dir,
+    };
+    Store::open(&dir)
+}
+
+fn now_ms() -> i64 {
+    unix_ms(SystemTime::now())
+}
+
+fn org(command: OrgCommand) -> anyhow::Result<()> {
+    match command {
+        OrgCommand::Create { name, plan, store } => {
+            let record = open_store(&store)?.create_org(&name, &plan, now_ms())?;
+            println!(
+                "created organization {} on plan {}",
+                record.name, record.plan
+            );
+        }
+        OrgCommand::Suspend { name, store } => {
+            set_suspended(&open_store(&store)?, &name, true)?;
+            println!("suspended {name}");
+        }
+        OrgCommand::Resume { name, store } => {
+            set_suspended(&open_store(&store)?, &name, false)?;
+            println!("resumed {name}");
+        }
+        OrgCommand::SetPlan { name, plan, store } => {
+            open_store(&store)?.update_org(&name, |record| {
+                record.plan = plan.clone();
+                Ok(())
+            })?;
+            println!("{name} is now on plan {plan}");
+        }
+        OrgCommand::List { store } => {
+            for record in open_store(&store)?.orgs()? {
+                let state = if record.suspended {
+                    "suspended"
+                } else {
+                    "active"
+                };
+                println!("{}\tplan={}\t{state}", record.name, record.plan);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn set_suspended(store: &Store, name: &str, suspended: bool) -> anyhow::Result<()> {
+    store.update_org(name, |record| {
+        record.suspended = suspended;
+        Ok(())
+    })?;
+    Ok(())
+}
+
+fn key(command: KeyCommand) -> anyhow::Result<()> {
+    match command {
+        KeyCommand::Create {
+            org,
+            scopes,
+            workflows,
+            expires,
+            store,
+        } => {
+            let scopes = Scopes::parse(&scopes).map_err(|error| anyhow!(error))?;
+            let workflows = parse_workflow_access(&workflows)?;
+            let expires_ms = expires.as_deref().map(parse_rfc3339_ms).transpose()?;
+            let issued =
+                open_store(&store)?.create_key(&org, scopes, workflows, expires_ms, now_ms())?;
+            println!("{}", issued.key);
+            print_key(&issued.record);
+        }
+        KeyCommand::Rotate {
+            key_id,
+            grace,
+            store,
+        } => {
+            let grace = humantime::parse_duration(&grace)
+                .with_context(|| format!("invalid --grace '{grace}' (e.g. 0s, 30m, 24h)"))?;
+            let issued =
+                open_store(&store)?.rotate_key(&key_id, grace.as_millis() as i64, now_ms())?;
+            println!("{}", issued.key);
+            print_key(&issued.record);
+            println!(
+                "{key_id} works until the end of its grace delay ({})",
+                humantime::format_duration(grace)
+            );
+        }
+        KeyCommand::Revoke { key_id, store } => {
+            open_store(&store)?.revoke_key(&key_id, now_ms())?;
+            println!("revoked {key_id}");
+        }
+        KeyCommand::List { org, store } => {
+            let now = now_ms();
+            println!("id\torg\tstate\tscopes\tworkflows\tcreated\texpires");
+            for record in open_store(&store)?.keys(org.as_deref())? {
+                println!(
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    record.id,
+                    record.org,
+                    record.state(now).name(),
+                    record.scopes,
+                    record.workflows,
+                    format_ms(record.created_ms),
+                    record.expires_ms.map_or("never".to_owned(), format_ms),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_key(record: &KeyRecord) {
+    println!(
+        "id={} org={} scopes={} workflows={} expires={}",
+        record.id,
+        record.org,
+        record.scopes,
+        record.workflows,
+        record.expires_ms.map_or("never".to_owned(), format_ms)
+    );
+}
+
+fn parse_workflow_access(text: &str) -> anyhow::Result<WorkflowAccess> {
+    if text == "all" {
+        return Ok(WorkflowAccess::All);
+    }
+    let names: Vec<String> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect();
+    for name in &names {
+        workflow::validate_name(name).map_err(|error| anyhow!(error))?;
+    }
+    Ok(WorkflowAccess::Only(names))
+}
+
+pub fn parse_rfc3339_ms(text: &str) -> anyhow::Result<i64> {
+    let time = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .with_context(|| {
+            format!("invalid time '{text}': expected RFC 3339, e.g. 2027-01-31T00:00:00Z")
+        })?;
+    Ok((time.unix_timestamp_nanos() / 1_000_000) as i64)
+}
+
+pub fn format_ms(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|time| {
+            time.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| ms.to_string())
+}
+
+fn workflow_command(command: WorkflowCommand) -> anyhow::Result<()> {
+    match command {
+        WorkflowCommand::Import { file, store } => {
+            let text = match &file {
+                Some(path) => std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?,
+                None => workflow::SHIPPED_WORKFLOWS.to_owned(),
+            };
+            let origin = file.as_deref().unwrap_or(Path::new("<shipped workflows>"));
+            let defs = workflow::parse_workflows(&text, crate::checks::CHECK_NAMES)
+                .map_err(|error| anyhow!("{}: {error}", origin.display()))?;
+            for imported in open_store(&store)?.import_workflows(&defs, now_ms())? {
+                let note = if imported.changed {
+                    "imported"
+                } else {
+                    "unchanged"
+                };
+                println!("{}\tversion {}\t{note}", imported.name, imported.version);
+            }
+        }
+        WorkflowCommand::List { store } => {
+            for record in open_store(&store)?.workflows()? {
+                let paid = if record.definition.paid_only {
+                    "\tpaid plans only"
+                } else {
+                    ""
+                };
+                println!(
+                    "{}\tversion {}{paid}\t{}",
+                    record.name, record.version, record.definition.description
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times() {
+        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01Z").unwrap(), 1000);
+        assert_eq!(parse_rfc3339_ms("1970-01-01T01:00:01+01:00").unwrap(), 1000);
+        assert!(parse_rfc3339_ms("tomorrow").is_err());
+        assert_eq!(format_ms(1000), "1970-01-01T00:00:01Z");
+    }
+
+    #[test]
+    fn workflow_lists() {
+        assert_eq!(parse_workflow_access("all").unwrap(), WorkflowAccess::All);
+        assert_eq!(
+            parse_workflow_access("a, b").unwrap(),
+            WorkflowAccess::Only(vec!["a".into(), "b".into()])
+        );
+        assert!(parse_workflow_access("A!").is_err());
+    }
+}

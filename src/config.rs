@@ -1,0 +1,282 @@
+//! Configuration: one TOML file, every field with a default and a unit in its name.
+//!
+//! The defaults are written once, in `src/defaults/modgate.toml`, which is embedded in the
+//! binary ([`DEFAULT_CONFIG`]) and documents every field. A user's file is parsed on top of
+//! them: fields left out keep their default, unknown fields are refused with the file, line and
+//! field named. Command-line flags are applied after the file, then [`Config::validate`]
+//! checks the whole.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+
+use crate::http::conn::ConnConfig;
+use crate::http::head::HeadLimits;
+use crate::store::records::PlanLimits;
+
+/// The commented default configuration.
+pub const DEFAULT_CONFIG: &str = include_str!("defaults/modgate.toml");
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub tls: TlsConfig,
+    pub limits: LimitsConfig,
+    pub plans: BTreeMap<String, PlanLimits>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub cores: usize,
+    pub data_dir: PathBuf,
+    pub models_dir: PathBuf,
+    pub head_bytes_max: usize,
+    pub uri_bytes_max: usize,
+    pub header_read_timeout_ms: u64,
+    pub keepalive_idle_timeout_ms: u64,
+    pub write_timeout_ms: u64,
+    pub connections_per_shard_max: usize,
+    pub drain_timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub body_read_timeout_ms: u64,
+}
+
+/// Bounds on configurable limits, so that a typo cannot disable a defence.
+pub const HEAD_BYTES_MAX_RANGE: std::ops::RangeInclusive<usize> = 1024..=1 << 20;
+pub const CONNECTIONS_PER_SHARD_MAX_RANGE: std::ops::RangeInclusive<usize> = 1..=1 << 20;
+
+impl Default for Config {
+    fn default() -> Self {
+        // The embedded file is checked by a unit test; it cannot fail to parse at run time.
+        match parse(DEFAULT_CONFIG, Path::new("<defaults>")) {
+            Ok(config) => config,
+            Err(error) => panic!("embedded default configuration: {error:#}"),
+        }
+    }
+}
+
+/// Parses a full configuration (defaults merged under `text`).
+fn parse(text: &str, origin: &Path) -> anyhow::Result<Config> {
+    let mut merged: toml::Table = toml::from_str(DEFAULT_CONFIG).context("embedded defaults")?;
+    // Unknown fields are refused against the user's own text first, so that the error can
+    // name its line; then the values are merged over the defaults.
+    let user: toml::Table =
+        toml::from_str(text).map_err(|error| anyhow::anyhow!("{}: {error}", origin.display()))?;
+    check_fields(text, origin)?;
+    merge(&mut merged, user);
+    let config: Config = toml::Value::Table(merged)
+        .try_into()
+        .map_err(|error| anyhow::anyhow!("{}: {error}", origin.display()))?;
+    Ok(config)
+}
+
+/// Deserialises the user's text against a mirror of [`Config`] where every field is optional:
+/// the error for an unknown field then carries the line and column in that text.
+fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Shape {
+        server: Option<ServerShape>,
+        tls: Option<TlsConfig>,
+        limits: Option<LimitsShape>,
+        plans: Option<BTreeMap<String, PlanShape>>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct ServerShape {
+        listen: Option<SocketAddr>,
+        cores: Option<usize>,
+        data_dir: Option<PathBuf>,
+        models_dir: Option<PathBuf>,
+        head_bytes_max: Option<usize>,
+        uri_bytes_max: Option<usize>,
+        header_read_timeout_ms: Option<u64>,
+        keepalive_idle_timeout_ms: Option<u64>,
+        write_timeout_ms: Option<u64>,
+        connections_per_shard_max: Option<usize>,
+        drain_timeout_ms: Option<u64>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct LimitsShape {
+        body_read_timeout_ms: Option<u64>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct PlanShape {
+        text_chars_max: Option<u32>,
+        image_pixels_max: Option<u64>,
+        rate_per_s: Option<u32>,
+        rate_burst: Option<u32>,
+        concurrent_max: Option<u32>,
+        quota_per_month: Option<u64>,
+        keys_max: Option<u32>,
+        paid: Option<bool>,
+    }
+    toml::from_str::<Shape>(text)
+        .map(drop)
+        .map_err(|error| anyhow::anyhow!("{}: {error}", origin.display()))
+}
+
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(base_table)), toml::Value::Table(over_table)) => {
+                merge(base_table, over_table)
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+impl Config {
+    /// Reads `path` over the defaults, or the defaults alone.
+    pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
+        match path {
+            None => Ok(Config::default()),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                parse(&text, path)
+            }
+        }
+    }
+
+    /// Checks the configuration as a whole, after flags were applied.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let server = &self.server;
+        if !HEAD_BYTES_MAX_RANGE.contains(&server.head_bytes_max) {
+            bail!("server.head_bytes_max must be in {HEAD_BYTES_MAX_RANGE:?}");
+        }
+        if server.uri_bytes_max == 0 || server.uri_bytes_max > server.head_bytes_max {
+            bail!("server.uri_bytes_max must be between 1 and server.head_bytes_max");
+        }
+        if !CONNECTIONS_PER_SHARD_MAX_RANGE.contains(&server.connections_per_shard_max) {
+            bail!(
+                "server.connections_per_shard_max must be in {CONNECTIONS_PER_SHARD_MAX_RANGE:?}"
+            );
+        }
+        for (name, value) in [
+            (
+                "server.header_read_timeout_ms",
+                server.header_read_timeout_ms,
+            ),
+            (
+                "server.keepalive_idle_timeout_ms",
+                server.keepalive_idle_timeout_ms,
+            ),
+            ("server.write_timeout_ms", server.write_timeout_ms),
+            ("server.drain_timeout_ms", server.drain_timeout_ms),
+            (
+                "limits.body_read_timeout_ms",
+                self.limits.body_read_timeout_ms,
+            ),
+        ] {
+            if value == 0 {
+                bail!("{name} must be above 0");
+            }
+        }
+        if self.tls.cert.is_some() != self.tls.key.is_some() {
+            bail!("tls.cert and tls.key go together");
+        }
+        if self.plans.is_empty() {
+            bail!("at least one plan is needed");
+        }
+        for (name, plan) in &self.plans {
+            if plan.rate_per_s == 0 || plan.rate_burst == 0 || plan.concurrent_max == 0 {
+                bail!("plans.{name}: rate_per_s, rate_burst and concurrent_max must be above 0");
+            }
+        }
+        Ok(())
+    }
+
+    pub fn conn_config(&self) -> ConnConfig {
+        ConnConfig {
+            head: HeadLimits {
+                head_bytes_max: self.server.head_bytes_max,
+                uri_bytes_max: self.server.uri_bytes_max,
+            },
+            header_read_timeout: Duration::from_millis(self.server.header_read_timeout_ms),
+            idle_timeout: Duration::from_millis(self.server.keepalive_idle_timeout_ms),
+            write_timeout: Duration::from_millis(self.server.write_timeout_ms),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_defaults_parse_and_validate() {
+        let config = Config::default();
+        config.validate().unwrap();
+        assert!(config.plans.contains_key("free") && config.plans.contains_key("pro"));
+        assert_eq!(config.plans["free"].text_chars_max, 5000);
+        assert_eq!(config.plans["pro"].image_pixels_max, 50_000_000);
+    }
+
+    #[test]
+    fn user_values_override_and_the_rest_stays() {
+        let config = parse(
+            "[server]\ncores = 3\n[plans.free]\nkeys_max = 9\n",
+            Path::new("f"),
+        )
+        .unwrap();
+        assert_eq!(config.server.cores, 3);
+        assert_eq!(config.plans["free"].keys_max, 9);
+        assert_eq!(config.plans["free"].text_chars_max, 5000);
+        assert_eq!(
+            config.server.head_bytes_max,
+            Config::default().server.head_bytes_max
+        );
+    }
+
+    #[test]
+    fn unknown_fields_name_the_file_line_and_field() {
+        let error = parse(
+            "[server]\ncores = 1\nheader_timeout_ms = 5\n",
+            Path::new("my.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("my.toml"), "{error}");
+        assert!(error.contains("line 3"), "{error}");
+        assert!(error.contains("header_timeout_ms"), "{error}");
+    }
+
+    #[test]
+    fn validation() {
+        let mut config = Config::default();
+        config.server.uri_bytes_max = config.server.head_bytes_max + 1;
+        assert!(config.validate().is_err());
+        let mut config = Config::default();
+        config.tls.cert = Some("x".into());
+        assert!(config.validate().is_err());
+    }
+}

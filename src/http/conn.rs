@@ -1,0 +1,585 @@
+//! One HTTP/1.1 connection: read heads, hand each request to the host, write answers in order.
+//!
+//! The connection owns one read buffer (at least `head_bytes_max` long, so a head always fits)
+//! and one write buffer. Answers are appended to the write buffer and sent just before the
+//! connection next reads from the socket, so answers to pipelined requests leave together.
+//!
+//! Timeouts, all from [`ConnConfig`]:
+//! - waiting for the first byte of a request: `idle_timeout` (the first request of a
+//!   connection gets `header_read_timeout` instead), then a silent close;
+//! - from the first byte to the end of the head: `header_read_timeout`, then 408 and close;
+//! - every write: `write_timeout`, then close.
+//!
+//! A connection is closed after an answer when the client asked for it, when the request's body
+//! was not read to its end (the framing of what follows is then unknown), when the answer says
+//! so, or when the server is stopping. Closing after an unread body is a lingering close: our
+//! side is shut for writing and the client's bytes are read and dropped for a moment, so the
+//! client sees the answer instead of a reset.
+//!
+//! The stop signal reaches a connection only while it waits between requests: a request in
+//! progress is finished and answered with `Connection: close`.
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::ops::Range;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use glommio::timer::Timer;
+
+use super::chunked::{ChunkedDecoder, Step};
+use super::head::{parse_head, Framing, HeadError, HeadLimits, Method, RequestHead, Version};
+use super::response::{ConnectionHeader, Frame, Response};
+use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::request_id::RequestId;
+
+/// Bytes read and dropped at most during a lingering close.
+pub const LINGER_BYTES_MAX: usize = 1 << 20;
+/// Time spent at most in a lingering close.
+pub const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
+/// The read buffer is never smaller than this, whatever `head_bytes_max` is.
+pub const READ_BUFFER_BYTES_MIN: usize = 16 * 1024;
+
+/// Limits and timeouts of connections (from `[server]` in the configuration).
+#[derive(Clone, Debug)]
+pub struct ConnConfig {
+    pub head: HeadLimits,
+    pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub write_timeout: Duration,
+}
+
+/// What a connection needs from the shard that runs it.
+pub trait ConnHost {
+    fn conn_config(&self) -> &ConnConfig;
+    fn next_request_id(&self) -> RequestId;
+    /// The current `Date` header value.
+    fn date(&self) -> std::cell::Ref<'_, String>;
+    fn is_stopping(&self) -> bool;
+    /// Ready once the server stops; registers `cx`'s waker under `slot` otherwise.
+    fn poll_stop(&self, slot: usize, cx: &mut Context<'_>) -> Poll<()>;
+    /// The error answer for `error`, in the envelope of the route at `path` (may be empty when
+    /// the path is not known).
+    fn error_response(&self, error: &ApiError, path: &str, request_id: &RequestId) -> Response;
+    /// Answers one request. The handler reads as much of the body as it needs.
+    fn handle<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        exchange: &mut Exchange<'_, S>,
+    ) -> impl Future<Output = Response>;
+}
+
+/// The socket with its buffers.
+pub struct ConnIo<S> {
+    stream: S,
+    rbuf: Box<[u8]>,
+    /// Unconsumed bytes are `rbuf[rstart..rend]`.
+    rstart: usize,
+    rend: usize,
+    wbuf: Vec<u8>,
+    write_timeout: Duration,
+}
+
+#[derive(Debug)]
+enum ReadFailure {
+    Eof,
+    Timeout,
+    Stopped,
+    Io(#[allow(dead_code)] io::Error),
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
+    fn new(stream: S, config: &ConnConfig) -> Self {
+        let size = config.head.head_bytes_max.max(READ_BUFFER_BYTES_MIN);
+        ConnIo {
+            stream,
+            rbuf: vec![0; size].into_boxed_slice(),
+            rstart: 0,
+            rend: 0,
+            wbuf: Vec::with_capacity(4096),
+            write_timeout: config.write_timeout,
+        }
+    }
+
+    fn buffered(&self) -> &[u8] {
+        &self.rbuf[self.rstart..self.rend]
+    }
+
+    /// Sends what the write buffer holds.
+    async fn flush(&mut self) -> io::Result<()> {
+        if self.wbuf.is_empty() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + self.write_timeout;
+        let result = until(deadline, async {
+            self.stream.write_all(&self.wbuf).await?;
+            self.stream.flush().await
+        })
+        .await;
+        self.wbuf.clear();
+        match result {
+            Some(result) => result,
+            None => Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout")),
+        }
+    }
+
+    /// Makes room at the end of the read buffer: drops consumed bytes.
+    fn compact(&mut self) {
+        if self.rstart == self.rend {
+            self.rstart = 0;
+            self.rend = 0;
+        } else if self.rend == self.rbuf.len() && self.rstart > 0 {
+            self.rbuf.copy_within(self.rstart..self.rend, 0);
+            self.rend -= self.rstart;
+            self.rstart = 0;
+        }
+    }
+
+    /// Flushes pending answers, then reads more bytes, racing the deadline and (if given) the
+    /// host's stop signal.
+    async fn fill<H: ConnHost>(
+        &mut self,
+        deadline: Instant,
+        stop: Option<(&H, usize)>,
+    ) -> Result<usize, ReadFailure> {
+        self.flush().await.map_err(ReadFailure::Io)?;
+        self.compact();
+        debug_assert!(self.rend < self.rbuf.len(), "fill called on a full buffer");
+        let ConnIo {
+            stream, rbuf, rend, ..
+        } = self;
+        let mut read = std::pin::pin!(stream.read(&mut rbuf[*rend..]));
+        let mut timer: Option<Timer> = None;
+        let outcome = poll_fn(|cx| {
+            if let Poll::Ready(result) = read.as_mut().poll(cx) {
+                return Poll::Ready(match result {
+                    Ok(0) => Err(ReadFailure::Eof),
+                    Ok(n) => Ok(n),
+                    Err(error) => Err(ReadFailure::Io(error)),
+                });
+            }
+            if let Some((host, slot)) = stop {
+                if host.poll_stop(slot, cx).is_ready() {
+                    return Poll::Ready(Err(ReadFailure::Stopped));
+                }
+            }
+            poll_deadline(&mut timer, deadline, cx).map(|()| Err(ReadFailure::Timeout))
+        })
+        .await;
+        if let Ok(n) = outcome {
+            *rend += n;
+        }
+        outcome
+    }
+}
+
+/// Polls a lazily created timer: most reads complete before any timer is needed.
+fn poll_deadline(timer: &mut Option<Timer>, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
+    let timer = match timer {
+        Some(timer) => timer,
+        None => {
+            let now = Instant::now();
+            if now >= deadline {
+                return Poll::Ready(());
+            }
+            timer.insert(Timer::new(deadline - now))
+        }
+    };
+    Pin::new(timer).poll(cx).map(|_| ())
+}
+
+/// Runs `future` until `deadline`; `None` if the deadline came first.
+pub async fn until<F: Future>(deadline: Instant, future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut timer: Option<Timer> = None;
+    poll_fn(|cx| {
+        if let Poll::Ready(value) = future.as_mut().poll(cx) {
+            return Poll::Ready(Some(value));
+        }
+        poll_deadline(&mut timer, deadline, cx).map(|()| None)
+    })
+    .await
+}
+
+/// How far the body of the current request has been read.
+struct BodyState {
+    framing: Framing,
+    /// `Length`: bytes still to read.
+    remaining: u64,
+    chunked: ChunkedDecoder,
+    done: bool,
+    /// `Expect: 100-continue` on HTTP/1.1 and `100 Continue` not sent yet.
+    continue_due: bool,
+}
+
+impl BodyState {
+    fn new(head: &RequestHead) -> Self {
+        let (remaining, done) = match head.framing {
+            Framing::Empty => (0, true),
+            Framing::Length(n) => (n, false),
+            Framing::Chunked => (0, false),
+        };
+        BodyState {
+            framing: head.framing,
+            remaining,
+            chunked: ChunkedDecoder::new(),
+            done,
+            continue_due: head.expect_continue && head.version == Version::Http11 && !done,
+        }
+    }
+}
+
+/// One request in progress: its head, its id and access to its body.
+pub struct Exchange<'c, S> {
+    pub head: RequestHead,
+    pub request_id: RequestId,
+    io: &'c mut ConnIo<S>,
+    body: BodyState,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<'_, S> {
+    pub fn framing(&self) -> Framing {
+        self.body.framing
+    }
+
+    /// Whether the body has been read to its end.
+    pub fn body_done(&self) -> bool {
+        self.body.done
+    }
+
+    /// The next piece of the body, borrowed from the connection's buffer; `None` at its end.
+    pub async fn body_piece(&mut self, deadline: Instant) -> ApiResult<Option<&[u8]>> {
+        let range = self.next_body_range(deadline).await?;
+        Ok(range.map(|range| &self.io.rbuf[range]))
+    }
+
+    /// Reads the whole body into `out`; 413 `body_too_large` as soon as it is known to pass
+    /// `max_bytes` (from `Content-Length` before reading anything, else while streaming).
+    pub async fn read_body(
+        &mut self,
+        out: &mut Vec<u8>,
+        max_bytes: usize,
+        deadline: Instant,
+    ) -> ApiResult<()> {
+        if let Framing::Length(n) = self.body.framing {
+            if n > max_bytes as u64 {
+                return Err(body_too_large(max_bytes));
+            }
+            out.reserve(n as usize);
+        }
+        while let Some(range) = self.next_body_range(deadline).await? {
+            if out.len() + range.len() > max_bytes {
+                return Err(body_too_large(max_bytes));
+            }
+            out.extend_from_slice(&self.io.rbuf[range]);
+        }
+        Ok(())
+    }
+
+    async fn next_body_range(&mut self, deadline: Instant) -> ApiResult<Option<Range<usize>>> {
+        loop {
+            if self.body.done {
+                return Ok(None);
+            }
+            let available = self.io.rend - self.io.rstart;
+            if available > 0 {
+                let start = self.io.rstart;
+                match self.body.framing {
+                    Framing::Empty => unreachable!("an empty body starts done"),
+                    Framing::Length(_) => {
+                        let take = (self.body.remaining.min(available as u64)) as usize;
+                        self.io.rstart += take;
+                        self.body.remaining -= take as u64;
+                        self.body.done = self.body.remaining == 0;
+                        return Ok(Some(start..start + take));
+                    }
+                    Framing::Chunked => {
+                        let (used, step) = self
+                            .body
+                            .chunked
+                            .step(&self.io.rbuf[start..self.io.rend])
+                            .map_err(|error| {
+                                ApiError::bad_request(format!("bad chunked body: {error}"))
+                            })?;
+                        self.io.rstart += used;
+                        match step {
+                            Step::Data {
+                                start: from,
+                                end: to,
+                            } => return Ok(Some(start + from..start + to)),
+                            Step::NeedMore => {}
+                            Step::Done => {
+                                self.body.done = true;
+                                return Ok(None);
+                            }
+                        }
+                        if self.io.rstart < self.io.rend {
+                            continue;
+                        }
+                    }
+                }
+            }
+            if self.body.continue_due {
+                self.body.continue_due = false;
+                self.io
+                    .wbuf
+                    .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+            }
+            match self.io.fill::<NoHost>(deadline, None).await {
+                Ok(_) => {}
+                Err(ReadFailure::Timeout) => {
+                    return Err(ApiError::new(
+                        ErrorKind::RequestTimeout,
+                        "the request body did not arrive in time",
+                    ))
+                }
+                Err(_) => {
+                    return Err(ApiError::bad_request(
+                        "the connection ended before the request body was complete",
+                    ))
+                }
+            }
+        }
+    }
+}
+
+fn body_too_large(max_bytes: usize) -> ApiError {
+    ApiError::new(
+        ErrorKind::BodyTooLarge,
+        format!("request body over the limit of {max_bytes} bytes for this route"),
+    )
+}
+
+enum HeadRead {
+    Head(RequestHead),
+    /// End of the connection without an answer (EOF, idle timeout, stop, I/O error).
+    Close,
+    /// Answer with this error, then close. The path is known when the request line was read.
+    Refuse(ApiError, String),
+}
+
+/// Serves requests on one connection until it closes. `slot` identifies the connection to
+/// the host's stop registry.
+pub async fn serve_connection<S, H>(stream: S, host: &H, slot: usize)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    H: ConnHost,
+{
+    let config = host.conn_config().clone();
+    let mut io = ConnIo::new(stream, &config);
+    let mut first = true;
+    loop {
+        let head = match read_head(&mut io, host, slot, &config, first).await {
+            HeadRead::Head(head) => head,
+            HeadRead::Close => break,
+            HeadRead::Refuse(error, path) => {
+                let request_id = host.next_request_id();
+                let response = host.error_response(&error, &path, &request_id);
+                write_response(
+                    &mut io,
+                    host,
+                    &response,
+                    &request_id,
+                    ConnectionHeader::Close,
+                    false,
+                );
+                if io.flush().await.is_ok() {
+                    linger(&mut io).await;
+                }
+                return;
+            }
+        };
+        first = false;
+        let request_id = host.next_request_id();
+        let body = BodyState::new(&head);
+        let mut exchange = Exchange {
+            head,
+            request_id,
+            io: &mut io,
+            body,
+        };
+        let response = host.handle(&mut exchange).await;
+        let Exchange {
+            head,
+            request_id,
+            body,
+            ..
+        } = exchange;
+        let keep_alive = head.keep_alive && body.done && !response.close && !host.is_stopping();
+        let connection = match (keep_alive, head.version) {
+            (false, _) => ConnectionHeader::Close,
+            (true, Version::Http10) => ConnectionHeader::KeepAlive,
+            (true, Version::Http11) => ConnectionHeader::None,
+        };
+        let head_only = head.method == Method::Head;
+        write_response(&mut io, host, &response, &request_id, connection, head_only);
+        if !keep_alive {
+            if io.flush().await.is_ok() && !body.done {
+                linger(&mut io).await;
+            }
+            return;
+        }
+    }
+    let _ = io.flush().await;
+}
+
+fn write_response<S, H: ConnHost>(
+    io: &mut ConnIo<S>,
+    host: &H,
+    response: &Response,
+    request_id: &RequestId,
+    connection: ConnectionHeader,
+    head_only: bool,
+) {
+    let date = host.date();
+    response.write_to(
+        &mut io.wbuf,
+        &Frame {
+            request_id: request_id.as_str(),
+            date: &date,
+            connection,
+            head_only,
+        },
+    );
+}
+
+async fn read_head<S, H>(
+    io: &mut ConnIo<S>,
+    host: &H,
+    slot: usize,
+    config: &ConnConfig,
+    first: bool,
+) -> HeadRead
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    H: ConnHost,
+{
+    // The head timer runs from the first byte of the request (from the accept for the first
+    // request: a client that connects and sends nothing is a slow client too).
+    let mut head_deadline =
+        (first || io.rstart < io.rend).then(|| Instant::now() + config.header_read_timeout);
+    loop {
+        if io.rstart < io.rend {
+            match parse_head(io.buffered(), &config.head) {
+                Ok(Some((head, len))) => {
+                    io.rstart += len;
+                    return HeadRead::Head(head);
+                }
+                Ok(None) => {}
+                Err(error) => return HeadRead::Refuse(head_error(error), path_hint(io.buffered())),
+            }
+            head_deadline.get_or_insert_with(|| Instant::now() + config.header_read_timeout);
+        }
+        let (deadline, idle) = match head_deadline {
+            Some(deadline) => (deadline, false),
+            None => (Instant::now() + config.idle_timeout, true),
+        };
+        // Between requests the stop signal ends the connection; within a head it does not.
+        let stop = (idle || io.rstart == io.rend).then_some((host, slot));
+        if stop.is_some() && host.is_stopping() {
+            return HeadRead::Close;
+        }
+        match io.fill(deadline, stop).await {
+            Ok(_) => {}
+            Err(ReadFailure::Timeout) if !idle && io.rstart < io.rend => {
+                return HeadRead::Refuse(
+                    ApiError::new(
+                        ErrorKind::RequestTimeout,
+                        "the request head did not arrive in time",
+                    ),
+                    path_hint(io.buffered()),
+                )
+            }
+            Err(_) => return HeadRead::Close,
+        }
+    }
+}
+
+/// The path of a request line that may be incomplete, to pick the error envelope.
+fn path_hint(buf: &[u8]) -> String {
+    let line = buf
+        .split(|&b| b == b'\n')
+        .find(|line| !line.is_empty() && *line != b"\r");
+    line.and_then(|line| line.split(|&b| b == b' ').nth(1))
+        .map(|target| {
+            let path = target.split(|&b| b == b'?').next().unwrap_or(target);
+            String::from_utf8_lossy(&path[..path.len().min(64)]).into_owned()
+        })
+        .unwrap_or_default()
+}
+
+/// The only mapping of head errors to answers.
+fn head_error(error: HeadError) -> ApiError {
+    let kind = match error {
+        HeadError::TooLarge | HeadError::TooManyHeaders => ErrorKind::HeadTooLarge,
+        HeadError::UriTooLong => ErrorKind::UriTooLong,
+        HeadError::Malformed(_) | HeadError::Framing(_) => ErrorKind::BadRequest,
+        HeadError::UnsupportedExpectation => ErrorKind::ExpectationFailed,
+    };
+    ApiError::new(kind, error.to_string())
+}
+
+/// After the last answer: stop sending, then read and drop what the client still sends for a
+/// moment, so that closing does not reset the connection under the answer.
+async fn linger<S: AsyncRead + AsyncWrite + Unpin>(io: &mut ConnIo<S>) {
+    if io.stream.close().await.is_err() {
+        return;
+    }
+    let deadline = Instant::now() + LINGER_TIMEOUT;
+    let mut dropped = 0;
+    while dropped < LINGER_BYTES_MAX {
+        io.rstart = 0;
+        io.rend = 0;
+        match io.fill::<NoHost>(deadline, None).await {
+            Ok(n) => dropped += n,
+            Err(_) => break,
+        }
+    }
+}
+
+/// Stands in for a host where no stop signal is wanted.
+enum NoHost {}
+
+impl ConnHost for NoHost {
+    fn conn_config(&self) -> &ConnConfig {
+        match *self {}
+    }
+    fn next_request_id(&self) -> RequestId {
+        match *self {}
+    }
+    fn date(&self) -> std::cell::Ref<'_, String> {
+        match *self {}
+    }
+    fn is_stopping(&self) -> bool {
+        match *self {}
+    }
+    fn poll_stop(&self, _: usize, _: &mut Context<'_>) -> Poll<()> {
+        match *self {}
+    }
+    fn error_response(&self, _: &ApiError, _: &str, _: &RequestId) -> Response {
+        match *self {}
+    }
+    #[allow(clippy::manual_async_fn)]
+    fn handle<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        _: &mut Exchange<'_, S>,
+    ) -> impl Future<Output = Response> {
+        async move { match *self {} }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_hints() {
+        assert_eq!(
+            path_hint(b"POST /1.0/check-workflow.json?x HTTP/1.1\r\n"),
+            "/1.0/check-workflow.json"
+        );
+        assert_eq!(path_hint(b"\r\nGET /v1/text"), "/v1/text");
+        assert_eq!(path_hint(b"GARBAGE"), "");
+    }
+}

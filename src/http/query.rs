@@ -1,0 +1,102 @@
+//! Query strings: `a=1&b=x%20y` into decoded pairs (`application/x-www-form-urlencoded`:
+//! `+` is a space, `%XX` a byte; the decoded bytes must be UTF-8).
+//!
+//! Bounded by the request target's limit (`uri_bytes_max`); no other allocation than the
+//! decoded values that differ from their raw text.
+
+use std::borrow::Cow;
+
+/// Iterates over the decoded pairs of `query`; a pair that does not decode is an `Err` naming
+/// its raw name.
+pub fn pairs(query: &str) -> impl Iterator<Item = Result<(Cow<'_, str>, Cow<'_, str>), String>> {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match (decode(name), decode(value)) {
+                (Some(name), Some(value)) => Ok((name, value)),
+                _ => Err(format!(
+                    "query parameter '{}' is not valid percent-encoded UTF-8",
+                    truncate(name)
+                )),
+            }
+        })
+}
+
+fn truncate(text: &str) -> &str {
+    match text.char_indices().nth(32) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
+}
+
+/// Percent-decodes `text`; `None` for a bad escape or bytes that are not UTF-8.
+pub fn decode(text: &str) -> Option<Cow<'_, str>> {
+    if !text.bytes().any(|b| b == b'%' || b == b'+') {
+        return Some(Cow::Borrowed(text));
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3)?;
+                let value = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+                if !hex.iter().all(u8::is_ascii_hexdigit) {
+                    return None;
+                }
+                out.push(value);
+                i += 2;
+            }
+            byte => out.push(byte),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok().map(Cow::Owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn collect(query: &str) -> Vec<(String, String)> {
+        pairs(query)
+            .map(|pair| pair.map(|(a, b)| (a.into_owned(), b.into_owned())))
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn decodes() {
+        assert_eq!(
+            collect("a=1&b=x%20y+z&&c&url=http%3A%2F%2Fe.com%2F%3Fq%3D1"),
+            vec![
+                ("a".into(), "1".into()),
+                ("b".into(), "x y z".into()),
+                ("c".into(), "".into()),
+                ("url".into(), "http://e.com/?q=1".into()),
+            ]
+        );
+        assert_eq!(collect("k=%C3%A9"), vec![("k".into(), "é".into())]);
+    }
+
+    #[test]
+    fn refuses_bad_escapes() {
+        for bad in ["a=%", "a=%4", "a=%zz", "a=%FF", "a=%+1"] {
+            assert!(pairs(bad).any(|pair| pair.is_err()), "{bad}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics(text in "\\PC{0,64}") {
+            for pair in pairs(&text) {
+                let _ = pair;
+            }
+        }
+    }
+}

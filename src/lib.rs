@@ -1,0 +1,43 @@
+//! modgate: a self-hosted content moderation gateway.
+//!
+//! Callers send an image or a text from their own servers, name a workflow, and get back
+//! `accept`, `review` or `reject` with per-category scores and reasons (`../SPEC.md` is the
+//! contract). modgate also answers the legacy `/1.0/...` routes of a hosted moderation API.
+//!
+//! # Shape
+//!
+//! One process, one shard per CPU, nothing shared on the hot path. Each shard is a glommio
+//! executor pinned to its CPU with its own SO_REUSEPORT listener, connections, buffers and
+//! cached view of the store. The store (LMDB, written by the admin CLI) is read through a
+//! per-shard cache that is dropped whenever LMDB's last transaction id moves, so a revoked key
+//! fails on its very next request without any cross-shard message.
+//!
+//! # Layout
+//!
+//! Read in this order:
+//!
+//! - [`cli`]: the command line (`serve` and the admin commands, the dashboard's stand-in).
+//! - [`config`]: the TOML configuration; defaults in `src/defaults/modgate.toml`.
+//! - [`server`]: start-up, listeners, signals, and [`server::shard`], the per-CPU executor.
+//! - [`http`]: HTTP/1.1 without a framework: [`http::head`] parses heads, [`http::chunked`]
+//!   decodes bodies, [`http::response`] writes answers, [`http::conn`] runs a connection.
+//! - [`api`]: the routes of SPEC section 4 and the order of refusals they share.
+//! - [`auth`]: API keys from the request, checked against the store.
+//! - [`store`]: organizations, plans, keys and workflows in LMDB; [`store::view`] is the
+//!   per-shard cache.
+//! - [`workflow`]: workflow definitions and their versions.
+//! - [`checks`]: the tools that score content.
+//! - [`error`]: the one error type of the request path and its mapping to the wire.
+//! - [`request_id`]: ids unique across shards and restarts.
+
+pub mod api;
+pub mod auth;
+pub mod checks;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod request_id;
+pub mod server;
+pub mod store;
+pub mod workflow;

@@ -1,0 +1,183 @@
+//! `modgate serve`: opens the store, binds one listener per shard, starts one glommio
+//! executor per CPU, and stops them on SIGTERM or SIGINT.
+//!
+//! Start-up order: store (creating plans, the shipped workflows and a demo organization on a
+//! fresh data directory), TLS material, listeners (all bound before anything is announced, so
+//! the announced address is the one every shard serves), the signal thread, then the shards.
+//! `/health` answers 503 until every shard is ready.
+//!
+//! Stop: the first SIGTERM or SIGINT turns `/health` to 503 at once, closes every listener,
+//! closes idle connections and gives requests in flight `drain_timeout_ms`; then the process
+//! exits 0. A second signal exits at once with status 1.
+
+pub mod shard;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::os::fd::{IntoRawFd, RawFd};
+use std::sync::{Arc, Mutex};
+
+use anyhow::{anyhow, bail, Context};
+use glommio::{CpuSet, LocalExecutorPoolBuilder, PoolPlacement};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::config::Config;
+use crate::store::records::{Scopes, WorkflowAccess};
+use crate::store::Store;
+use crate::workflow;
+use shard::{unix_ms, ServerState};
+
+/// Backlog of each listener.
+pub const LISTEN_BACKLOG: i32 = 4096;
+/// The organization created on a fresh data directory, so that a new user can try a request.
+pub const DEMO_ORG: &str = "demo";
+
+pub fn run(config: Config) -> anyhow::Result<()> {
+    config.validate()?;
+    if let Err(error) = rlimit::increase_nofile_limit(u64::MAX) {
+        tracing::warn!(%error, "could not raise the open-file limit");
+    }
+    let store = Store::open(&config.server.data_dir)?;
+    bootstrap(&store, &config)?;
+
+    let cpus = allowed_cpus()?;
+    let shards = match config.server.cores {
+        0 => cpus.len(),
+        n => n,
+    };
+    if shards > 256 {
+        bail!("at most 256 shards (request ids carry the shard in 8 bits)");
+    }
+    let tls = match (&config.tls.cert, &config.tls.key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        _ => None,
+    };
+    let (fds, addr) = bind_listeners(config.server.listen, shards)?;
+    let state = Arc::new(ServerState::new(shards));
+    spawn_signal_thread(state.clone())?;
+
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("modgate listening on {scheme}://{addr} with {shards} shard(s)");
+    tracing::info!(%addr, shards, tls = tls.is_some(), "listening");
+
+    let placement = PoolPlacement::Custom(
+        (0..shards)
+            .map(|i| {
+                let cpu = cpus[i % cpus.len()];
+                CpuSet::online().map(|set| set.filter(|location| location.cpu == cpu))
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|error| anyhow!("reading the CPU topology: {error}"))?,
+    );
+    let fds = Arc::new(Mutex::new(fds.into_iter().enumerate().collect::<Vec<_>>()));
+    let config = Arc::new(config);
+    let handles = LocalExecutorPoolBuilder::new(placement)
+        .name("modgate-shard")
+        .on_all_shards(move || {
+            let claimed = fds.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let (config, state, store, tls) =
+                (config.clone(), state.clone(), store.clone(), tls.clone());
+            async move {
+                if let Some((index, fd)) = claimed {
+                    shard::run(index, fd, config, state, store, tls).await;
+                }
+            }
+        })
+        .map_err(|error| anyhow!("starting the shards: {error}"))?;
+    for result in handles.join_all() {
+        result.map_err(|error| anyhow!("a shard failed: {error}"))?;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Plans from the configuration always; on a fresh store also the shipped workflows and the
+/// demo organization with one key, printed once.
+fn bootstrap(store: &Store, config: &Config) -> anyhow::Result<()> {
+    let now_ms = unix_ms(std::time::SystemTime::now());
+    store.put_plans(&config.plans)?;
+    if store.workflows()?.is_empty() {
+        let defs =
+            workflow::parse_workflows(workflow::SHIPPED_WORKFLOWS, crate::checks::CHECK_NAMES)
+                .map_err(|error| anyhow!("shipped workflows: {error}"))?;
+        store.import_workflows(&defs, now_ms)?;
+    }
+    if store.orgs()?.is_empty() {
+        let plan = if config.plans.contains_key("free") {
+            "free".to_owned()
+        } else {
+            config.plans.keys().next().cloned().unwrap_or_default()
+        };
+        store.create_org(DEMO_ORG, &plan, now_ms)?;
+        let issued = store.create_key(DEMO_ORG, Scopes::ALL, WorkflowAccess::All, None, now_ms)?;
+        println!(
+            "fresh data directory: created organization '{DEMO_ORG}' (plan {plan}) with this key, shown once:"
+        );
+        println!("demo key: {}", issued.key);
+    }
+    Ok(())
+}
+
+/// The CPUs this process may run on (its affinity mask, e.g. under `taskset`).
+fn allowed_cpus() -> anyhow::Result<Vec<usize>> {
+    let mask = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .context("reading the CPU affinity")?;
+    let cpus: Vec<usize> = (0..nix::sched::CpuSet::count())
+        .filter(|&cpu| mask.is_set(cpu).unwrap_or(false))
+        .collect();
+    if cpus.is_empty() {
+        bail!("no CPU in this process's affinity mask");
+    }
+    Ok(cpus)
+}
+
+/// One SO_REUSEPORT listener per shard, all on the same address. Port 0 picks a free port
+/// with the first listener and binds the others to it.
+fn bind_listeners(addr: SocketAddr, count: usize) -> anyhow::Result<(Vec<RawFd>, SocketAddr)> {
+    let mut bound = addr;
+    let mut fds = Vec::with_capacity(count);
+    for _ in 0..count {
+        let socket = Socket::new(
+            Domain::for_address(bound),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )?;
+        socket.set_reuse_address(true)?;
+        socket.set_reuse_port(true)?;
+        socket
+            .bind(&bound.into())
+            .with_context(|| format!("binding {bound}"))?;
+        socket.listen(LISTEN_BACKLOG)?;
+        if bound.port() == 0 {
+            bound = socket
+                .local_addr()?
+                .as_socket()
+                .ok_or_else(|| anyhow!("the listener has no IP address"))?;
+        }
+        fds.push(socket.into_raw_fd());
+    }
+    Ok((fds, bound))
+}
+
+fn spawn_signal_thread(state: Arc<ServerState>) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+        .context("installing signal handlers")?;
+    std::thread::Builder::new()
+        .name("modgate-signals".into())
+        .spawn(move || {
+            let mut seen = 0;
+            for signal in signals.forever() {
+                seen += 1;
+                if seen == 1 {
+                    tracing::info!(signal, "stopping: draining connections");
+                    state.begin_stop();
+                } else {
+                    eprintln!("modgate: second signal, exiting now");
+                    std::process::exit(1);
+                }
+            }
+        })
+        .context("starting the signal thread")?;
+    Ok(())
+}

@@ -1,0 +1,353 @@
+//! A shard: one glommio executor pinned to one CPU, with everything a request touches.
+//!
+//! The shard owns its listener (one of the SO_REUSEPORT group), its connections, its request-id
+//! generator, its `Date` cache and its cached view of the store. Nothing it uses per request
+//! is shared with another shard: the only cross-thread state ([`ServerState`]) is read when
+//! `/health` is asked and written at start-up and at the stop.
+//!
+//! Connections are capped per shard (`connections_per_shard_max`); one over the cap gets
+//! `503 busy` and is closed. On stop the listener closes, idle connections are closed, and
+//! connections in the middle of a request get until `drain_timeout_ms` to answer it.
+
+use std::cell::{Cell, Ref, RefCell};
+use std::os::fd::FromRawFd;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use glommio::net::{TcpListener, TcpStream};
+
+use crate::api;
+use crate::auth::{self, Caller};
+use crate::config::Config;
+use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::http::conn::{self, ConnConfig, ConnHost, Exchange};
+use crate::http::head::RequestHead;
+use crate::http::response::{ConnectionHeader, DateCache, Frame, Response};
+use crate::request_id::{RequestId, RequestIdGen};
+use crate::store::view::{StoreView, Workflows};
+use crate::store::Store;
+
+/// State shared by all shards and the signal thread. Not touched per request.
+pub struct ServerState {
+    pub shards: usize,
+    ready_shards: AtomicUsize,
+    stopping: AtomicBool,
+    /// One waker per shard's stop watcher (not per connection).
+    stop_wakers: Mutex<Vec<Waker>>,
+}
+
+impl ServerState {
+    pub fn new(shards: usize) -> Self {
+        ServerState {
+            shards,
+            ready_shards: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+            stop_wakers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Called by the signal thread: `/health` turns 503 at once and every shard is woken.
+    pub fn begin_stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let wakers =
+            std::mem::take(&mut *self.stop_wakers.lock().unwrap_or_else(|e| e.into_inner()));
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    fn poll_stop(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.is_stopping() {
+            return Poll::Ready(());
+        }
+        let mut wakers = self.stop_wakers.lock().unwrap_or_else(|e| e.into_inner());
+        // Checked again under the lock: `begin_stop` sets the flag before taking it.
+        if self.is_stopping() {
+            return Poll::Ready(());
+        }
+        if !wakers.iter().any(|waker| waker.will_wake(cx.waker())) {
+            wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    fn shard_ready(&self) {
+        self.ready_shards.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        !self.is_stopping() && self.ready_shards.load(Ordering::Relaxed) == self.shards
+    }
+}
+
+/// Per-shard registry of connections waiting between requests, to wake them on stop.
+#[derive(Default)]
+struct ConnSlots {
+    stopping: Cell<bool>,
+    wakers: RefCell<Vec<Option<Waker>>>,
+    free: RefCell<Vec<usize>>,
+    open: Cell<usize>,
+}
+
+impl ConnSlots {
+    fn acquire(&self) -> usize {
+        self.open.set(self.open.get() + 1);
+        if let Some(slot) = self.free.borrow_mut().pop() {
+            return slot;
+        }
+        let mut wakers = self.wakers.borrow_mut();
+        wakers.push(None);
+        wakers.len() - 1
+    }
+
+    fn release(&self, slot: usize) {
+        self.open.set(self.open.get() - 1);
+        self.wakers.borrow_mut()[slot] = None;
+        self.free.borrow_mut().push(slot);
+    }
+
+    fn poll(&self, slot: usize, cx: &mut Context<'_>) -> Poll<()> {
+        if self.stopping.get() {
+            return Poll::Ready(());
+        }
+        let mut wakers = self.wakers.borrow_mut();
+        match &mut wakers[slot] {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            entry => *entry = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
+    fn stop(&self) {
+        self.stopping.set(true);
+        for waker in self.wakers.borrow_mut().iter_mut().filter_map(Option::take) {
+            waker.wake();
+        }
+    }
+}
+
+pub struct Shard {
+    pub index: usize,
+    pub config: Arc<Config>,
+    conn_config: ConnConfig,
+    state: Arc<ServerState>,
+    store: StoreView,
+    request_ids: RequestIdGen,
+    date: DateCache,
+    conns: ConnSlots,
+}
+
+impl Shard {
+    pub fn new(
+        index: usize,
+        config: Arc<Config>,
+        state: Arc<ServerState>,
+        store: Store,
+    ) -> std::io::Result<Shard> {
+        Ok(Shard {
+            index,
+            conn_config: config.conn_config(),
+            config,
+            state,
+            store: StoreView::new(store),
+            request_ids: RequestIdGen::from_os(index as u8)?,
+            date: DateCache::default(),
+            conns: ConnSlots::default(),
+        })
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        unix_ms(SystemTime::now())
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.state.is_ready()
+    }
+
+    /// The caller of a request, checked against the store as of now.
+    pub fn authenticate(&self, head: &RequestHead, api_secret: Option<&str>) -> ApiResult<Caller> {
+        let key = auth::presented_key(head, api_secret)?;
+        self.store.sync();
+        auth::authenticate(&self.store, key, self.now_ms())
+    }
+
+    pub fn workflows(&self) -> ApiResult<Rc<Workflows>> {
+        self.store.workflows().map_err(|error| {
+            tracing::error!(%error, "reading workflows failed");
+            ApiError::internal("the workflow store could not be read")
+        })
+    }
+
+    pub fn error_answer(&self, error: &ApiError, path: &str, request_id: &RequestId) -> Response {
+        api::envelope::error_response(error, path, request_id, self.now_ms())
+    }
+}
+
+impl ConnHost for Shard {
+    fn conn_config(&self) -> &ConnConfig {
+        &self.conn_config
+    }
+
+    fn next_request_id(&self) -> RequestId {
+        self.request_ids.next(self.now_ms() as u64)
+    }
+
+    fn date(&self) -> Ref<'_, String> {
+        let seconds = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.date.get(seconds)
+    }
+
+    fn is_stopping(&self) -> bool {
+        self.conns.stopping.get()
+    }
+
+    fn poll_stop(&self, slot: usize, cx: &mut Context<'_>) -> Poll<()> {
+        self.conns.poll(slot, cx)
+    }
+
+    fn error_response(&self, error: &ApiError, path: &str, request_id: &RequestId) -> Response {
+        self.error_answer(error, path, request_id)
+    }
+
+    async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        exchange: &mut Exchange<'_, S>,
+    ) -> Response {
+        api::handle(self, exchange).await
+    }
+}
+
+pub fn unix_ms(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Runs one shard until the server stops and its connections drained.
+pub async fn run(
+    index: usize,
+    listener_fd: std::os::fd::RawFd,
+    config: Arc<Config>,
+    state: Arc<ServerState>,
+    store: Store,
+    tls: Option<futures_rustls::TlsAcceptor>,
+) {
+    // SAFETY: `listener_fd` is a bound, listening TCP socket created by `server::run` for this
+    // shard alone; ownership passes here and nothing else closes or uses it.
+    let listener = unsafe { TcpListener::from_raw_fd(listener_fd) };
+    let shard = match Shard::new(index, config.clone(), state.clone(), store) {
+        Ok(shard) => Rc::new(shard),
+        Err(error) => {
+            tracing::error!(shard = index, %error, "shard could not start");
+            return;
+        }
+    };
+    state.shard_ready();
+
+    // One task per shard listens for the process-wide stop and fans it out locally.
+    let watcher = {
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            std::future::poll_fn(|cx| shard.state.poll_stop(cx)).await;
+            shard.conns.stop();
+        })
+    };
+
+    let accept_slot = shard.conns.acquire();
+    let cap = config.server.connections_per_shard_max;
+    loop {
+        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+            std::future::poll_fn(|cx| shard.conns.poll(accept_slot, cx)).await;
+            None
+        })
+        .await;
+        let stream = match accepted {
+            None => break,
+            Some(Ok(stream)) => stream,
+            Some(Err(error)) => {
+                // Out of descriptors and the like: pause instead of spinning.
+                tracing::warn!(shard = index, %error, "accept failed");
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        // `open` counts the accept loop's own slot too.
+        if shard.conns.open.get() > cap {
+            if tls.is_none() {
+                glommio::spawn_local(refuse_over_cap(shard.clone(), stream)).detach();
+            }
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        let slot = shard.conns.acquire();
+        glommio::spawn_local(serve(shard.clone(), stream, tls.clone(), slot)).detach();
+    }
+    drop(listener);
+    shard.conns.release(accept_slot);
+    let deadline = Instant::now() + Duration::from_millis(config.server.drain_timeout_ms);
+    while shard.conns.open.get() > 0 && Instant::now() < deadline {
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+    if shard.conns.open.get() > 0 {
+        tracing::warn!(
+            shard = index,
+            open = shard.conns.open.get(),
+            "drain timeout: closing connections with requests in flight"
+        );
+    }
+    drop(watcher);
+}
+
+async fn serve(
+    shard: Rc<Shard>,
+    stream: TcpStream,
+    tls: Option<futures_rustls::TlsAcceptor>,
+    slot: usize,
+) {
+    match tls {
+        None => conn::serve_connection(stream, &*shard, slot).await,
+        Some(acceptor) => {
+            let deadline = Instant::now() + shard.conn_config.header_read_timeout;
+            if let Some(Ok(stream)) = conn::until(deadline, acceptor.accept(stream)).await {
+                conn::serve_connection(stream, &*shard, slot).await;
+            }
+        }
+    }
+    shard.conns.release(slot);
+}
+
+/// Answers a connection over the cap with 503 and closes it, without reading its request.
+async fn refuse_over_cap(shard: Rc<Shard>, mut stream: TcpStream) {
+    let request_id = shard.next_request_id();
+    let error = ApiError::new(
+        ErrorKind::Busy,
+        "too many connections on this server; retry shortly",
+    )
+    .with_retry_after(1);
+    let response = shard.error_answer(&error, "", &request_id);
+    let mut out = Vec::with_capacity(256);
+    response.write_to(
+        &mut out,
+        &Frame {
+            request_id: request_id.as_str(),
+            date: &shard.date(),
+            connection: ConnectionHeader::Close,
+            head_only: false,
+        },
+    );
+    let deadline = Instant::now() + shard.conn_config.write_timeout;
+    let _ = conn::until(deadline, async {
+        stream.write_all(&out).await?;
+        stream.close().await
+    })
+    .await;
+}

@@ -1,0 +1,126 @@
+//! API keys: `mg_live_<id>_<secret>`, drawn from the OS CSPRNG, stored only as a hash.
+//!
+//! The id (12 characters) is public: it names the key in the CLI and the journal. The secret
+//! (32 characters of [A-Za-z0-9], about 190 bits) is shown once at creation. Because secrets
+//! are long and random, a fast hash (SHA-256) is enough: there is nothing to brute-force, so a
+//! slow password hash would only cost CPU on every request. Hashes are compared in constant
+//! time.
+
+use subtle::ConstantTimeEq;
+
+pub const KEY_PREFIX: &str = "mg_live_";
+pub const KEY_ID_LEN: usize = 12;
+pub const KEY_SECRET_LEN: usize = 32;
+pub const KEY_LEN: usize = KEY_PREFIX.len() + KEY_ID_LEN + 1 + KEY_SECRET_LEN;
+
+const ALPHANUMERIC: &[u8; 62] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/// A freshly made key: the only time its secret exists outside the caller.
+pub struct NewKey {
+    pub id: String,
+    pub key: String,
+    pub sha256: [u8; 32],
+}
+
+/// Draws a new key from the OS random source.
+pub fn generate() -> std::io::Result<NewKey> {
+    let id = random_alphanumeric(KEY_ID_LEN)?;
+    let secret = random_alphanumeric(KEY_SECRET_LEN)?;
+    let key = format!("{KEY_PREFIX}{id}_{secret}");
+    let sha256 = hash(&key);
+    Ok(NewKey { id, key, sha256 })
+}
+
+/// Uniform characters of [A-Za-z0-9] by rejection sampling (bytes >= 248 are redrawn, so
+/// `byte % 62` has no bias).
+fn random_alphanumeric(len: usize) -> std::io::Result<String> {
+    let mut out = String::with_capacity(len);
+    let mut pool = [0u8; 64];
+    while out.len() < len {
+        getrandom::fill(&mut pool).map_err(|error| std::io::Error::other(error.to_string()))?;
+        for &byte in &pool {
+            if byte < 248 && out.len() < len {
+                out.push(ALPHANUMERIC[usize::from(byte % 62)] as char);
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub fn hash(key: &str) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
+}
+
+/// Returns the id of a well-formed key, or `None`.
+pub fn parse_id(key: &str) -> Option<&str> {
+    let bytes = key.as_bytes();
+    if bytes.len() != KEY_LEN || !key.starts_with(KEY_PREFIX) {
+        return None;
+    }
+    let id = &key[KEY_PREFIX.len()..KEY_PREFIX.len() + KEY_ID_LEN];
+    let separator = bytes[KEY_PREFIX.len() + KEY_ID_LEN];
+    let secret = &bytes[KEY_PREFIX.len() + KEY_ID_LEN + 1..];
+    let alnum = |b: &u8| b.is_ascii_alphanumeric();
+    (separator == b'_' && id.bytes().all(|b| alnum(&b)) && secret.iter().all(alnum)).then_some(id)
+}
+
+pub fn is_valid_id(id: &str) -> bool {
+    id.len() == KEY_ID_LEN && id.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// Constant-time comparison of a presented key with a stored hash.
+pub fn verify(key: &str, stored: &[u8; 32]) -> bool {
+    hash(key).ct_eq(stored).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_keys_have_the_format() {
+        let new = generate().unwrap();
+        assert_eq!(new.key.len(), KEY_LEN);
+        assert_eq!(parse_id(&new.key), Some(new.id.as_str()));
+        assert!(verify(&new.key, &new.sha256));
+        assert!(!verify(
+            &new.key.replace(&new.id, "AAAAAAAAAAAA"),
+            &new.sha256
+        ));
+        assert_ne!(generate().unwrap().key, new.key);
+    }
+
+    #[test]
+    fn malformed_keys() {
+        let good = format!("mg_live_{}_{}", "a".repeat(12), "B".repeat(32));
+        assert!(parse_id(&good).is_some());
+        for bad in [
+            String::new(),
+            good.replace("mg_live_", "mg_test_"),
+            format!("mg_live_{}_{}", "a".repeat(11), "B".repeat(33)),
+            format!("mg_live_{}-{}", "a".repeat(12), "B".repeat(32)),
+            format!("mg_live_{}_{}", "a".repeat(12), "B".repeat(31) + "é"),
+            format!("mg_live_{}_{}", "a".repeat(12), "B".repeat(33)),
+            format!("mg_live_{}_{}", "a".repeat(11) + "_", "B".repeat(32)),
+        ] {
+            assert_eq!(parse_id(&bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn characters_are_roughly_uniform() {
+        let text = random_alphanumeric(62 * 200).unwrap();
+        let mut counts = [0u32; 62];
+        for b in text.bytes() {
+            counts[ALPHANUMERIC.iter().position(|&c| c == b).unwrap()] += 1;
+        }
+        // Expected 200 each; a fair source stays well inside [100, 300].
+        assert!(
+            counts.iter().all(|&n| (100..300).contains(&n)),
+            "{counts:?}"
+        );
+    }
+}

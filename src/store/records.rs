@@ -1,0 +1,254 @@
+//! The records of the store, as they are kept in LMDB (bincode via serde).
+//!
+//! Times are Unix milliseconds (`_ms`). A key's state is never stored: it is derived from its
+//! timestamps and the clock by [`KeyRecord::state`], so expiry and the end of a rotation grace
+//! need no writer.
+
+use serde::{Deserialize, Serialize};
+
+use crate::workflow::WorkflowDef;
+
+/// What a plan allows an organization. Defaults live in the embedded configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanLimits {
+    /// Characters (Unicode scalar values) of a `text`.
+    pub text_chars_max: u32,
+    /// Pixels (width × height) of an image.
+    pub image_pixels_max: u64,
+    /// Checks per second per key: the refill rate of the key's bucket.
+    pub rate_per_s: u32,
+    /// Checks a key may send at once: the size of the key's bucket.
+    pub rate_burst: u32,
+    /// Checks in progress at once per organization.
+    pub concurrent_max: u32,
+    /// Checks per calendar month (UTC) per organization.
+    pub quota_per_month: u64,
+    /// Usable keys (active, or in a rotation grace) per organization.
+    pub keys_max: u32,
+    /// Whether workflows marked `paid_only` (such as `advanced`) may be used.
+    pub paid: bool,
+}
+
+/// Per-organization changes to its plan's limits; `None` keeps the plan's value.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlanOverrides {
+    pub text_chars_max: Option<u32>,
+    pub image_pixels_max: Option<u64>,
+    pub rate_per_s: Option<u32>,
+    pub rate_burst: Option<u32>,
+    pub concurrent_max: Option<u32>,
+    pub quota_per_month: Option<u64>,
+    pub keys_max: Option<u32>,
+}
+
+impl PlanOverrides {
+    pub fn apply(&self, plan: &PlanLimits) -> PlanLimits {
+        PlanLimits {
+            text_chars_max: self.text_chars_max.unwrap_or(plan.text_chars_max),
+            image_pixels_max: self.image_pixels_max.unwrap_or(plan.image_pixels_max),
+            rate_per_s: self.rate_per_s.unwrap_or(plan.rate_per_s),
+            rate_burst: self.rate_burst.unwrap_or(plan.rate_burst),
+            concurrent_max: self.concurrent_max.unwrap_or(plan.concurrent_max),
+            quota_per_month: self.quota_per_month.unwrap_or(plan.quota_per_month),
+            keys_max: self.keys_max.unwrap_or(plan.keys_max),
+            paid: plan.paid,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OrgRecord {
+    pub name: String,
+    pub plan: String,
+    pub suspended: bool,
+    pub overrides: PlanOverrides,
+    pub created_ms: i64,
+}
+
+/// The kinds of content a key may check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scopes {
+    pub image: bool,
+    pub text: bool,
+}
+
+impl Scopes {
+    pub const ALL: Scopes = Scopes {
+        image: true,
+        text: true,
+    };
+
+    /// Parses `image,text`, `text`, `image`.
+    pub fn parse(text: &str) -> Result<Scopes, String> {
+        let mut scopes = Scopes {
+            image: false,
+            text: false,
+        };
+        for part in text.split(',').map(str::trim) {
+            match part {
+                "image" => scopes.image = true,
+                "text" => scopes.text = true,
+                other => return Err(format!("unknown scope '{other}' (expected image, text)")),
+            }
+        }
+        Ok(scopes)
+    }
+}
+
+impl std::fmt::Display for Scopes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.image, self.text) {
+            (true, true) => f.write_str("image,text"),
+            (true, false) => f.write_str("image"),
+            (false, true) => f.write_str("text"),
+            (false, false) => f.write_str("none"),
+        }
+    }
+}
+
+/// Which workflows a key may use.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WorkflowAccess {
+    All,
+    Only(Vec<String>),
+}
+
+impl WorkflowAccess {
+    pub fn allows(&self, workflow: &str) -> bool {
+        match self {
+            WorkflowAccess::All => true,
+            WorkflowAccess::Only(names) => names.iter().any(|name| name == workflow),
+        }
+    }
+}
+
+impl std::fmt::Display for WorkflowAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkflowAccess::All => f.write_str("all"),
+            WorkflowAccess::Only(names) => f.write_str(&names.join(",")),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KeyRecord {
+    /// The 12-character public id (journal, dashboard, CLI).
+    pub id: String,
+    pub org: String,
+    /// SHA-256 of the whole key string; the key itself is never stored.
+    pub key_sha256: [u8; 32],
+    pub scopes: Scopes,
+    pub workflows: WorkflowAccess,
+    pub created_ms: i64,
+    pub expires_ms: Option<i64>,
+    pub revoked_ms: Option<i64>,
+    /// Set by a rotation: this key works until then.
+    pub grace_until_ms: Option<i64>,
+    /// The key that replaced this one.
+    pub rotated_to: Option<String>,
+    /// The key this one replaced.
+    pub rotated_from: Option<String>,
+}
+
+/// A key's lifecycle state (SPEC section 3), derived from its record and the time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyState {
+    Active,
+    /// Rotated; still works until the end of its grace delay.
+    InGrace {
+        until_ms: i64,
+    },
+    Expired,
+    Revoked,
+    /// Rotated, and the grace delay is over.
+    Retired,
+}
+
+impl KeyState {
+    /// Whether requests with the key are served (and the key counts toward the plan).
+    pub fn usable(self) -> bool {
+        matches!(self, KeyState::Active | KeyState::InGrace { .. })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyState::Active => "active",
+            KeyState::InGrace { .. } => "grace",
+            KeyState::Expired => "expired",
+            KeyState::Revoked => "revoked",
+            KeyState::Retired => "retired",
+        }
+    }
+}
+
+impl KeyRecord {
+    pub fn state(&self, now_ms: i64) -> KeyState {
+        if self.revoked_ms.is_some() {
+            return KeyState::Revoked;
+        }
+        if self.expires_ms.is_some_and(|expires| now_ms >= expires) {
+            return KeyState::Expired;
+        }
+        match self.grace_until_ms {
+            Some(until_ms) if now_ms < until_ms => KeyState::InGrace { until_ms },
+            Some(_) => KeyState::Retired,
+            None => KeyState::Active,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowRecord {
+    pub name: String,
+    /// Goes up by one whenever the definition changes.
+    pub version: u64,
+    /// SHA-256 of the canonical encoding of `definition`, to notice changes on import.
+    pub digest: [u8; 32],
+    pub definition: WorkflowDef,
+    pub updated_ms: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> KeyRecord {
+        KeyRecord {
+            id: "AAAAAAAAAAAA".into(),
+            org: "o".into(),
+            key_sha256: [0; 32],
+            scopes: Scopes::ALL,
+            workflows: WorkflowAccess::All,
+            created_ms: 0,
+            expires_ms: None,
+            revoked_ms: None,
+            grace_until_ms: None,
+            rotated_to: None,
+            rotated_from: None,
+        }
+    }
+
+    #[test]
+    fn states() {
+        let mut record = key();
+        assert_eq!(record.state(10), KeyState::Active);
+        record.expires_ms = Some(100);
+        assert_eq!(record.state(99), KeyState::Active);
+        assert_eq!(record.state(100), KeyState::Expired);
+        record.expires_ms = None;
+        record.grace_until_ms = Some(50);
+        assert_eq!(record.state(49), KeyState::InGrace { until_ms: 50 });
+        assert_eq!(record.state(50), KeyState::Retired);
+        record.revoked_ms = Some(1);
+        assert_eq!(record.state(0), KeyState::Revoked);
+    }
+
+    #[test]
+    fn scopes() {
+        assert_eq!(Scopes::parse("image,text"), Ok(Scopes::ALL));
+        assert_eq!(Scopes::parse("text").unwrap().to_string(), "text");
+        assert!(Scopes::parse("video").is_err());
+    }
+}

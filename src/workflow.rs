@@ -1,0 +1,165 @@
+//! Workflow definitions: the TOML file operators edit, its validation, and its versioning.
+//!
+//! A workflow names the checks to run per kind of content and gives each category a review and
+//! a reject threshold. Definitions are imported into the store (`modgate workflow import`); the
+//! store keeps a version per workflow that goes up whenever the definition's canonical
+//! encoding changes, so answers and the journal can say which definition decided.
+//!
+//! The file shipped with modgate is embedded in the binary ([`SHIPPED_WORKFLOWS`]) and imported
+//! into a fresh store.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `src/defaults/workflows.toml`, the workflows shipped with this version.
+pub const SHIPPED_WORKFLOWS: &str = include_str!("defaults/workflows.toml");
+
+/// Workflow names: what callers send as `workflow`.
+pub const WORKFLOW_NAME_BYTES_MAX: usize = 64;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Thresholds {
+    /// A score at or above this sends the content to review.
+    pub review: f32,
+    /// A score at or above this rejects the content.
+    pub reject: f32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowDef {
+    /// One sentence for operators and for `GET /v1/workflows` readers.
+    pub description: String,
+    /// Only plans with `paid = true` may use it.
+    #[serde(default)]
+    pub paid_only: bool,
+    /// Checks run on texts, by source name.
+    #[serde(default)]
+    pub text_checks: Vec<String>,
+    /// Checks run on images, by source name.
+    #[serde(default)]
+    pub image_checks: Vec<String>,
+    /// Thresholds per category id.
+    #[serde(default)]
+    pub categories: BTreeMap<String, Thresholds>,
+}
+
+/// The file format: `[workflows.NAME]` tables.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkflowFile {
+    workflows: BTreeMap<String, WorkflowDef>,
+}
+
+/// Parses and validates a workflow file. `known_checks` are the check sources this build has.
+pub fn parse_workflows(
+    text: &str,
+    known_checks: &[&str],
+) -> Result<BTreeMap<String, WorkflowDef>, String> {
+    let file: WorkflowFile = toml::from_str(text).map_err(|error| error.to_string())?;
+    if file.workflows.is_empty() {
+        return Err("the file defines no workflow".into());
+    }
+    for (name, def) in &file.workflows {
+        validate(name, def, known_checks).map_err(|error| format!("workflow '{name}': {error}"))?;
+    }
+    Ok(file.workflows)
+}
+
+pub fn validate_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= WORKFLOW_NAME_BYTES_MAX
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid workflow name '{name}': 1 to {WORKFLOW_NAME_BYTES_MAX} of [a-z0-9_-]"
+        ))
+    }
+}
+
+fn validate(name: &str, def: &WorkflowDef, known_checks: &[&str]) -> Result<(), String> {
+    validate_name(name)?;
+    for check in def.text_checks.iter().chain(&def.image_checks) {
+        if !known_checks.contains(&check.as_str()) {
+            return Err(format!(
+                "unknown check '{check}' (this build has: {})",
+                known_checks.join(", ")
+            ));
+        }
+    }
+    for (category, thresholds) in &def.categories {
+        let in_range = |x: f32| (0.0..=1.0).contains(&x);
+        if !in_range(thresholds.review) || !in_range(thresholds.reject) {
+            return Err(format!(
+                "category '{category}': thresholds must be in [0, 1]"
+            ));
+        }
+        if thresholds.review > thresholds.reject {
+            return Err(format!(
+                "category '{category}': review threshold above the reject threshold"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// SHA-256 of the canonical (bincode) encoding: equal definitions, equal digests.
+pub fn digest(def: &WorkflowDef) -> [u8; 32] {
+    let bytes = bincode_encode(def);
+    let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
+}
+
+fn bincode_encode(def: &WorkflowDef) -> Vec<u8> {
+    use heed::BytesEncode;
+    heed::types::SerdeBincode::<WorkflowDef>::bytes_encode(def)
+        .map(|bytes| bytes.into_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_file_parses() {
+        let workflows = parse_workflows(SHIPPED_WORKFLOWS, crate::checks::CHECK_NAMES).unwrap();
+        assert!(workflows.contains_key("default"));
+        assert!(workflows.contains_key("advanced"));
+    }
+
+    #[test]
+    fn refusals() {
+        let bad = [
+            "[workflows.Bad]\ndescription = 'x'\n",
+            "[workflows.a]\ndescription = 'x'\ntext_checks = ['nope']\n",
+            "[workflows.a]\ndescription = 'x'\n[workflows.a.categories.c]\nreview = 0.9\nreject = 0.5\n",
+            "[workflows.a]\ndescription = 'x'\n[workflows.a.categories.c]\nreview = 0.5\nreject = 1.5\n",
+            "[workflows.a]\ndescription = 'x'\nsurprise = 1\n",
+            "",
+        ];
+        for text in bad {
+            assert!(parse_workflows(text, &[]).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn digest_follows_content() {
+        let text = "[workflows.a]\ndescription = 'x'\n[workflows.a.categories.c]\nreview = 0.5\nreject = 0.9\n";
+        let a = parse_workflows(text, &[]).unwrap();
+        let b = parse_workflows(&text.replace("0.9", "0.8"), &[]).unwrap();
+        assert_eq!(
+            digest(&a["a"]),
+            digest(&parse_workflows(text, &[]).unwrap()["a"])
+        );
+        assert_ne!(digest(&a["a"]), digest(&b["a"]));
+    }
+}

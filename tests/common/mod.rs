@@ -1,0 +1,432 @@
+//! Test harness: the real `modgate` binary on 127.0.0.1 with its own data directory, a real
+//! HTTP client (ureq), raw TCP for framing tests, and the server's own OpenAPI document to
+//! validate answers against.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_modgate");
+
+/// Settings for a test server.
+#[derive(Clone, Default)]
+pub struct Options {
+    pub cores: Option<usize>,
+    /// Extra configuration (TOML) appended to the test defaults.
+    pub config: String,
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// Reuse this data directory (for restarts) instead of a fresh one.
+    pub data: Option<std::path::PathBuf>,
+}
+
+pub struct Server {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    /// Keeps the data directory alive as long as the server (unless `Options::data` was given).
+    _tempdir: Option<tempfile::TempDir>,
+    pub data: std::path::PathBuf,
+    /// The key printed on a fresh data directory (organization `demo`, plan `free`).
+    pub demo_key: Option<String>,
+    pub stdout: Vec<String>,
+}
+
+impl Server {
+    pub fn start() -> Server {
+        Server::start_with(Options::default())
+    }
+
+    pub fn start_with(options: Options) -> Server {
+        let (tempdir, data) = match &options.data {
+            Some(path) => (None, path.clone()),
+            None => {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let path = dir.path().to_owned();
+                (Some(dir), path)
+            }
+        };
+        let config_path = data.join("modgate-test.toml");
+        std::fs::write(&config_path, &options.config).expect("config");
+        let mut command = Command::new(BIN);
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(&data)
+            .arg("--config")
+            .arg(&config_path)
+            .args(["--cores", &options.cores.unwrap_or(2).to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .env("RUST_LOG", "warn");
+        if let Some((cert, key)) = &options.tls {
+            command
+                .arg("--tls-cert")
+                .arg(cert)
+                .arg("--tls-key")
+                .arg(key);
+        }
+        let mut child = command.spawn().expect("spawn modgate");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let mut seen = Vec::new();
+        let mut demo_key = None;
+        let addr = loop {
+            let line = lines
+                .next()
+                .unwrap_or_else(|| panic!("server exited before listening; output: {seen:?}"))
+                .expect("read stdout");
+            if let Some(key) = line.strip_prefix("demo key: ") {
+                demo_key = Some(key.to_owned());
+            }
+            if let Some(rest) = line.strip_prefix("modgate listening on ") {
+                let url = rest.split_whitespace().next().expect("address");
+                let host = url.split("://").nth(1).expect("scheme");
+                break host.parse().expect("socket address");
+            }
+            seen.push(line);
+        };
+        // Drain the rest of stdout so that the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let server = Server {
+            child: Some(child),
+            addr,
+            _tempdir: tempdir,
+            data,
+            demo_key,
+            stdout: seen,
+        };
+        if options.tls.is_none() {
+            server.wait_healthy();
+        }
+        server
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    pub fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(response) = raw_request(
+                self.addr,
+                b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+            ) {
+                if response.status == 200 {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "server never became healthy");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Runs an admin command against this server's data directory.
+    pub fn admin(&self, args: &[&str]) -> std::process::Output {
+        admin(&self.data, args)
+    }
+
+    /// Runs an admin command that must succeed; returns its stdout.
+    pub fn admin_ok(&self, args: &[&str]) -> String {
+        let output = self.admin(args);
+        assert!(
+            output.status.success(),
+            "modgate {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("utf-8")
+    }
+
+    /// Creates an organization (ignored if it exists) and a key; returns (key, key id).
+    pub fn new_key(&self, org: &str, plan: &str, extra: &[&str]) -> (String, String) {
+        let _ = self.admin(&["org", "create", org, "--plan", plan]);
+        let mut args = vec!["key", "create", "--org", org];
+        args.extend_from_slice(extra);
+        let out = self.admin_ok(&args);
+        let key = out.lines().next().expect("key line").to_owned();
+        let id = key["mg_live_".len().."mg_live_".len() + 12].to_owned();
+        (key, id)
+    }
+
+    pub fn signal(&self, signal: i32) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit (after a signal), at most `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let child = self.child.as_mut().expect("running");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server did not exit in {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn admin(data: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run modgate")
+}
+
+/// A ureq agent that returns every status instead of erroring.
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
+/// An answer read by the raw client.
+#[derive(Debug)]
+pub struct RawResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// A raw TCP connection for framing tests: write bytes, read answers one by one.
+pub struct RawConn {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl RawConn {
+    pub fn connect(addr: SocketAddr) -> RawConn {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .expect("timeout");
+        RawConn {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    /// Reads one answer (head and `content-length` body). Interim 1xx answers are returned too.
+    pub fn read_response(&mut self) -> std::io::Result<RawResponse> {
+        loop {
+            if let Some(end) = find(&self.buf, b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+                let mut lines = head.split("\r\n");
+                let status_line = lines.next().unwrap_or_default();
+                let status: u16 = status_line
+                    .split(' ')
+                    .nth(1)
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+                let headers: Vec<(String, String)> = lines
+                    .filter_map(|line| line.split_once(':'))
+                    .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+                    .collect();
+                let length: usize = headers
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                    .map_or(0, |(_, v)| v.parse().expect("content-length"));
+                let body_start = end + 4;
+                while self.buf.len() < body_start + length {
+                    self.fill()?;
+                }
+                let body = self.buf[body_start..body_start + length].to_vec();
+                self.buf.drain(..body_start + length);
+                return Ok(RawResponse {
+                    status,
+                    headers,
+                    body,
+                });
+            }
+            self.fill()?;
+        }
+    }
+
+    fn fill(&mut self) -> std::io::Result<()> {
+        let mut chunk = [0u8; 65536];
+        let n = self.stream.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "closed",
+            ));
+        }
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(())
+    }
+
+    /// True if the server closed the connection (EOF or reset) within the read timeout.
+    pub fn is_closed(&mut self) -> bool {
+        let mut chunk = [0u8; 1024];
+        match self.stream.read(&mut chunk) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Sends one request on a new connection and reads one answer.
+pub fn raw_request(addr: SocketAddr, bytes: &[u8]) -> std::io::Result<RawResponse> {
+    let mut conn = RawConn::connect(addr);
+    conn.stream.write_all(bytes)?;
+    conn.read_response()
+}
+
+/// The OpenAPI document served by the binary under test (the same bytes for every server).
+pub fn openapi() -> &'static Value {
+    static DOC: OnceLock<Value> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/api/openapi.json"))
+                .expect("openapi.json");
+        serde_json::from_str(&text).expect("openapi.json is JSON")
+    })
+}
+
+/// Validates `instance` against `#/components/schemas/{name}` of the OpenAPI document.
+pub fn assert_schema(name: &str, instance: &Value) {
+    let doc = openapi();
+    let schema = serde_json::json!({
+        "$ref": format!("#/components/schemas/{name}"),
+        "components": doc["components"],
+    });
+    let validator = jsonschema::draft202012::new(&schema).expect("valid schema");
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{name} violated by {instance}: {errors:?}"
+    );
+}
+
+/// Checks an error answer: the envelope of the path, `code` equal to the status, the schema,
+/// and the `type`. Returns the message.
+pub fn assert_error(
+    status: u16,
+    body: &Value,
+    expected_status: u16,
+    expected_type: &str,
+    compat: bool,
+) -> String {
+    assert_eq!(status, expected_status, "status; body {body}");
+    assert_eq!(body["status"], "failure");
+    assert_eq!(
+        body["error"]["code"],
+        u64::from(status),
+        "code equals the status: {body}"
+    );
+    assert_eq!(body["error"]["type"], expected_type, "{body}");
+    assert_schema(
+        if compat {
+            "CompatErrorEnvelope"
+        } else {
+            "ErrorEnvelope"
+        },
+        body,
+    );
+    body["error"]["message"]
+        .as_str()
+        .expect("message")
+        .to_owned()
+}
+
+/// A GET with optional headers through ureq; returns status, headers and JSON body.
+pub fn get(url: &str, headers: &[(&str, &str)]) -> (u16, http_headers::Headers, Value) {
+    let mut request = agent().get(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut response = request.call().expect("request");
+    let status = response.status().as_u16();
+    let headers = http_headers::Headers::from(response.headers());
+    let text = response.body_mut().read_to_string().expect("body");
+    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+    (status, headers, body)
+}
+
+pub mod http_headers {
+    /// Response headers, lower-cased names.
+    #[derive(Debug, Clone)]
+    pub struct Headers(pub Vec<(String, String)>);
+
+    impl Headers {
+        pub fn get(&self, name: &str) -> Option<&str> {
+            self.0
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        }
+    }
+
+    impl From<&ureq::http::HeaderMap> for Headers {
+        fn from(map: &ureq::http::HeaderMap) -> Self {
+            Headers(
+                map.iter()
+                    .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+                    .collect(),
+            )
+        }
+    }
+}
