@@ -18,6 +18,17 @@ use crate::store::records::{KeyRecord, Scopes, WorkflowAccess};
 use crate::store::Store;
 use crate::workflow;
 
+/// Writes a line to stdout. A closed pipe (`modgate key create ... | head -1`) ends the command
+/// quietly instead of panicking: what had to be done is done by then.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout(), $($arg)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
 #[derive(Parser)]
 #[command(
     name = "modgate",
@@ -53,6 +64,9 @@ enum Command {
         #[command(subcommand)]
         command: PlanCommand,
     },
+    /// Run a workflow's text checks over a JSON-lines file of texts, offline, and report how
+    /// it would decide (to choose thresholds on your own traffic).
+    Eval(EvalArgs),
     /// Configuration helpers.
     Config {
         /// Print the default configuration, every field commented.
@@ -84,6 +98,30 @@ struct ServeArgs {
     /// Directory of the ONNX Runtime library and models.
     #[arg(long, value_name = "DIR")]
     models: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct EvalArgs {
+    /// JSON lines, each with a `text` (and optionally `context`).
+    #[arg(long, value_name = "FILE")]
+    texts: PathBuf,
+    #[arg(long, default_value = "default")]
+    workflow: String,
+    /// Workflow file (default: the shipped workflows).
+    #[arg(long, value_name = "FILE")]
+    workflows: Option<PathBuf>,
+    /// Models directory.
+    #[arg(long, value_name = "DIR", default_value = "models")]
+    models: PathBuf,
+    /// Give each line's `context` to the models (as on paid plans).
+    #[arg(long)]
+    context: bool,
+    /// Read at most this many texts (0: all).
+    #[arg(long, default_value_t = 0)]
+    limit: usize,
+    /// Write each text's decision (line index, action, reasons) as JSON lines to FILE.
+    #[arg(long, value_name = "FILE")]
+    decisions: Option<PathBuf>,
 }
 
 /// Where the admin commands find the store.
@@ -213,15 +251,16 @@ pub fn main() -> anyhow::Result<()> {
         } => {
             let store = open_store(&store)?;
             for (name, limits) in store.plans()? {
-                println!("{name}\t{limits:?}");
+                say!("{name}\t{limits:?}");
             }
             Ok(())
         }
+        Command::Eval(args) => eval(args),
         Command::Config { print_defaults } => {
             if !print_defaults {
                 bail!("nothing to do: try `modgate config --print-defaults`");
             }
-            print!("{}", crate::config::DEFAULT_CONFIG);
+            say!("{}", crate::config::DEFAULT_CONFIG.trim_end());
             Ok(())
         }
     }
@@ -248,6 +287,32 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::server::run(config)
 }
 
+fn eval(args: EvalArgs) -> anyhow::Result<()> {
+    let text = match &args.workflows {
+        Some(path) => {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+        }
+        None => workflow::SHIPPED_WORKFLOWS.to_owned(),
+    };
+    let mut workflows = workflow::parse_workflows(&text).map_err(|error| anyhow!(error))?;
+    let definition = workflows
+        .remove(&args.workflow)
+        .ok_or_else(|| anyhow!("no workflow '{}'", args.workflow))?;
+    let library = args
+        .models
+        .join(&Config::default().models.onnxruntime_library);
+    crate::eval::run(crate::eval::EvalOptions {
+        texts: &args.texts,
+        workflow_name: &args.workflow,
+        workflow: definition,
+        models_dir: &args.models,
+        library: &library,
+        with_context: args.context,
+        limit: args.limit,
+        decisions: args.decisions.as_deref(),
+    })
+}
+
 fn open_store(args: &StoreArgs) -> anyhow::Result<Store> {
     let dir = match (&args.data, &args.config) {
         (Some(dir), _) => dir.clone(),
@@ -265,25 +330,26 @@ fn org(command: OrgCommand) -> anyhow::Result<()> {
     match command {
         OrgCommand::Create { name, plan, store } => {
             let record = open_store(&store)?.create_org(&name, &plan, now_ms())?;
-            println!(
+            say!(
                 "created organization {} on plan {}",
-                record.name, record.plan
+                record.name,
+                record.plan
             );
         }
         OrgCommand::Suspend { name, store } => {
             set_suspended(&open_store(&store)?, &name, true)?;
-            println!("suspended {name}");
+            say!("suspended {name}");
         }
         OrgCommand::Resume { name, store } => {
             set_suspended(&open_store(&store)?, &name, false)?;
-            println!("resumed {name}");
+            say!("resumed {name}");
         }
         OrgCommand::SetPlan { name, plan, store } => {
             open_store(&store)?.update_org(&name, |record| {
                 record.plan = plan.clone();
                 Ok(())
             })?;
-            println!("{name} is now on plan {plan}");
+            say!("{name} is now on plan {plan}");
         }
         OrgCommand::List { store } => {
             for record in open_store(&store)?.orgs()? {
@@ -292,7 +358,7 @@ fn org(command: OrgCommand) -> anyhow::Result<()> {
                 } else {
                     "active"
                 };
-                println!("{}\tplan={}\t{state}", record.name, record.plan);
+                say!("{}\tplan={}\t{state}", record.name, record.plan);
             }
         }
     }
@@ -321,7 +387,7 @@ fn key(command: KeyCommand) -> anyhow::Result<()> {
             let expires_ms = expires.as_deref().map(parse_rfc3339_ms).transpose()?;
             let issued =
                 open_store(&store)?.create_key(&org, scopes, workflows, expires_ms, now_ms())?;
-            println!("{}", issued.key);
+            say!("{}", issued.key);
             print_key(&issued.record);
         }
         KeyCommand::Rotate {
@@ -333,22 +399,22 @@ fn key(command: KeyCommand) -> anyhow::Result<()> {
                 .with_context(|| format!("invalid --grace '{grace}' (e.g. 0s, 30m, 24h)"))?;
             let issued =
                 open_store(&store)?.rotate_key(&key_id, grace.as_millis() as i64, now_ms())?;
-            println!("{}", issued.key);
+            say!("{}", issued.key);
             print_key(&issued.record);
-            println!(
+            say!(
                 "{key_id} works until the end of its grace delay ({})",
                 humantime::format_duration(grace)
             );
         }
         KeyCommand::Revoke { key_id, store } => {
             open_store(&store)?.revoke_key(&key_id, now_ms())?;
-            println!("revoked {key_id}");
+            say!("revoked {key_id}");
         }
         KeyCommand::List { org, store } => {
             let now = now_ms();
-            println!("id\torg\tstate\tscopes\tworkflows\tcreated\texpires");
+            say!("id\torg\tstate\tscopes\tworkflows\tcreated\texpires");
             for record in open_store(&store)?.keys(org.as_deref())? {
-                println!(
+                say!(
                     "{}\t{}\t{}\t{}\t{}\t{}\t{}",
                     record.id,
                     record.org,
@@ -365,7 +431,7 @@ fn key(command: KeyCommand) -> anyhow::Result<()> {
 }
 
 fn print_key(record: &KeyRecord) {
-    println!(
+    say!(
         "id={} org={} scopes={} workflows={} expires={}",
         record.id,
         record.org,
@@ -418,7 +484,7 @@ fn workflow_command(command: WorkflowCommand) -> anyhow::Result<()> {
                 None => workflow::SHIPPED_WORKFLOWS.to_owned(),
             };
             let origin = file.as_deref().unwrap_or(Path::new("<shipped workflows>"));
-            let defs = workflow::parse_workflows(&text, crate::checks::CHECK_NAMES)
+            let defs = workflow::parse_workflows(&text)
                 .map_err(|error| anyhow!("{}: {error}", origin.display()))?;
             for imported in open_store(&store)?.import_workflows(&defs, now_ms())? {
                 let note = if imported.changed {
@@ -426,7 +492,7 @@ fn workflow_command(command: WorkflowCommand) -> anyhow::Result<()> {
                 } else {
                     "unchanged"
                 };
-                println!("{}\tversion {}\t{note}", imported.name, imported.version);
+                say!("{}\tversion {}\t{note}", imported.name, imported.version);
             }
         }
         WorkflowCommand::List { store } => {
@@ -436,9 +502,11 @@ fn workflow_command(command: WorkflowCommand) -> anyhow::Result<()> {
                 } else {
                     ""
                 };
-                println!(
+                say!(
                     "{}\tversion {}{paid}\t{}",
-                    record.name, record.version, record.definition.description
+                    record.name,
+                    record.version,
+                    record.definition.description
                 );
             }
         }

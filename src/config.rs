@@ -28,6 +28,8 @@ pub struct Config {
     #[serde(default)]
     pub tls: TlsConfig,
     pub limits: LimitsConfig,
+    pub models: ModelsConfig,
+    pub inference: InferenceConfig,
     pub plans: BTreeMap<String, PlanLimits>,
 }
 
@@ -58,6 +60,25 @@ pub struct TlsConfig {
 #[serde(deny_unknown_fields)]
 pub struct LimitsConfig {
     pub body_read_timeout_ms: u64,
+    pub text_body_bytes_max: usize,
+    pub text_form_bytes_max: usize,
+    pub form_field_bytes_max: usize,
+    pub form_timeout_ms: u64,
+    pub uploads_per_shard_max: usize,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelsConfig {
+    pub required: bool,
+    pub onnxruntime_library: PathBuf,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct InferenceConfig {
+    pub queue_depth_max: usize,
+    pub batch_rows_max: usize,
 }
 
 /// Bounds on configurable limits, so that a typo cannot disable a defence.
@@ -99,6 +120,8 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         server: Option<ServerShape>,
         tls: Option<TlsConfig>,
         limits: Option<LimitsShape>,
+        models: Option<ModelsShape>,
+        inference: Option<InferenceShape>,
         plans: Option<BTreeMap<String, PlanShape>>,
     }
     #[derive(Deserialize)]
@@ -122,6 +145,25 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
     #[allow(dead_code)]
     struct LimitsShape {
         body_read_timeout_ms: Option<u64>,
+        text_body_bytes_max: Option<usize>,
+        text_form_bytes_max: Option<usize>,
+        form_field_bytes_max: Option<usize>,
+        form_timeout_ms: Option<u64>,
+        uploads_per_shard_max: Option<usize>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct ModelsShape {
+        required: Option<bool>,
+        onnxruntime_library: Option<PathBuf>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct InferenceShape {
+        queue_depth_max: Option<usize>,
+        batch_rows_max: Option<usize>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]

@@ -20,13 +20,17 @@
 //! - [`config`]: the TOML configuration; defaults in `src/defaults/modgate.toml`.
 //! - [`server`]: start-up, listeners, signals, and [`server::shard`], the per-CPU executor.
 //! - [`http`]: HTTP/1.1 without a framework: [`http::head`] parses heads, [`http::chunked`]
-//!   decodes bodies, [`http::response`] writes answers, [`http::conn`] runs a connection.
+//!   decodes bodies, [`http::multipart`] streams forms, [`http::response`] writes answers,
+//!   [`http::conn`] runs a connection.
 //! - [`api`]: the routes of SPEC section 4 and the order of refusals they share.
 //! - [`auth`]: API keys from the request, checked against the store.
 //! - [`store`]: organizations, plans, keys and workflows in LMDB; [`store::view`] is the
 //!   per-shard cache.
 //! - [`workflow`]: workflow definitions and their versions.
-//! - [`checks`]: the tools that score content.
+//! - [`checks`]: the tools that score content; [`text`] prepares texts for them.
+//! - [`inference`]: ONNX Runtime sessions on a model worker beside each shard.
+//! - [`decision`]: scores and thresholds to accept, review or reject.
+//! - [`eval`]: `modgate eval`, a workflow run offline over a file of texts.
 //! - [`error`]: the one error type of the request path and its mapping to the wire.
 //! - [`request_id`]: ids unique across shards and restarts.
 
@@ -35,9 +39,13 @@ pub mod auth;
 pub mod checks;
 pub mod cli;
 pub mod config;
+pub mod decision;
 pub mod error;
+pub mod eval;
 pub mod http;
+pub mod inference;
 pub mod request_id;
 pub mod server;
 pub mod store;
+pub mod text;
 pub mod workflow;

@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::checks::{check_info, Kind, CHECKS};
+
 /// `src/defaults/workflows.toml`, the workflows shipped with this version.
 pub const SHIPPED_WORKFLOWS: &str = include_str!("defaults/workflows.toml");
 
@@ -22,9 +24,9 @@ pub const WORKFLOW_NAME_BYTES_MAX: usize = 64;
 #[serde(deny_unknown_fields)]
 pub struct Thresholds {
     /// A score at or above this sends the content to review.
-    pub review: f32,
+    pub review: f64,
     /// A score at or above this rejects the content.
-    pub reject: f32,
+    pub reject: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -53,17 +55,14 @@ struct WorkflowFile {
     workflows: BTreeMap<String, WorkflowDef>,
 }
 
-/// Parses and validates a workflow file. `known_checks` are the check sources this build has.
-pub fn parse_workflows(
-    text: &str,
-    known_checks: &[&str],
-) -> Result<BTreeMap<String, WorkflowDef>, String> {
+/// Parses and validates a workflow file against the checks of this build.
+pub fn parse_workflows(text: &str) -> Result<BTreeMap<String, WorkflowDef>, String> {
     let file: WorkflowFile = toml::from_str(text).map_err(|error| error.to_string())?;
     if file.workflows.is_empty() {
         return Err("the file defines no workflow".into());
     }
     for (name, def) in &file.workflows {
-        validate(name, def, known_checks).map_err(|error| format!("workflow '{name}': {error}"))?;
+        validate(name, def).map_err(|error| format!("workflow '{name}': {error}"))?;
     }
     Ok(file.workflows)
 }
@@ -83,18 +82,42 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     }
 }
 
-fn validate(name: &str, def: &WorkflowDef, known_checks: &[&str]) -> Result<(), String> {
+fn validate(name: &str, def: &WorkflowDef) -> Result<(), String> {
     validate_name(name)?;
-    for check in def.text_checks.iter().chain(&def.image_checks) {
-        if !known_checks.contains(&check.as_str()) {
-            return Err(format!(
-                "unknown check '{check}' (this build has: {})",
-                known_checks.join(", ")
-            ));
+    let known = || {
+        CHECKS
+            .iter()
+            .map(|check| check.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut scored: Vec<&str> = Vec::new();
+    for (checks, kind) in [
+        (&def.text_checks, Kind::Text),
+        (&def.image_checks, Kind::Image),
+    ] {
+        for check in checks {
+            let info = check_info(check)
+                .ok_or_else(|| format!("unknown check '{check}' (this build has: {})", known()))?;
+            if info.kind != kind {
+                return Err(format!(
+                    "check '{check}' does not read {}",
+                    match kind {
+                        Kind::Text => "texts",
+                        Kind::Image => "images",
+                    }
+                ));
+            }
+            scored.extend_from_slice(info.categories);
         }
     }
     for (category, thresholds) in &def.categories {
-        let in_range = |x: f32| (0.0..=1.0).contains(&x);
+        if !scored.contains(&category.as_str()) {
+            return Err(format!(
+                "category '{category}' is not scored by any of its checks"
+            ));
+        }
+        let in_range = |x: f64| (0.0..=1.0).contains(&x);
         if !in_range(thresholds.review) || !in_range(thresholds.reject) {
             return Err(format!(
                 "category '{category}': thresholds must be in [0, 1]"
@@ -131,7 +154,7 @@ mod tests {
 
     #[test]
     fn shipped_file_parses() {
-        let workflows = parse_workflows(SHIPPED_WORKFLOWS, crate::checks::CHECK_NAMES).unwrap();
+        let workflows = parse_workflows(SHIPPED_WORKFLOWS).unwrap();
         assert!(workflows.contains_key("default"));
         assert!(workflows.contains_key("advanced"));
     }
@@ -141,24 +164,26 @@ mod tests {
         let bad = [
             "[workflows.Bad]\ndescription = 'x'\n",
             "[workflows.a]\ndescription = 'x'\ntext_checks = ['nope']\n",
-            "[workflows.a]\ndescription = 'x'\n[workflows.a.categories.c]\nreview = 0.9\nreject = 0.5\n",
-            "[workflows.a]\ndescription = 'x'\n[workflows.a.categories.c]\nreview = 0.5\nreject = 1.5\n",
+            "[workflows.a]\ndescription = 'x'\nimage_checks = ['pii']\n",
+            "[workflows.a]\ndescription = 'x'\ntext_checks = ['pii']\n[workflows.a.categories.profanity]\nreview = 0.5\nreject = 0.9\n",
+            "[workflows.a]\ndescription = 'x'\ntext_checks = ['wordlist']\n[workflows.a.categories.profanity]\nreview = 0.9\nreject = 0.5\n",
+            "[workflows.a]\ndescription = 'x'\ntext_checks = ['wordlist']\n[workflows.a.categories.profanity]\nreview = 0.5\nreject = 1.5\n",
             "[workflows.a]\ndescription = 'x'\nsurprise = 1\n",
             "",
         ];
         for text in bad {
-            assert!(parse_workflows(text, &[]).is_err(), "{text}");
+            assert!(parse_workflows(text).is_err(), "{text}");
         }
     }
 
     #[test]
     fn digest_follows_content() {
-        let text = "[workflows.a]\ndescription = 'x'\n[workflows.a.categories.c]\nreview = 0.5\nreject = 0.9\n";
-        let a = parse_workflows(text, &[]).unwrap();
-        let b = parse_workflows(&text.replace("0.9", "0.8"), &[]).unwrap();
+        let text = "[workflows.a]\ndescription = 'x'\ntext_checks = ['wordlist']\n[workflows.a.categories.profanity]\nreview = 0.5\nreject = 0.9\n";
+        let a = parse_workflows(text).unwrap();
+        let b = parse_workflows(&text.replace("0.9", "0.8")).unwrap();
         assert_eq!(
             digest(&a["a"]),
-            digest(&parse_workflows(text, &[]).unwrap()["a"])
+            digest(&parse_workflows(text).unwrap()["a"])
         );
         assert_ne!(digest(&a["a"]), digest(&b["a"]));
     }

@@ -4,12 +4,20 @@
 //!
 //! Each route has its own module; this one routes and turns their errors into answers.
 
+pub mod answer;
+pub mod compat_text;
 pub mod envelope;
+pub mod form;
 pub mod health;
 pub mod openapi;
+pub mod text;
 pub mod workflows;
 
+use std::time::Instant;
+
 use futures_lite::{AsyncRead, AsyncWrite};
+
+use crate::config::LimitsConfig;
 
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::Exchange;
@@ -22,18 +30,21 @@ pub enum Route {
     Health,
     OpenApi,
     Workflows,
+    Text,
+    CompatText,
 }
 
 impl Route {
-    pub const ALL: [Route; 3] = [Route::Health, Route::OpenApi, Route::Workflows];
+    pub const ALL: [Route; 5] = [
+        Route::Health,
+        Route::OpenApi,
+        Route::Workflows,
+        Route::Text,
+        Route::CompatText,
+    ];
 
     pub fn find(path: &str) -> Option<Route> {
-        match path {
-            "/health" => Some(Route::Health),
-            "/openapi.json" => Some(Route::OpenApi),
-            "/v1/workflows" => Some(Route::Workflows),
-            _ => None,
-        }
+        Route::ALL.into_iter().find(|route| route.path() == path)
     }
 
     pub fn path(self) -> &'static str {
@@ -41,6 +52,8 @@ impl Route {
             Route::Health => "/health",
             Route::OpenApi => "/openapi.json",
             Route::Workflows => "/v1/workflows",
+            Route::Text => "/v1/text",
+            Route::CompatText => "/1.0/text/check-workflow.json",
         }
     }
 
@@ -48,6 +61,7 @@ impl Route {
     pub fn allow(self) -> &'static str {
         match self {
             Route::Health | Route::OpenApi | Route::Workflows => "GET, HEAD",
+            Route::Text | Route::CompatText => "POST",
         }
     }
 
@@ -56,13 +70,16 @@ impl Route {
             Route::Health | Route::OpenApi | Route::Workflows => {
                 matches!(method, Method::Get | Method::Head)
             }
+            Route::Text | Route::CompatText => method == Method::Post,
         }
     }
 
     /// Bytes of body the route takes.
-    fn body_bytes_max(self) -> u64 {
+    fn body_bytes_max(self, limits: &LimitsConfig) -> u64 {
         match self {
             Route::Health | Route::OpenApi | Route::Workflows => 0,
+            Route::Text => limits.text_body_bytes_max as u64,
+            Route::CompatText => limits.text_form_bytes_max as u64,
         }
     }
 }
@@ -82,6 +99,7 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
     shard: &Shard,
     exchange: &mut Exchange<'_, S>,
 ) -> ApiResult<Response> {
+    let started = Instant::now();
     let head = &exchange.head;
     if head.has_origin {
         return Err(ApiError::forbidden(
@@ -97,7 +115,7 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
     if !route.accepts(head.method) {
         return Err(ApiError::method_not_allowed(route.allow()));
     }
-    let body_max = route.body_bytes_max();
+    let body_max = route.body_bytes_max(&shard.config.limits);
     let over = match head.framing {
         Framing::Empty => false,
         Framing::Length(n) => n > body_max,
@@ -117,6 +135,8 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
         Route::Health => Ok(health::answer(shard)),
         Route::OpenApi => Ok(openapi::answer()),
         Route::Workflows => workflows::list(shard, head),
+        Route::Text => text::check(shard, exchange, started).await,
+        Route::CompatText => compat_text::check(shard, exchange, started).await,
     }
 }
 

@@ -828,8 +828,10 @@ def error_responses(route):
         ]), ["bad_request", "unknown_workflow", "corrupt_media", "url_refused"], "maybe")
     elif route == "compat_text":
         r["400"] = err_response(400, True, "\n\n".join([
-            FRAMING_400 + " Also: a malformed multipart body (missing or bad boundary, bad part "
-            "headers), no `text` field, a field that is not UTF-8.",
+            FRAMING_400 + " Also: a body that is not `multipart/form-data` (SPEC 4.6 lists no 415 "
+            "for this route), a malformed multipart body (missing or bad boundary, bad part "
+            "headers, an unterminated part), no `text` field, a field that is not UTF-8, a known "
+            "field sent twice.",
             "`unknown_workflow`: the named workflow does not exist (checked before the key's "
             "workflow list).",
         ]), ["bad_request", "unknown_workflow"], "maybe")
@@ -885,8 +887,9 @@ def error_responses(route):
             ["image_too_large"], "maybe")
     elif route == "text":
         r["413"] = err_response(413, False, "\n\n".join([
-            "`body_too_large`: the body is over the route's limit (large enough for any "
-            "TextRequest within the field limits).",
+            "`body_too_large`: the body is over the route's limit, `limits.text_body_bytes_max` "
+            "(default 524,288 bytes: enough for any TextRequest within the field limits, even "
+            "fully JSON-escaped); decided from `Content-Length` before reading when it is sent.",
             "`text_too_long`: `text` over 20,000 characters (5,000 on the free plan), or "
             "`context` over 2,000 characters (checked on every plan); the message names the "
             "field. Characters are Unicode scalar values.",
@@ -894,8 +897,7 @@ def error_responses(route):
     elif route == "compat_text":
         r["413"] = err_response(413, True, "\n\n".join([
             "`body_too_large`: a field other than `text` over 64 KiB (65,536 bytes), or the body "
-            "over the route's limit (large enough for any text within its limit plus the other "
-            "fields).",
+            "over the route's limit, `limits.text_form_bytes_max` (default 1,048,576 bytes).",
             "`text_too_long`: `text` over 20,000 characters (5,000 on the free plan), Unicode "
             "scalar values.",
         ]), ["body_too_large", "text_too_long"], "maybe")
@@ -923,11 +925,6 @@ def error_responses(route):
             415, False,
             "`unsupported_media`: the body was sent without the JSON content type "
             "(`Content-Type: application/json`, parameters such as `charset=utf-8` allowed).",
-            ["unsupported_media"], "maybe")
-    elif route == "compat_text":
-        r["415"] = err_response(
-            415, True,
-            "`unsupported_media`: the body is not `multipart/form-data`.",
             ["unsupported_media"], "maybe")
 
     if route in ("image", "text", "compat_image", "compat_image_get", "compat_text"):
@@ -1303,8 +1300,9 @@ DECISIONS = [
     "within the header read timeout (the connection is then closed).",
     "414 (URI too long), 417 (an `Expect` other than `100-continue`) and 431 (request head too "
     "large or too many header fields) are `bad_request`.",
-    "415 on the JSON route: a body without the JSON content type; on the compatible POST routes: "
-    "a body that is not `multipart/form-data`.",
+    "415 on the JSON route: a body without the JSON content type; on the compatible image route: "
+    "a body that is not `multipart/form-data` (the compatible text route answers that with 400, "
+    "its statuses in the specification having no 415).",
     "413 `body_too_large` also for a form field other than `media`/`text` over 64 KiB; "
     "`image_too_large` over 16,384 px on a side or over 50 MP (12 MP on the free plan).",
     "503 `busy` with `Retry-After`: the work queue is full, too many uploads are in progress "

@@ -6,5 +6,6 @@
 pub mod chunked;
 pub mod conn;
 pub mod head;
+pub mod multipart;
 pub mod query;
 pub mod response;

@@ -21,11 +21,13 @@ use anyhow::{anyhow, bail, Context};
 use glommio::{CpuSet, LocalExecutorPoolBuilder, PoolPlacement};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::checks::TextModels;
 use crate::config::Config;
+use crate::inference::{self, WorkerConfig, WorkerModels};
 use crate::store::records::{Scopes, WorkflowAccess};
 use crate::store::Store;
 use crate::workflow;
-use shard::{unix_ms, ServerState};
+use shard::{unix_ms, ServerState, ShardResources};
 
 /// Backlog of each listener.
 pub const LISTEN_BACKLOG: i32 = 4096;
@@ -48,6 +50,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     if shards > 256 {
         bail!("at most 256 shards (request ids carry the shard in 8 bits)");
     }
+    let (text_models, worker_models) = load_models(&config)?;
     let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
         _ => None,
@@ -57,7 +60,9 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     spawn_signal_thread(state.clone())?;
 
     let scheme = if tls.is_some() { "https" } else { "http" };
-    println!("modgate listening on {scheme}://{addr} with {shards} shard(s)");
+    announce(format_args!(
+        "modgate listening on {scheme}://{addr} with {shards} shard(s)"
+    ));
     tracing::info!(%addr, shards, tls = tls.is_some(), "listening");
 
     let placement = PoolPlacement::Custom(
@@ -70,6 +75,10 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             .map_err(|error| anyhow!("reading the CPU topology: {error}"))?,
     );
     let fds = Arc::new(Mutex::new(fds.into_iter().enumerate().collect::<Vec<_>>()));
+    let worker_config = WorkerConfig {
+        queue_depth_max: config.inference.queue_depth_max,
+        batch_rows_max: config.inference.batch_rows_max,
+    };
     let config = Arc::new(config);
     let handles = LocalExecutorPoolBuilder::new(placement)
         .name("modgate-shard")
@@ -77,9 +86,15 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             let claimed = fds.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let (config, state, store, tls) =
                 (config.clone(), state.clone(), store.clone(), tls.clone());
+            let resources = claimed.map(|(index, _)| ShardResources {
+                text_models: text_models.clone(),
+                worker_models: worker_models.clone(),
+                worker_config,
+                cpu: Some(cpus[index % cpus.len()]),
+            });
             async move {
-                if let Some((index, fd)) = claimed {
-                    shard::run(index, fd, config, state, store, tls).await;
+                if let (Some((index, fd)), Some(resources)) = (claimed, resources) {
+                    shard::run(index, fd, config, state, store, tls, resources).await;
                 }
             }
         })
@@ -91,15 +106,36 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Loads the text models (shared by all shards) and checks the ONNX Runtime library and the
+/// model files. With `models.required`, anything missing stops the start with its reason.
+fn load_models(config: &Config) -> anyhow::Result<(Arc<TextModels>, Option<WorkerModels>)> {
+    let models_dir = &config.server.models_dir;
+    let required = config.models.required;
+    let (text_models, tokenizer_problem) =
+        TextModels::load(models_dir).map_err(|error| anyhow!(error))?;
+    let library = models_dir.join(&config.models.onnxruntime_library);
+    let mut preflight =
+        inference::preflight(models_dir, &library, required).map_err(|error| anyhow!(error))?;
+    if let Some(problem) = tokenizer_problem {
+        if required {
+            bail!("{problem} (set models.required = false to start without it)");
+        }
+        preflight.problems.push(problem);
+    }
+    for problem in &preflight.problems {
+        tracing::warn!(%problem, "starting without a model: its categories will be reported as unchecked");
+    }
+    Ok((Arc::new(text_models), preflight.models))
+}
+
 /// Plans from the configuration always; on a fresh store also the shipped workflows and the
 /// demo organization with one key, printed once.
 fn bootstrap(store: &Store, config: &Config) -> anyhow::Result<()> {
     let now_ms = unix_ms(std::time::SystemTime::now());
     store.put_plans(&config.plans)?;
     if store.workflows()?.is_empty() {
-        let defs =
-            workflow::parse_workflows(workflow::SHIPPED_WORKFLOWS, crate::checks::CHECK_NAMES)
-                .map_err(|error| anyhow!("shipped workflows: {error}"))?;
+        let defs = workflow::parse_workflows(workflow::SHIPPED_WORKFLOWS)
+            .map_err(|error| anyhow!("shipped workflows: {error}"))?;
         store.import_workflows(&defs, now_ms)?;
     }
     if store.orgs()?.is_empty() {
@@ -110,12 +146,21 @@ fn bootstrap(store: &Store, config: &Config) -> anyhow::Result<()> {
         };
         store.create_org(DEMO_ORG, &plan, now_ms)?;
         let issued = store.create_key(DEMO_ORG, Scopes::ALL, WorkflowAccess::All, None, now_ms)?;
-        println!(
+        announce(format_args!(
             "fresh data directory: created organization '{DEMO_ORG}' (plan {plan}) with this key, shown once:"
-        );
-        println!("demo key: {}", issued.key);
+        ));
+        announce(format_args!("demo key: {}", issued.key));
     }
     Ok(())
+}
+
+/// A line on stdout for people and scripts (the address, the demo key); a closed stdout is no
+/// reason to stop a server.
+fn announce(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
 }
 
 /// The CPUs this process may run on (its affinity mask, e.g. under `taskset`).

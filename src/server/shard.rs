@@ -22,11 +22,13 @@ use glommio::net::{TcpListener, TcpStream};
 
 use crate::api;
 use crate::auth::{self, Caller};
+use crate::checks::{Engine, TextModels};
 use crate::config::Config;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::{self, ConnConfig, ConnHost, Exchange};
 use crate::http::head::RequestHead;
 use crate::http::response::{ConnectionHeader, DateCache, Frame, Response};
+use crate::inference::{Worker, WorkerConfig, WorkerModels};
 use crate::request_id::{RequestId, RequestIdGen};
 use crate::store::view::{StoreView, Workflows};
 use crate::store::Store;
@@ -134,6 +136,44 @@ impl ConnSlots {
     }
 }
 
+/// Reusable body buffers of a shard, so that steady traffic allocates none.
+pub struct BufferPool {
+    free: RefCell<Vec<Vec<u8>>>,
+}
+
+impl BufferPool {
+    /// Buffers kept at most, and the largest capacity worth keeping.
+    pub const KEPT_MAX: usize = 64;
+    pub const KEPT_BYTES_MAX: usize = 1 << 20;
+
+    fn new() -> Self {
+        BufferPool {
+            free: RefCell::new(Vec::new()),
+        }
+    }
+
+    pub fn take(&self) -> Vec<u8> {
+        self.free.borrow_mut().pop().unwrap_or_default()
+    }
+
+    pub fn give(&self, mut buffer: Vec<u8>) {
+        let mut free = self.free.borrow_mut();
+        if free.len() < Self::KEPT_MAX && buffer.capacity() <= Self::KEPT_BYTES_MAX {
+            buffer.clear();
+            free.push(buffer);
+        }
+    }
+}
+
+/// What a shard gets from start-up besides its listener.
+pub struct ShardResources {
+    pub text_models: Arc<TextModels>,
+    pub worker_models: Option<WorkerModels>,
+    pub worker_config: WorkerConfig,
+    /// The CPU the shard (and its model worker) runs on.
+    pub cpu: Option<usize>,
+}
+
 pub struct Shard {
     pub index: usize,
     pub config: Arc<Config>,
@@ -143,6 +183,10 @@ pub struct Shard {
     request_ids: RequestIdGen,
     date: DateCache,
     conns: ConnSlots,
+    pub engine: Engine,
+    pub buffers: BufferPool,
+    /// Compatible-form uploads in progress (capped by `limits.uploads_per_shard_max`).
+    pub uploads: Cell<usize>,
 }
 
 impl Shard {
@@ -151,6 +195,7 @@ impl Shard {
         config: Arc<Config>,
         state: Arc<ServerState>,
         store: Store,
+        engine: Engine,
     ) -> std::io::Result<Shard> {
         Ok(Shard {
             index,
@@ -161,6 +206,9 @@ impl Shard {
             request_ids: RequestIdGen::from_os(index as u8)?,
             date: DateCache::default(),
             conns: ConnSlots::default(),
+            engine,
+            buffers: BufferPool::new(),
+            uploads: Cell::new(0),
         })
     }
 
@@ -240,11 +288,19 @@ pub async fn run(
     state: Arc<ServerState>,
     store: Store,
     tls: Option<futures_rustls::TlsAcceptor>,
+    resources: ShardResources,
 ) {
     // SAFETY: `listener_fd` is a bound, listening TCP socket created by `server::run` for this
     // shard alone; ownership passes here and nothing else closes or uses it.
     let listener = unsafe { TcpListener::from_raw_fd(listener_fd) };
-    let shard = match Shard::new(index, config.clone(), state.clone(), store) {
+    let engine = match start_engine(index, resources).await {
+        Ok(engine) => engine,
+        Err(error) => {
+            tracing::error!(shard = index, %error, "shard could not load its models");
+            return;
+        }
+    };
+    let shard = match Shard::new(index, config.clone(), state.clone(), store, engine) {
         Ok(shard) => Rc::new(shard),
         Err(error) => {
             tracing::error!(shard = index, %error, "shard could not start");
@@ -305,6 +361,35 @@ pub async fn run(
         );
     }
     drop(watcher);
+}
+
+/// Starts the shard's model worker (if a model runtime is there) and waits until its
+/// sessions are loaded: the shard reports ready only after that.
+async fn start_engine(index: usize, resources: ShardResources) -> Result<Engine, String> {
+    let ShardResources {
+        text_models,
+        worker_models,
+        worker_config,
+        cpu,
+    } = resources;
+    let toxblock_loaded = worker_models.as_ref().is_some_and(|m| m.toxblock.is_some());
+    let worker = match worker_models {
+        None => None,
+        Some(models) => {
+            let (worker, ready) = Worker::spawn(index, cpu, models, worker_config)
+                .map_err(|error| format!("starting the model worker: {error}"))?;
+            ready
+                .await
+                .map_err(|_| "the model worker stopped while loading".to_owned())??;
+            Some(worker)
+        }
+    };
+    Ok(Engine {
+        toxblock_ready: toxblock_loaded && text_models.tox_tokenizer.is_some() && worker.is_some(),
+        text: text_models,
+        worker,
+        normalizer: Default::default(),
+    })
 }
 
 async fn serve(

@@ -441,10 +441,10 @@ mod tests {
     fn workflow_versions_follow_changes() {
         let (_dir, store) = store_with_org(1);
         let text = "[workflows.a]\ndescription = 'x'\n";
-        let defs = workflow::parse_workflows(text, &[]).unwrap();
+        let defs = workflow::parse_workflows(text).unwrap();
         assert_eq!(store.import_workflows(&defs, 0).unwrap()[0].version, 1);
         assert!(!store.import_workflows(&defs, 1).unwrap()[0].changed);
-        let changed = workflow::parse_workflows(&text.replace("'x'", "'y'"), &[]).unwrap();
+        let changed = workflow::parse_workflows(&text.replace("'x'", "'y'")).unwrap();
         let report = store.import_workflows(&changed, 2).unwrap();
         assert_eq!((report[0].version, report[0].changed), (2, true));
     }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_modgate");
+pub const MODELS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models");
 
 /// Settings for a test server.
 #[derive(Clone, Default)]
@@ -22,6 +23,8 @@ pub struct Options {
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// Reuse this data directory (for restarts) instead of a fresh one.
     pub data: Option<std::path::PathBuf>,
+    /// Models directory (default: the repository's `models/`).
+    pub models: Option<std::path::PathBuf>,
 }
 
 pub struct Server {
@@ -58,6 +61,8 @@ impl Server {
             .arg("--config")
             .arg(&config_path)
             .args(["--cores", &options.cores.unwrap_or(2).to_string()])
+            .arg("--models")
+            .arg(options.models.clone().unwrap_or_else(|| MODELS.into()))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .env("RUST_LOG", "warn");
@@ -404,6 +409,52 @@ pub fn get(url: &str, headers: &[(&str, &str)]) -> (u16, http_headers::Headers, 
     let text = response.body_mut().read_to_string().expect("body");
     let body = serde_json::from_str(&text).unwrap_or(Value::Null);
     (status, headers, body)
+}
+
+/// A POST through ureq with a body; returns status, headers and JSON body.
+pub fn post(
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, http_headers::Headers, Value) {
+    let mut request = agent().post(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut response = request.send(body).expect("request");
+    let status = response.status().as_u16();
+    let headers = http_headers::Headers::from(response.headers());
+    let text = response.body_mut().read_to_string().expect("body");
+    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+    (status, headers, body)
+}
+
+/// `body` in chunked transfer coding, `piece` bytes per chunk, with the last chunk.
+pub fn chunked(body: &[u8], piece: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for part in body.chunks(piece) {
+        out.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+        out.extend_from_slice(part);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
+
+/// A multipart/form-data body of text fields, with its content type.
+pub fn form(fields: &[(&str, &str)]) -> (String, Vec<u8>) {
+    let boundary = "----modgateTestBoundary7d1a";
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n")
+                .as_bytes(),
+        );
+        body.extend_from_slice(value.as_bytes());
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
 }
 
 pub mod http_headers {

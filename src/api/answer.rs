@@ -1,0 +1,124 @@
+//! The answer of a check: Answer (SPEC 2.1) on the native routes, CompatAnswer (2.2) on the
+//! compatible ones. Both come from one [`Decision`]; only `workflow` and `request` differ.
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+
+use super::envelope::{json_response, CompatRequest};
+use crate::decision::{Decision, Reason};
+use crate::http::response::Response;
+use crate::store::records::WorkflowRecord;
+
+/// Which shape to answer in.
+#[derive(Clone, Copy)]
+pub enum Shape {
+    Native,
+    /// With the gateway clock in Unix milliseconds, for `request.timestamp`.
+    Compat {
+        unix_ms: i64,
+    },
+}
+
+pub struct CheckAnswer<'a> {
+    pub workflow: &'a WorkflowRecord,
+    pub decision: &'a Decision,
+    pub request_id: &'a str,
+    pub reference: Option<&'a str>,
+    pub time_ms: u64,
+    pub shape: Shape,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WorkflowField<'a> {
+    Name(&'a str),
+    Compat { id: &'a str },
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    action: &'static str,
+    reject_prob: f64,
+    reject_reason: &'a [Reason],
+    review_reason: &'a [Reason],
+}
+
+impl Serialize for Reason {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(6))?;
+        map.serialize_entry("id", self.id)?;
+        map.serialize_entry("text", self.text)?;
+        map.serialize_entry("message", self.message)?;
+        map.serialize_entry("score", &self.score)?;
+        map.serialize_entry("threshold", &self.threshold)?;
+        map.serialize_entry("source", self.source)?;
+        map.end()
+    }
+}
+
+struct Scores<'a>(&'a [(&'static str, f64)]);
+
+impl Serialize for Scores<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (category, score) in self.0 {
+            map.serialize_entry(category, score)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+struct Answer<'a> {
+    status: &'static str,
+    workflow: WorkflowField<'a>,
+    summary: Summary<'a>,
+    scores: Scores<'a>,
+    time_ms: u64,
+    request_id: &'a str,
+    workflow_version: u64,
+    #[serde(rename = "ref")]
+    reference: Option<&'a str>,
+    /// Absent when every category was checked: never `[]`, never null.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unchecked: Option<&'a [&'static str]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request: Option<CompatRequest<'a>>,
+}
+
+pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
+    let decision = answer.decision;
+    let (workflow, request) = match answer.shape {
+        Shape::Native => (WorkflowField::Name(&answer.workflow.name), None),
+        Shape::Compat { unix_ms } => (
+            WorkflowField::Compat {
+                id: &answer.workflow.name,
+            },
+            Some(CompatRequest {
+                id: answer.request_id,
+                timestamp: unix_ms as f64 / 1000.0,
+                operations: 1,
+            }),
+        ),
+    };
+    json_response(
+        200,
+        &Answer {
+            status: "success",
+            workflow,
+            summary: Summary {
+                action: decision.action.as_str(),
+                reject_prob: decision.reject_prob,
+                reject_reason: &decision.reject_reason,
+                review_reason: &decision.review_reason,
+            },
+            scores: Scores(&decision.scores),
+            time_ms: answer.time_ms,
+            request_id: answer.request_id,
+            workflow_version: answer.workflow.version,
+            reference: answer.reference,
+            unchecked: (!decision.unchecked.is_empty()).then_some(decision.unchecked.as_slice()),
+            request,
+        },
+    )
+}

@@ -1,0 +1,243 @@
+//! The compatible routes' multipart forms (SPEC 2.10), read with [`crate::http::multipart`].
+//!
+//! One field is the payload (`text` or `media`): its bytes go straight into the buffer the
+//! check will read, with no second copy. Every other field holds at most
+//! `limits.form_field_bytes_max` (64 KiB) and is kept only if the route knows it
+//! (`api_secret`, `api_user`, `workflow`, `url`); unknown fields are read and dropped. A known
+//! field sent twice is refused: a form that names two keys or two workflows is ambiguous.
+//!
+//! The whole form must arrive within `limits.form_timeout_ms` (10 s): the key is inside it, so
+//! nothing about the caller is known until it is all read. Uploads in progress are capped per
+//! shard ([`UploadSlot`]).
+
+use std::time::{Duration, Instant};
+
+use futures_lite::{AsyncRead, AsyncWrite};
+
+use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::http::conn::Exchange;
+use crate::http::head::Framing;
+use crate::http::multipart::{boundary_of, FeedError, MultipartParser, PartInfo, PartSink};
+use crate::server::shard::Shard;
+
+/// Small fields the compatible routes read.
+pub const KNOWN_FIELDS: &[&str] = &["api_secret", "api_user", "workflow", "url"];
+
+/// The small fields of a form, and whether the payload field was present.
+#[derive(Debug, Default)]
+pub struct Form {
+    pub api_secret: Option<String>,
+    pub workflow: Option<String>,
+    pub url: Option<String>,
+    pub payload_present: bool,
+    /// The payload part's declared content type and file name (informational only).
+    pub payload_info: Option<PartInfo>,
+}
+
+enum Current {
+    Payload,
+    Small { name: String, value: Vec<u8> },
+    Ignored { name: String, bytes: usize },
+}
+
+struct FormSink<'b> {
+    payload_field: &'static str,
+    payload_bytes_max: usize,
+    payload: &'b mut Vec<u8>,
+    field_bytes_max: usize,
+    current: Option<Current>,
+    form: Form,
+}
+
+fn field_too_large(name: &str, max: usize) -> ApiError {
+    ApiError::new(
+        ErrorKind::BodyTooLarge,
+        format!("form field `{}` is over {max} bytes", truncate(name)),
+    )
+}
+
+fn truncate(text: &str) -> &str {
+    match text.char_indices().nth(40) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
+}
+
+impl PartSink for FormSink<'_> {
+    type Error = ApiError;
+
+    fn part_start(&mut self, part: &PartInfo) -> ApiResult<()> {
+        self.current = Some(if part.name == self.payload_field {
+            if self.form.payload_present {
+                return Err(ApiError::bad_request(format!(
+                    "form field `{}` sent twice",
+                    self.payload_field
+                )));
+            }
+            self.form.payload_present = true;
+            self.form.payload_info = Some(part.clone());
+            Current::Payload
+        } else if KNOWN_FIELDS.contains(&part.name.as_str()) {
+            Current::Small {
+                name: part.name.clone(),
+                value: Vec::new(),
+            }
+        } else {
+            Current::Ignored {
+                name: part.name.clone(),
+                bytes: 0,
+            }
+        });
+        Ok(())
+    }
+
+    fn part_data(&mut self, data: &[u8]) -> ApiResult<()> {
+        match &mut self.current {
+            Some(Current::Payload) => {
+                if self.payload.len() + data.len() > self.payload_bytes_max {
+                    return Err(field_too_large(self.payload_field, self.payload_bytes_max));
+                }
+                self.payload.extend_from_slice(data);
+            }
+            Some(Current::Small { name, value }) => {
+                if value.len() + data.len() > self.field_bytes_max {
+                    return Err(field_too_large(name, self.field_bytes_max));
+                }
+                value.extend_from_slice(data);
+            }
+            Some(Current::Ignored { name, bytes }) => {
+                *bytes += data.len();
+                if *bytes > self.field_bytes_max {
+                    return Err(field_too_large(name, self.field_bytes_max));
+                }
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    fn part_end(&mut self) -> ApiResult<()> {
+        if let Some(Current::Small { name, value }) = self.current.take() {
+            let value = String::from_utf8(value)
+                .map_err(|_| ApiError::bad_request(format!("form field `{name}` is not UTF-8")))?;
+            let slot = match name.as_str() {
+                "api_secret" => &mut self.form.api_secret,
+                "workflow" => &mut self.form.workflow,
+                "url" => &mut self.form.url,
+                _ => return Ok(()), // api_user: accepted and ignored
+            };
+            if slot.is_some() {
+                return Err(ApiError::bad_request(format!(
+                    "form field `{name}` sent twice"
+                )));
+            }
+            *slot = Some(value);
+        }
+        Ok(())
+    }
+}
+
+/// How a route reads its form.
+pub struct FormSpec {
+    pub payload_field: &'static str,
+    pub payload_bytes_max: usize,
+    pub body_bytes_max: usize,
+    /// The status for a body that is not multipart/form-data: 415 on the image route, 400 on
+    /// the text route (whose statuses in SPEC 4.6 have no 415).
+    pub not_multipart: ErrorKind,
+}
+
+/// Reads the whole form within the form timeout; the payload goes into `payload`.
+pub async fn read_form<S: AsyncRead + AsyncWrite + Unpin>(
+    shard: &Shard,
+    exchange: &mut Exchange<'_, S>,
+    spec: &FormSpec,
+    payload: &mut Vec<u8>,
+) -> ApiResult<Form> {
+    let limits = &shard.config.limits;
+    let boundary = boundary_of(exchange.head.content_type.as_deref().unwrap_or(""))
+        .map_err(|reason| ApiError::new(spec.not_multipart, reason))?;
+    if let Framing::Length(n) = exchange.framing() {
+        if n > spec.body_bytes_max as u64 {
+            return Err(ApiError::new(
+                ErrorKind::BodyTooLarge,
+                format!(
+                    "request body over the limit of {} bytes for this route",
+                    spec.body_bytes_max
+                ),
+            ));
+        }
+    }
+    let deadline = Instant::now() + Duration::from_millis(limits.form_timeout_ms);
+    let mut parser = MultipartParser::new(&boundary);
+    let mut sink = FormSink {
+        payload_field: spec.payload_field,
+        payload_bytes_max: spec.payload_bytes_max,
+        payload,
+        field_bytes_max: limits.form_field_bytes_max,
+        current: None,
+        form: Form::default(),
+    };
+    let mut received = 0usize;
+    loop {
+        let piece = exchange.body_piece(deadline).await.map_err(|error| {
+            if error.kind == ErrorKind::RequestTimeout {
+                ApiError::new(
+                    ErrorKind::RequestTimeout,
+                    format!(
+                        "the form was not received within {} ms",
+                        limits.form_timeout_ms
+                    ),
+                )
+            } else {
+                error
+            }
+        })?;
+        let Some(piece) = piece else { break };
+        received += piece.len();
+        if received > spec.body_bytes_max {
+            return Err(ApiError::new(
+                ErrorKind::BodyTooLarge,
+                format!(
+                    "request body over the limit of {} bytes for this route",
+                    spec.body_bytes_max
+                ),
+            ));
+        }
+        parser.feed(piece, &mut sink).map_err(|error| match error {
+            FeedError::Multipart(error) => ApiError::bad_request(error.to_string()),
+            FeedError::Sink(error) => error,
+        })?;
+    }
+    parser
+        .finish()
+        .map_err(|error| ApiError::bad_request(error.to_string()))?;
+    Ok(sink.form)
+}
+
+/// A place among the shard's uploads in progress; freed on drop.
+pub struct UploadSlot<'s> {
+    shard: &'s Shard,
+}
+
+impl<'s> UploadSlot<'s> {
+    pub fn acquire(shard: &'s Shard) -> ApiResult<UploadSlot<'s>> {
+        let uploads = &shard.uploads;
+        if uploads.get() >= shard.config.limits.uploads_per_shard_max {
+            return Err(ApiError::new(
+                ErrorKind::Busy,
+                "too many uploads in progress on this server; retry shortly",
+            )
+            .with_retry_after(1));
+        }
+        uploads.set(uploads.get() + 1);
+        Ok(UploadSlot { shard })
+    }
+}
+
+impl Drop for UploadSlot<'_> {
+    fn drop(&mut self) {
+        let uploads = &self.shard.uploads;
+        uploads.set(uploads.get() - 1);
+    }
+}

@@ -1,0 +1,206 @@
+//! `POST /v1/text` (SPEC 4.2): a JSON TextRequest, checked by the workflow's text checks.
+//!
+//! Order: the key (from the headers), then the content type (415 without JSON), then the body
+//! (413 over `limits.text_body_bytes_max`), then its fields: JSON (400 saying where it broke),
+//! `ref` (400), `context` (413, every plan), `text` (413 over the plan's characters), the
+//! workflow (400 unknown, 403 not allowed), then the checks.
+//!
+//! The body is parsed in place by simd-json from a per-shard pooled buffer; strings without
+//! escapes are borrowed from it, not copied.
+
+use std::borrow::Cow;
+use std::time::Instant;
+
+use futures_lite::{AsyncRead, AsyncWrite};
+use serde::Deserialize;
+
+use super::answer::{check_answer, CheckAnswer, Shape};
+use crate::auth::{Caller, ContentKind};
+use crate::decision::decide;
+use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::http::conn::Exchange;
+use crate::http::response::Response;
+use crate::server::shard::Shard;
+
+/// `context` in characters (SPEC section 8).
+pub const CONTEXT_CHARS_MAX: usize = 2000;
+/// `ref` in characters (SPEC section 8).
+pub const REF_CHARS_MAX: usize = 128;
+pub const DEFAULT_WORKFLOW: &str = "default";
+
+#[derive(Deserialize)]
+struct TextRequest<'a> {
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    workflow: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "ref")]
+    reference: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    context: Option<Cow<'a, str>>,
+}
+
+pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
+    shard: &Shard,
+    exchange: &mut Exchange<'_, S>,
+    started: Instant,
+) -> ApiResult<Response> {
+    let caller = shard.authenticate(&exchange.head, None)?;
+    require_json(exchange.head.content_type.as_deref())?;
+    let limits = &shard.config.limits;
+    let mut body = shard.buffers.take();
+    let deadline = Instant::now() + std::time::Duration::from_millis(limits.body_read_timeout_ms);
+    let result = async {
+        exchange
+            .read_body(&mut body, limits.text_body_bytes_max, deadline)
+            .await?;
+        // serde would also read a JSON array into the struct, field by field: only an object
+        // is a TextRequest.
+        if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::bad_request(
+                "the body must be a JSON object (a TextRequest)",
+            ));
+        }
+        let request: TextRequest<'_> = simd_json::serde::from_slice(&mut body)
+            .map_err(|error| ApiError::bad_request(format!("malformed JSON body: {error}")))?;
+        let text = request
+            .text
+            .as_deref()
+            .ok_or_else(|| ApiError::bad_request("`text` is required"))?;
+        let reference = request.reference.as_deref();
+        if let Some(reference) = reference {
+            validate_ref(reference)?;
+        }
+        if let Some(context) = request.context.as_deref() {
+            if context.chars().count() > CONTEXT_CHARS_MAX {
+                return Err(ApiError::new(
+                    ErrorKind::TextTooLong,
+                    format!("`context` is over {CONTEXT_CHARS_MAX} characters"),
+                ));
+            }
+        }
+        let workflow = request.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW);
+        // The free plan ignores `context`; paid plans give it to the models that use it.
+        let context = request
+            .context
+            .as_deref()
+            .filter(|_| caller.org.limits.paid);
+        check_text(
+            shard,
+            &caller,
+            TextCheck {
+                workflow,
+                text,
+                context,
+                reference,
+                shape: Shape::Native,
+                request_id: exchange.request_id.as_str(),
+                started,
+            },
+        )
+        .await
+    }
+    .await;
+    shard.buffers.give(body);
+    result
+}
+
+/// What a text check needs once the request is read, whatever route it came by.
+pub struct TextCheck<'a> {
+    pub workflow: &'a str,
+    pub text: &'a str,
+    pub context: Option<&'a str>,
+    pub reference: Option<&'a str>,
+    pub shape: Shape,
+    pub request_id: &'a str,
+    pub started: Instant,
+}
+
+/// Text limits, the workflow, the checks, the decision and the answer.
+pub async fn check_text(
+    shard: &Shard,
+    caller: &Caller,
+    check: TextCheck<'_>,
+) -> ApiResult<Response> {
+    let chars_max = caller.org.limits.text_chars_max as usize;
+    if check.text.len() > chars_max && check.text.chars().count() > chars_max {
+        return Err(ApiError::new(
+            ErrorKind::TextTooLong,
+            format!("`text` is over the {chars_max} characters of this plan"),
+        ));
+    }
+    let workflows = shard.workflows()?;
+    let workflow = caller.authorize(ContentKind::Text, check.workflow, &workflows)?;
+    let board = shard
+        .engine
+        .check_text(&workflow.definition.text_checks, check.text, check.context)
+        .await?;
+    let decision = decide(&workflow.definition, &board);
+    let shape = match check.shape {
+        Shape::Native => Shape::Native,
+        Shape::Compat { .. } => Shape::Compat {
+            unix_ms: shard.now_ms(),
+        },
+    };
+    Ok(check_answer(&CheckAnswer {
+        workflow,
+        decision: &decision,
+        request_id: check.request_id,
+        reference: check.reference,
+        time_ms: check.started.elapsed().as_millis() as u64,
+        shape,
+    }))
+}
+
+/// `Content-Type: application/json`, parameters (such as `charset=utf-8`) allowed.
+fn require_json(content_type: Option<&str>) -> ApiResult<()> {
+    let media = content_type
+        .and_then(|value| value.split(';').next())
+        .map(str::trim);
+    match media {
+        Some(media) if media.eq_ignore_ascii_case("application/json") => Ok(()),
+        _ => Err(ApiError::new(
+            ErrorKind::UnsupportedMedia,
+            "send the text as JSON with 'Content-Type: application/json'",
+        )),
+    }
+}
+
+/// `ref`: 1 to 128 characters, none of them a control character.
+pub fn validate_ref(reference: &str) -> ApiResult<()> {
+    let count = reference.chars().count();
+    if count == 0 || count > REF_CHARS_MAX {
+        return Err(ApiError::bad_request(format!(
+            "`ref` must be 1 to {REF_CHARS_MAX} characters"
+        )));
+    }
+    if reference.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            "`ref` must not contain control characters",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs() {
+        assert!(validate_ref("order-42").is_ok());
+        assert!(validate_ref(&"é".repeat(128)).is_ok());
+        assert!(validate_ref(&"é".repeat(129)).is_err());
+        assert!(validate_ref("").is_err());
+        assert!(validate_ref("a\u{7}b").is_err());
+        assert!(validate_ref("a\u{85}b").is_err());
+    }
+
+    #[test]
+    fn content_types() {
+        assert!(require_json(Some("application/json")).is_ok());
+        assert!(require_json(Some("Application/JSON; charset=utf-8")).is_ok());
+        assert!(require_json(Some("text/plain")).is_err());
+        assert!(require_json(None).is_err());
+    }
+}

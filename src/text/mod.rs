@@ -1,0 +1,3 @@
+//! Texts before the checks: normalisation for matching ([`normalize`]).
+
+pub mod normalize;

@@ -1,0 +1,394 @@
+//! Text normalisation for matching: what a word list sees instead of the raw text.
+//!
+//! The goal is that the spellings people use to slip past filters meet the word list in their
+//! plain form, while innocent words stay themselves. Steps, in order:
+//!
+//! 1. Unicode compatibility decomposition (NFKD, i.e. NFKC without recomposing), then
+//!    combining marks dropped: `ｆｕｃｋ` → `fuck`, `fück` → `fuck`, `ﬁ` → `fi`.
+//! 2. Invisible characters dropped (zero-width spaces and joiners, soft hyphen, bidi
+//!    controls, variation selectors, BOM); other control characters become spaces.
+//! 3. Lower case (full Unicode mapping), then confusable letters of other scripts mapped to
+//!    the Latin letter they imitate (Cyrillic `а`, Greek `ο`, Armenian `ս` …).
+//! 4. Leetspeak, inside words only: digits and `@ $ | +` that stand between or next to
+//!    letters become the letter they imitate (`sh1t`, `@ss`, `$hit`); `!` only before a
+//!    letter (`sh!t`, but `hello!` stays). A number alone (`2024`) is left as it is.
+//! 5. Letters spelled apart: three or more single letters separated by one separator
+//!    (`f.u.c.k`, `f u c k`, `f-u-c-k`) are joined into one word.
+//! 6. A letter repeated three or more times becomes one (`fuuuck` → `fuck`).
+//!
+//! The output is words of lower-case letters and digits separated by single spaces, so a
+//! word-boundary match needs no Unicode tables. Matching happens on whole words, which keeps
+//! `Scunthorpe`, `assess` and `classic` innocent. The models do not see this text: they get
+//! the raw text, as they were trained on it.
+//!
+//! Cost: ASCII text takes a fast path without any decomposition table look-up.
+
+use unicode_normalization::char::is_combining_mark;
+use unicode_normalization::UnicodeNormalization;
+
+/// Normalises `text` into `out` (cleared first); see [`Normalizer::normalize`].
+pub fn normalize(text: &str, out: &mut String) -> bool {
+    Normalizer::default().normalize(text, out)
+}
+
+/// Scratch buffers for normalising, reused from call to call (one per shard), so that a
+/// normalisation allocates nothing in the steady state.
+#[derive(Default)]
+pub struct Normalizer {
+    /// The text after steps 1 to 3, one `char` per position.
+    chars: Vec<char>,
+    /// Words after step 4, back to back.
+    mapped: Vec<char>,
+    words: Vec<Word>,
+}
+
+/// A word of `mapped`, and what separated it from the previous one.
+#[derive(Clone, Copy)]
+struct Word {
+    start: usize,
+    end: usize,
+    gap: Gap,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Gap {
+    /// Start of the text.
+    None,
+    /// Exactly one separator character (which one: `f.u.c.k` joins, `f.u c.k` does not).
+    One(char),
+    /// More than one separator, or a line break.
+    Wide,
+}
+
+impl Normalizer {
+    /// Normalises `text` into `out` (cleared first). Returns whether the result differs from
+    /// what plain lower-casing and splitting on punctuation would give (a character mapped,
+    /// dropped or joined), i.e. whether a model reading words could see something new in it.
+    pub fn normalize(&mut self, text: &str, out: &mut String) -> bool {
+        out.clear();
+        self.chars.clear();
+        self.mapped.clear();
+        self.words.clear();
+        let mut changed = false;
+        if text.is_ascii() {
+            self.chars
+                .extend(text.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+        } else {
+            for c in text.nfkd() {
+                if is_combining_mark(c) || is_invisible(c) {
+                    changed = true;
+                    continue;
+                }
+                for lower in c.to_lowercase() {
+                    let mapped = confusable(lower);
+                    changed |= mapped != lower || !lower.is_ascii();
+                    self.chars.push(mapped);
+                }
+            }
+        }
+        changed |= self.split_words();
+        changed |= self.join_words(out);
+        changed
+    }
+
+    /// Step 4 and 6: words of letters, digits and leet symbols, de-leeted, with repeated
+    /// letters collapsed, into `mapped`.
+    fn split_words(&mut self) -> bool {
+        let chars = &self.chars;
+        let mut changed = false;
+        let mut i = 0;
+        let mut gap_len = 0usize;
+        let mut gap_char = ' ';
+        while i < chars.len() {
+            if !in_word(chars, i) {
+                gap_len += 1;
+                gap_char = chars[i];
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < chars.len() && in_word(chars, i) {
+                i += 1;
+            }
+            let gap = match (self.words.is_empty(), gap_len, gap_char) {
+                (true, _, _) => Gap::None,
+                (false, 1, c) if c != '\n' && c != '\r' => Gap::One(c),
+                _ => Gap::Wide,
+            };
+            gap_len = 0;
+            let word = &chars[start..i];
+            let has_letter = word.iter().any(|&c| c.is_alphabetic());
+            let from = self.mapped.len();
+            let mut run = 0;
+            let mut last = None;
+            for &c in word {
+                let c = match (has_letter, leet(c)) {
+                    (true, Some(letter)) => {
+                        changed = true;
+                        letter
+                    }
+                    _ => c,
+                };
+                if Some(c) == last {
+                    run += 1;
+                } else {
+                    last = Some(c);
+                    run = 1;
+                }
+                // A letter repeated three or more times becomes one.
+                if run >= 3 && c.is_alphabetic() {
+                    if run == 3 {
+                        self.mapped.pop();
+                    }
+                    changed = true;
+                    continue;
+                }
+                self.mapped.push(c);
+            }
+            self.words.push(Word {
+                start: from,
+                end: self.mapped.len(),
+                gap,
+            });
+        }
+        changed
+    }
+
+    /// Step 5: words joined by single spaces, runs of spelled-apart single letters joined.
+    fn join_words(&self, out: &mut String) -> bool {
+        let mut changed = false;
+        let mut i = 0;
+        while i < self.words.len() {
+            let run_end = self.spelled_run_end(i);
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            let take = if run_end - i >= 3 {
+                changed = true;
+                run_end - i
+            } else {
+                1
+            };
+            for word in &self.words[i..i + take] {
+                out.extend(&self.mapped[word.start..word.end]);
+            }
+            i += take;
+        }
+        changed
+    }
+
+    /// The end of a run of one-character words starting at `start`, all separated by the same
+    /// single separator.
+    fn spelled_run_end(&self, start: usize) -> usize {
+        let single = |word: &Word| word.end - word.start == 1;
+        if !single(&self.words[start]) {
+            return start + 1;
+        }
+        let mut end = start + 1;
+        let mut separator: Option<char> = None;
+        while end < self.words.len() && single(&self.words[end]) {
+            match (self.words[end].gap, separator) {
+                (Gap::One(c), None) => separator = Some(c),
+                (Gap::One(c), Some(s)) if c == s => {}
+                _ => break,
+            }
+            end += 1;
+        }
+        end
+    }
+}
+
+/// Characters that render as nothing and can hide inside a word.
+fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+        | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}'
+        | '\u{FFA0}' | '\u{E0000}'..='\u{E007F}')
+}
+
+/// Letters of other scripts that look like a Latin lower-case letter.
+fn confusable(c: char) -> char {
+    match c {
+        // Cyrillic
+        'а' => 'a',
+        'в' => 'b',
+        'е' | 'ё' => 'e',
+        'к' => 'k',
+        'м' => 'm',
+        'н' => 'h',
+        'о' => 'o',
+        'р' => 'p',
+        'с' => 'c',
+        'т' => 't',
+        'у' => 'y',
+        'х' => 'x',
+        'ѕ' => 's',
+        'і' | 'ї' => 'i',
+        'ј' => 'j',
+        'ԁ' => 'd',
+        'ԛ' => 'q',
+        'ԝ' => 'w',
+        'һ' => 'h',
+        'ӏ' => 'l',
+        'ь' => 'b',
+        // Greek
+        'α' => 'a',
+        'β' => 'b',
+        'ε' => 'e',
+        'η' => 'n',
+        'ι' => 'i',
+        'κ' => 'k',
+        'ν' => 'v',
+        'ο' => 'o',
+        'ρ' => 'p',
+        'τ' => 't',
+        'υ' => 'u',
+        'χ' => 'x',
+        'γ' => 'y',
+        'ω' => 'w',
+        // Armenian
+        'ա' => 'w',
+        'գ' => 'q',
+        'հ' => 'h',
+        'ո' => 'n',
+        'ս' => 'u',
+        'օ' => 'o',
+        'ց' => 'g',
+        'լ' => 'l',
+        'զ' => 'q',
+        // Latin look-alikes
+        'ı' => 'i',
+        'ſ' => 's',
+        'ɑ' => 'a',
+        'ɡ' => 'g',
+        'ꞵ' => 'b',
+        other => other,
+    }
+}
+
+fn leet(c: char) -> Option<char> {
+    Some(match c {
+        '0' => 'o',
+        '1' => 'i',
+        '3' => 'e',
+        '4' => 'a',
+        '5' => 's',
+        '7' => 't',
+        '8' => 'b',
+        '@' => 'a',
+        '$' => 's',
+        '|' => 'l',
+        '+' => 't',
+        '!' => 'i',
+        '€' => 'e',
+        _ => return None,
+    })
+}
+
+fn in_word(chars: &[char], i: usize) -> bool {
+    let c = chars[i];
+    c.is_alphanumeric() || (leet(c).is_some() && touches_letter(chars, i))
+}
+
+/// A leet symbol counts as part of a word when a letter (or another leet symbol next to a
+/// letter) is beside it; `!` only when a letter follows.
+fn touches_letter(chars: &[char], i: usize) -> bool {
+    let letter_at = |j: usize| chars.get(j).is_some_and(|c| c.is_alphabetic());
+    let leet_letter_at = |j: usize| {
+        chars.get(j).is_some_and(|&c| {
+            leet(c).is_some() && (j.checked_sub(1).is_some_and(letter_at) || letter_at(j + 1))
+        })
+    };
+    let after = letter_at(i + 1) || leet_letter_at(i + 1);
+    if chars[i] == '!' {
+        return after;
+    }
+    let before = i
+        .checked_sub(1)
+        .is_some_and(|j| letter_at(j) || leet_letter_at(j));
+    before || after
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn norm(text: &str) -> String {
+        let mut out = String::new();
+        normalize(text, &mut out);
+        out
+    }
+
+    fn changed(text: &str) -> bool {
+        normalize(text, &mut String::new())
+    }
+
+    #[test]
+    fn reports_whether_anything_beyond_case_changed() {
+        assert!(!changed("Hello, World! It's 2024."));
+        assert!(changed("sh1t"));
+        assert!(changed("f.u.c.k"));
+        assert!(changed("f\u{200B}uck"));
+        assert!(changed("fuuuuck"));
+        assert!(changed("café"));
+    }
+
+    #[test]
+    fn a_reused_normalizer_gives_the_same_results() {
+        let mut normalizer = Normalizer::default();
+        let mut out = String::new();
+        for text in ["f.u.c.k", "Hello there", "", "sh1t happens", "ｆｕｃｋ"] {
+            normalizer.normalize(text, &mut out);
+            assert_eq!(out, norm(text));
+        }
+    }
+
+    #[test]
+    fn obfuscations_become_plain() {
+        assert_eq!(norm("FUCK"), "fuck");
+        assert_eq!(norm("f.u.c.k"), "fuck");
+        assert_eq!(norm("f u c k you"), "fuck you");
+        assert_eq!(norm("f-u-c-k"), "fuck");
+        assert_eq!(norm("f\u{057D}ck"), "fuck"); // Armenian small letter seh
+        assert_eq!(norm("f\u{200B}uck"), "fuck");
+        assert_eq!(norm("ｆｕｃｋ"), "fuck");
+        assert_eq!(norm("fück"), "fuck");
+        assert_eq!(norm("sh1t"), "shit");
+        assert_eq!(norm("$hit"), "shit");
+        assert_eq!(norm("sh!t"), "shit");
+        assert_eq!(norm("@ss"), "ass");
+        assert_eq!(norm("a$$hole"), "asshole");
+        assert_eq!(norm("fuuuuuck"), "fuck");
+        assert_eq!(norm("ѕhіt"), "shit"); // Cyrillic dze and i
+    }
+
+    #[test]
+    fn innocent_text_stays() {
+        assert_eq!(norm("Scunthorpe"), "scunthorpe");
+        assert_eq!(norm("assess the classic"), "assess the classic");
+        assert_eq!(norm("Hello! It's 2024."), "hello it s 2024");
+        assert_eq!(norm("I am a b"), "i am a b");
+        assert_eq!(norm("call 555-1234"), "call 555 1234");
+        assert_eq!(norm("bookkeeper"), "bookkeeper");
+        assert_eq!(norm(""), "");
+        assert_eq!(norm("...!!!"), "");
+    }
+
+    #[test]
+    fn spelled_runs_need_one_kind_of_separator() {
+        assert_eq!(norm("a.b c.d"), "a b c d");
+        assert_eq!(norm("x y z"), "xyz");
+        assert_eq!(norm("x\ny\nz"), "x y z");
+    }
+
+    proptest! {
+        #[test]
+        fn output_is_words_and_single_spaces(text in "\\PC{0,200}") {
+            let out = norm(&text);
+            prop_assert!(!out.starts_with(' ') && !out.ends_with(' '));
+            prop_assert!(!out.contains("  "));
+        }
+    }
+}
