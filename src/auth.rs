@@ -112,41 +112,62 @@ impl Caller {
         workflow: &str,
         workflows: &'w crate::store::view::Workflows,
     ) -> ApiResult<&'w Rc<WorkflowRecord>> {
+        let shown = truncate(workflow, 64);
         let record = workflows.get(workflow).ok_or_else(|| {
             ApiError::new(
                 ErrorKind::UnknownWorkflow,
-                format!("unknown workflow '{workflow}'"),
+                format!("unknown workflow '{shown}'"),
             )
         })?;
-        let scoped = match kind {
-            ContentKind::Image => self.key.scopes.image,
-            ContentKind::Text => self.key.scopes.text,
-        };
-        if !scoped {
-            let what = match kind {
-                ContentKind::Image => "images",
-                ContentKind::Text => "texts",
-            };
-            return Err(ApiError::forbidden(format!(
-                "this API key may not check {what}"
-            )));
-        }
-        if !self.may_use(record) {
+        self.require_scope(kind)?;
+        if !self.allowed(record) {
             return Err(ApiError::forbidden(
                 if record.definition.paid_only && !self.org.limits.paid {
-                    format!("workflow '{workflow}' needs a paid plan")
+                    format!("workflow '{shown}' needs a paid plan")
                 } else {
-                    format!("this API key may not use workflow '{workflow}'")
+                    format!("this API key may not use workflow '{shown}'")
                 },
             ));
         }
         Ok(record)
     }
 
+    /// 403 unless the key has the scope of `kind` (SPEC 5.5); checked right after the key,
+    /// before any content is read.
+    pub fn require_scope(&self, kind: ContentKind) -> ApiResult<()> {
+        let (scoped, what) = match kind {
+            ContentKind::Image => (self.key.scopes.image, "images"),
+            ContentKind::Text => (self.key.scopes.text, "texts"),
+        };
+        if scoped {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!(
+                "this API key may not check {what}"
+            )))
+        }
+    }
+
     /// Whether the key's allow-list and the organization's plan admit `workflow`.
-    pub fn may_use(&self, workflow: &WorkflowRecord) -> bool {
+    fn allowed(&self, workflow: &WorkflowRecord) -> bool {
         self.key.workflows.allows(&workflow.name)
             && (!workflow.definition.paid_only || self.org.limits.paid)
+    }
+
+    /// Whether the key may use `workflow` for some kind of content it may check: what
+    /// `GET /v1/workflows` lists.
+    pub fn may_use(&self, workflow: &WorkflowRecord) -> bool {
+        let definition = &workflow.definition;
+        let kinds = (self.key.scopes.text && !definition.text_checks.is_empty())
+            || (self.key.scopes.image && !definition.image_checks.is_empty());
+        self.allowed(workflow) && kinds
+    }
+}
+
+fn truncate(text: &str, chars: usize) -> &str {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => &text[..at],
+        None => text,
     }
 }
 

@@ -7,13 +7,11 @@
 //! the new key alone on the first line of stdout.
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::Config;
-use crate::server::shard::unix_ms;
 use crate::store::records::{KeyRecord, Scopes, WorkflowAccess};
 use crate::store::Store;
 use crate::workflow;
@@ -64,6 +62,8 @@ enum Command {
         #[command(subcommand)]
         command: PlanCommand,
     },
+    /// Read the journal: every shard's records merged in time order, filtered.
+    Journal(JournalArgs),
     /// Run a workflow's text checks over a JSON-lines file of texts, offline, and report how
     /// it would decide (to choose thresholds on your own traffic).
     Eval(EvalArgs),
@@ -98,6 +98,44 @@ struct ServeArgs {
     /// Directory of the ONNX Runtime library and models.
     #[arg(long, value_name = "DIR")]
     models: Option<PathBuf>,
+}
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct JournalArgs {
+    #[command(subcommand)]
+    command: Option<JournalCommand>,
+    /// Only records of this key id.
+    #[arg(long, value_name = "KEY_ID")]
+    key: Option<String>,
+    /// Only records with this ref.
+    #[arg(long = "ref", value_name = "REF")]
+    reference: Option<String>,
+    /// Only records of this organization.
+    #[arg(long, value_name = "NAME")]
+    org: Option<String>,
+    /// Records at or after this time (RFC 3339).
+    #[arg(long, value_name = "RFC3339")]
+    since: Option<String>,
+    /// Records before this time (RFC 3339).
+    #[arg(long, value_name = "RFC3339")]
+    until: Option<String>,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+#[derive(Subcommand)]
+enum JournalCommand {
+    /// Delete records older than a time (retention).
+    Prune {
+        #[arg(long, value_name = "RFC3339")]
+        before: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
 }
 
 #[derive(Args)]
@@ -161,6 +199,30 @@ enum OrgCommand {
     SetPlan {
         name: String,
         plan: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Override limits of an organization's plan (e.g. a larger quota for one customer);
+    /// `--reset` goes back to the plan's values.
+    SetLimits {
+        name: String,
+        #[arg(long)]
+        text_chars_max: Option<u32>,
+        #[arg(long)]
+        image_pixels_max: Option<u64>,
+        #[arg(long)]
+        rate_per_s: Option<u32>,
+        #[arg(long)]
+        rate_burst: Option<u32>,
+        #[arg(long)]
+        concurrent_max: Option<u32>,
+        #[arg(long)]
+        quota_per_month: Option<u64>,
+        #[arg(long)]
+        keys_max: Option<u32>,
+        /// Drop every override first.
+        #[arg(long)]
+        reset: bool,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -255,6 +317,7 @@ pub fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Journal(args) => journal(args),
         Command::Eval(args) => eval(args),
         Command::Config { print_defaults } => {
             if !print_defaults {
@@ -313,17 +376,74 @@ fn eval(args: EvalArgs) -> anyhow::Result<()> {
     })
 }
 
+/// The data directory and configuration the admin commands work on.
+fn resolve(args: &StoreArgs) -> anyhow::Result<(PathBuf, Config)> {
+    let config = Config::load(args.config.as_deref())?;
+    let dir = args
+        .data
+        .clone()
+        .unwrap_or_else(|| config.server.data_dir.clone());
+    Ok((dir, config))
+}
+
 fn open_store(args: &StoreArgs) -> anyhow::Result<Store> {
-    let dir = match (&args.data, &args.config) {
-        (Some(dir), _) => dir.clone(),
-        (None, Some(path)) => Config::load(Some(path))?.server.data_dir,
-        (None, None) => Config::default().server.data_dir,
+    Store::open(&resolve(args)?.0)
+}
+
+fn journal(args: JournalArgs) -> anyhow::Result<()> {
+    use crate::journal::query;
+    if let Some(JournalCommand::Prune { before, store }) = args.command {
+        let (dir, config) = resolve(&store)?;
+        let deleted = query::prune(&dir, config.journal.map_bytes, parse_rfc3339_ms(&before)?)?;
+        say!("deleted {deleted} records older than {before}");
+        return Ok(());
+    }
+    let (dir, config) = resolve(&args.store)?;
+    let filter = query::Filter {
+        key_id: args.key,
+        reference: args.reference,
+        org: args.org,
+        since_ms: args.since.as_deref().map(parse_rfc3339_ms).transpose()?,
+        until_ms: args.until.as_deref().map(parse_rfc3339_ms).transpose()?,
     };
-    Store::open(&dir)
+    if !args.json {
+        say!("time\trequest_id\tkey\torg\troute\tworkflow\tstatus\tresult\tref");
+    }
+    let count = query::for_each(&dir, config.journal.map_bytes, &filter, |record| {
+        if args.json {
+            let line = simd_json::to_string(record).map_err(|e| anyhow!("{e}"))?;
+            say!("{line}");
+        } else {
+            let workflow = match (&record.workflow, record.workflow_version) {
+                (Some(name), Some(version)) => format!("{name}@{version}"),
+                _ => "-".to_owned(),
+            };
+            let result = record
+                .action
+                .as_deref()
+                .or(record.error_type.as_deref())
+                .unwrap_or("-");
+            say!(
+                "{}\t{}\t{}\t{}\t{}\t{workflow}\t{}\t{result}\t{}",
+                format_ms(record.unix_ms),
+                record.request_id,
+                record.key_id.as_deref().unwrap_or("-"),
+                record.org.as_deref().unwrap_or("-"),
+                record.route,
+                record.status,
+                record.reference.as_deref().unwrap_or("-"),
+            );
+        }
+        Ok(())
+    })?;
+    if !args.json {
+        eprintln!("{count} records");
+    }
+    Ok(())
 }
 
 fn now_ms() -> i64 {
-    unix_ms(SystemTime::now())
+    crate::clock::Clock::System.now_ms()
 }
 
 fn org(command: OrgCommand) -> anyhow::Result<()> {
@@ -350,6 +470,37 @@ fn org(command: OrgCommand) -> anyhow::Result<()> {
                 Ok(())
             })?;
             say!("{name} is now on plan {plan}");
+        }
+        OrgCommand::SetLimits {
+            name,
+            text_chars_max,
+            image_pixels_max,
+            rate_per_s,
+            rate_burst,
+            concurrent_max,
+            quota_per_month,
+            keys_max,
+            reset,
+            store,
+        } => {
+            if [rate_per_s, rate_burst, concurrent_max].contains(&Some(0)) {
+                bail!("rate_per_s, rate_burst and concurrent_max must be above 0");
+            }
+            let record = open_store(&store)?.update_org(&name, |record| {
+                let overrides = &mut record.overrides;
+                if reset {
+                    *overrides = Default::default();
+                }
+                overrides.text_chars_max = text_chars_max.or(overrides.text_chars_max);
+                overrides.image_pixels_max = image_pixels_max.or(overrides.image_pixels_max);
+                overrides.rate_per_s = rate_per_s.or(overrides.rate_per_s);
+                overrides.rate_burst = rate_burst.or(overrides.rate_burst);
+                overrides.concurrent_max = concurrent_max.or(overrides.concurrent_max);
+                overrides.quota_per_month = quota_per_month.or(overrides.quota_per_month);
+                overrides.keys_max = keys_max.or(overrides.keys_max);
+                Ok(())
+            })?;
+            say!("{name}: overrides {:?}", record.overrides);
         }
         OrgCommand::List { store } => {
             for record in open_store(&store)?.orgs()? {

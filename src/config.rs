@@ -14,8 +14,10 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use serde::Deserialize;
 
+use crate::clock::Clock;
 use crate::http::conn::ConnConfig;
 use crate::http::head::HeadLimits;
+use crate::journal::{JournalConfig, SyncPolicy};
 use crate::store::records::PlanLimits;
 
 /// The commented default configuration.
@@ -30,7 +32,33 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub models: ModelsConfig,
     pub inference: InferenceConfig,
+    pub journal: JournalSettings,
+    #[serde(default)]
+    pub testing: TestingConfig,
     pub plans: BTreeMap<String, PlanLimits>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncMode {
+    Always,
+    Interval,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct JournalSettings {
+    pub sync: SyncMode,
+    pub sync_interval_ms: u64,
+    pub batch_records_max: usize,
+    pub map_bytes: usize,
+}
+
+/// Settings for tests only; the shipped configuration sets none of them.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TestingConfig {
+    pub clock_offset_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -83,6 +111,9 @@ pub struct InferenceConfig {
 
 /// Bounds on configurable limits, so that a typo cannot disable a defence.
 pub const HEAD_BYTES_MAX_RANGE: std::ops::RangeInclusive<usize> = 1024..=1 << 20;
+/// The longest timeout or interval a configuration may set (one day), so that deadlines
+/// computed from them never overflow.
+pub const TIMEOUT_MS_MAX: u64 = 86_400_000;
 pub const CONNECTIONS_PER_SHARD_MAX_RANGE: std::ops::RangeInclusive<usize> = 1..=1 << 20;
 
 impl Default for Config {
@@ -122,7 +153,18 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         limits: Option<LimitsShape>,
         models: Option<ModelsShape>,
         inference: Option<InferenceShape>,
+        journal: Option<JournalShape>,
+        testing: Option<TestingConfig>,
         plans: Option<BTreeMap<String, PlanShape>>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct JournalShape {
+        sync: Option<SyncMode>,
+        sync_interval_ms: Option<u64>,
+        batch_records_max: Option<usize>,
+        map_bytes: Option<usize>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -255,6 +297,26 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    pub fn journal_config(&self) -> JournalConfig {
+        JournalConfig {
+            sync: match self.journal.sync {
+                SyncMode::Always => SyncPolicy::Always,
+                SyncMode::Interval => {
+                    SyncPolicy::Interval(Duration::from_millis(self.journal.sync_interval_ms))
+                }
+            },
+            batch_records_max: self.journal.batch_records_max,
+            map_bytes: self.journal.map_bytes,
+        }
+    }
+
+    pub fn clock(&self) -> Clock {
+        match &self.testing.clock_offset_file {
+            Some(path) => Clock::Offset(path.clone()),
+            None => Clock::System,
+        }
     }
 
     pub fn conn_config(&self) -> ConnConfig {

@@ -31,6 +31,9 @@
 //! - [`inference`]: ONNX Runtime sessions on a model worker beside each shard.
 //! - [`decision`]: scores and thresholds to accept, review or reject.
 //! - [`eval`]: `modgate eval`, a workflow run offline over a file of texts.
+//! - [`limits`]: rate, concurrency and quota per shard, leased from [`limits::lease`].
+//! - [`journal`]: one LMDB journal per shard, group-committed before answers leave.
+//! - [`clock`]: the wall clock (injectable for tests).
 //! - [`error`]: the one error type of the request path and its mapping to the wire.
 //! - [`request_id`]: ids unique across shards and restarts.
 
@@ -38,12 +41,15 @@ pub mod api;
 pub mod auth;
 pub mod checks;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod decision;
 pub mod error;
 pub mod eval;
 pub mod http;
 pub mod inference;
+pub mod journal;
+pub mod limits;
 pub mod request_id;
 pub mod server;
 pub mod store;

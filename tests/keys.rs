@@ -223,7 +223,7 @@ fn workflow_versions_go_up_on_change_and_show_at_once() {
     let file = server.data.join("edited.toml");
     std::fs::write(
         &file,
-        "[workflows.default]\ndescription = \"Edited for the test.\"\n[workflows.extra]\ndescription = \"New.\"\n",
+        "[workflows.default]\ndescription = \"Edited for the test.\"\ntext_checks = [\"pii\"]\n[workflows.extra]\ndescription = \"New.\"\ntext_checks = [\"pii\"]\n",
     )
     .unwrap();
     server.admin_ok(&["workflow", "import", file.to_str().unwrap()]);

@@ -5,13 +5,13 @@
 //! 10 s (408; fields over 64 KiB: 413), then the key from `api_secret` or the headers (401 if
 //! they differ), then `text` (400 missing, 413 over the plan) and the workflow, then the checks.
 
-use std::time::Instant;
-
 use futures_lite::{AsyncRead, AsyncWrite};
 
 use super::answer::Shape;
 use super::form::{read_form, FormSpec, UploadSlot};
 use super::text::{check_text, TextCheck, DEFAULT_WORKFLOW};
+use super::RequestCtx;
+use crate::auth::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::Exchange;
 use crate::http::response::Response;
@@ -20,7 +20,7 @@ use crate::server::shard::Shard;
 pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     shard: &Shard,
     exchange: &mut Exchange<'_, S>,
-    started: Instant,
+    ctx: &mut RequestCtx,
 ) -> ApiResult<Response> {
     let _slot = UploadSlot::acquire(shard)?;
     let limits = &shard.config.limits;
@@ -33,7 +33,9 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     let mut payload = shard.buffers.take();
     let result = async {
         let form = read_form(shard, exchange, &spec, &mut payload).await?;
-        let caller = shard.authenticate(&exchange.head, form.api_secret.as_deref())?;
+        let caller = ctx.authenticate(shard, &exchange.head, form.api_secret.as_deref())?;
+        caller.require_scope(ContentKind::Text)?;
+        ctx.admit(shard, &caller).await?;
         if !form.payload_present {
             return Err(ApiError::bad_request("the form has no `text` field"));
         }
@@ -42,6 +44,7 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
         check_text(
             shard,
             &caller,
+            ctx,
             TextCheck {
                 workflow: form.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW),
                 text,
@@ -49,7 +52,6 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
                 reference: None,
                 shape: Shape::Compat { unix_ms: 0 },
                 request_id: exchange.request_id.as_str(),
-                started,
             },
         )
         .await

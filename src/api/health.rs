@@ -1,7 +1,7 @@
 //! `GET /health` (SPEC 4.7): 200 `ok` once the store is open and every shard has loaded what
 //! the workflows need; 503 `unavailable` before that and from the moment a stop begins.
 
-use crate::http::response::Response;
+use crate::http::response::{HeaderValue, Response};
 use crate::server::shard::Shard;
 
 pub fn answer(shard: &Shard) -> Response {
@@ -9,5 +9,6 @@ pub fn answer(shard: &Shard) -> Response {
         Response::static_json(200, br#"{"status":"ok"}"#)
     } else {
         Response::static_json(503, br#"{"status":"unavailable"}"#)
+            .header("retry-after", HeaderValue::Int(1))
     }
 }

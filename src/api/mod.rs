@@ -1,8 +1,12 @@
 //! The routes of SPEC section 4: which path is which route, and the order of refusals that
 //! every route shares (DESIGN.md, "Decisions"): `Origin` first, then the method, then the
-//! request's own size limits, then the key, then parameters and content.
+//! request's own size limits, then the key, then the plan's limits, then parameters and
+//! content.
 //!
-//! Each route has its own module; this one routes and turns their errors into answers.
+//! Each route has its own module; this one routes, and after the route has answered it does
+//! what every answer needs: the limit headers of an authenticated caller, the end of the
+//! check's admission (its concurrency permit back, its quota unit spent or returned), and for
+//! the check routes the journal record, committed before the answer leaves.
 
 pub mod answer;
 pub mod compat_text;
@@ -13,17 +17,21 @@ pub mod openapi;
 pub mod text;
 pub mod workflows;
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use futures_lite::{AsyncRead, AsyncWrite};
 
+use crate::auth::{self, Caller};
 use crate::config::LimitsConfig;
-
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::Exchange;
-use crate::http::head::{Framing, Method};
+use crate::http::head::{Framing, Method, RequestHead};
 use crate::http::response::Response;
+use crate::journal::JournalRecord;
+use crate::limits::Admission;
 use crate::server::shard::Shard;
+use crate::store::keys;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Route {
@@ -82,6 +90,58 @@ impl Route {
             Route::CompatText => limits.text_form_bytes_max as u64,
         }
     }
+
+    /// The kind of content of a check route; `None` for the others (not journaled).
+    pub fn check_kind(self) -> Option<&'static str> {
+        match self {
+            Route::Text | Route::CompatText => Some("text"),
+            Route::Health | Route::OpenApi | Route::Workflows => None,
+        }
+    }
+}
+
+/// What a check decided, for the journal.
+#[derive(Clone, Debug)]
+pub struct CheckSummary {
+    pub workflow: String,
+    pub version: u64,
+    pub action: &'static str,
+    pub scores: Vec<(&'static str, f64)>,
+    pub unchecked: Vec<&'static str>,
+}
+
+/// What a route learns about its request, for what every answer needs afterwards.
+pub struct RequestCtx {
+    pub route: Option<Route>,
+    pub started: Instant,
+    /// The presented key's id when the key was well formed (kept even if it was refused).
+    pub key_id: Option<String>,
+    pub caller: Option<Caller>,
+    pub admission: Option<Admission>,
+    pub reference: Option<String>,
+    pub check: Option<CheckSummary>,
+}
+
+impl RequestCtx {
+    /// Authenticates the request (headers, and `api_secret` on the compatible routes).
+    pub fn authenticate(
+        &mut self,
+        shard: &Shard,
+        head: &RequestHead,
+        api_secret: Option<&str>,
+    ) -> ApiResult<Caller> {
+        let key = auth::presented_key(head, api_secret)?;
+        self.key_id = keys::parse_id(key).map(str::to_owned);
+        let caller = shard.authenticate_key(key)?;
+        self.caller = Some(caller.clone());
+        Ok(caller)
+    }
+
+    /// Admits a check under the caller's plan (429s).
+    pub async fn admit(&mut self, shard: &Shard, caller: &Caller) -> ApiResult<()> {
+        self.admission = Some(shard.limits.admit(caller, shard.now_ms()).await?);
+        Ok(())
+    }
 }
 
 /// Answers one request.
@@ -89,24 +149,91 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
     shard: &Shard,
     exchange: &mut Exchange<'_, S>,
 ) -> Response {
-    match dispatch(shard, exchange).await {
-        Ok(response) => response,
-        Err(error) => shard.error_answer(&error, &exchange.head.path, &exchange.request_id),
+    let mut ctx = RequestCtx {
+        route: Route::find(&exchange.head.path),
+        started: Instant::now(),
+        key_id: None,
+        caller: None,
+        admission: None,
+        reference: None,
+        check: None,
+    };
+    let result = dispatch(shard, exchange, &mut ctx).await;
+    let (mut response, refused) = match result {
+        Ok(response) => (response, None),
+        Err(error) => (
+            shard.error_answer(&error, &exchange.head.path, &exchange.request_id),
+            Some(error.kind),
+        ),
+    };
+    let now_ms = shard.now_ms();
+    if let Some(admission) = ctx.admission.take() {
+        let ran = refused.is_none() && ctx.check.is_some();
+        shard.limits.finish(admission, ran, now_ms);
+    }
+    if let Some(caller) = &ctx.caller {
+        shard.limits.headers(caller, now_ms).apply(&mut response);
+    }
+    if let Some(kind) = ctx.route.and_then(Route::check_kind) {
+        let record = journal_record(&ctx, exchange, kind, response.status, refused, now_ms);
+        if shard.journal.append(&record).await.is_err() {
+            let error = ApiError::internal("the check could not be recorded; it was not answered");
+            response = shard.error_answer(&error, &exchange.head.path, &exchange.request_id);
+        }
+    }
+    response
+}
+
+fn journal_record<'a, S>(
+    ctx: &'a RequestCtx,
+    exchange: &'a Exchange<'_, S>,
+    kind: &'static str,
+    status: u16,
+    refused: Option<ErrorKind>,
+    now_ms: i64,
+) -> JournalRecord<'a> {
+    let check = ctx.check.as_ref().filter(|_| refused.is_none());
+    JournalRecord {
+        request_id: Cow::Borrowed(exchange.request_id.as_str()),
+        unix_ms: now_ms,
+        route: Cow::Borrowed(ctx.route.map_or("", Route::path)),
+        kind: Cow::Borrowed(kind),
+        key_id: ctx.key_id.as_deref().map(Cow::Borrowed),
+        org: ctx
+            .caller
+            .as_ref()
+            .map(|caller| Cow::Borrowed(caller.org.record.name.as_str())),
+        reference: ctx.reference.as_deref().map(Cow::Borrowed),
+        workflow: check.map(|c| Cow::Borrowed(c.workflow.as_str())),
+        workflow_version: check.map(|c| c.version),
+        status,
+        error_type: refused.map(|kind| Cow::Borrowed(kind.wire_type())),
+        action: check.map(|c| Cow::Borrowed(c.action)),
+        scores: check.map_or_else(Vec::new, |c| {
+            c.scores
+                .iter()
+                .map(|&(id, s)| (Cow::Borrowed(id), s))
+                .collect()
+        }),
+        unchecked: check.map_or_else(Vec::new, |c| {
+            c.unchecked.iter().map(|&id| Cow::Borrowed(id)).collect()
+        }),
+        time_ms: ctx.started.elapsed().as_millis() as u64,
     }
 }
 
 async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
     shard: &Shard,
     exchange: &mut Exchange<'_, S>,
+    ctx: &mut RequestCtx,
 ) -> ApiResult<Response> {
-    let started = Instant::now();
     let head = &exchange.head;
     if head.has_origin {
         return Err(ApiError::forbidden(
             "requests from browsers (with an Origin header) are refused; call from your servers",
         ));
     }
-    let route = Route::find(&head.path).ok_or_else(|| {
+    let route = ctx.route.ok_or_else(|| {
         ApiError::new(
             ErrorKind::NotFound,
             format!("no route for path '{}'", truncated(&head.path)),
@@ -134,9 +261,9 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
     match route {
         Route::Health => Ok(health::answer(shard)),
         Route::OpenApi => Ok(openapi::answer()),
-        Route::Workflows => workflows::list(shard, head),
-        Route::Text => text::check(shard, exchange, started).await,
-        Route::CompatText => compat_text::check(shard, exchange, started).await,
+        Route::Workflows => workflows::list(shard, head, ctx),
+        Route::Text => text::check(shard, exchange, ctx).await,
+        Route::CompatText => compat_text::check(shard, exchange, ctx).await,
     }
 }
 

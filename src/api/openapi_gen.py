@@ -1377,6 +1377,11 @@ doc = {
     },
 }
 
+# /health answers 503 with Retry-After (SPEC 4.9: sent in the 503 cases).
+doc["paths"]["/health"]["get"]["responses"]["503"]["headers"]["Retry-After"] = {
+    "$ref": "#/components/headers/Retry-After"
+}
+
 if __name__ == "__main__":
     out = os.path.join(HERE, "openapi.json")
     with open(out, "w", encoding="utf-8") as f:

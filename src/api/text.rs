@@ -15,6 +15,7 @@ use futures_lite::{AsyncRead, AsyncWrite};
 use serde::Deserialize;
 
 use super::answer::{check_answer, CheckAnswer, Shape};
+use super::{CheckSummary, RequestCtx};
 use crate::auth::{Caller, ContentKind};
 use crate::decision::decide;
 use crate::error::{ApiError, ApiResult, ErrorKind};
@@ -27,6 +28,8 @@ pub const CONTEXT_CHARS_MAX: usize = 2000;
 /// `ref` in characters (SPEC section 8).
 pub const REF_CHARS_MAX: usize = 128;
 pub const DEFAULT_WORKFLOW: &str = "default";
+/// Nesting of the JSON body (a TextRequest needs 1).
+pub const JSON_DEPTH_MAX: usize = 16;
 
 #[derive(Deserialize)]
 struct TextRequest<'a> {
@@ -43,9 +46,11 @@ struct TextRequest<'a> {
 pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     shard: &Shard,
     exchange: &mut Exchange<'_, S>,
-    started: Instant,
+    ctx: &mut RequestCtx,
 ) -> ApiResult<Response> {
-    let caller = shard.authenticate(&exchange.head, None)?;
+    let caller = ctx.authenticate(shard, &exchange.head, None)?;
+    caller.require_scope(ContentKind::Text)?;
+    ctx.admit(shard, &caller).await?;
     require_json(exchange.head.content_type.as_deref())?;
     let limits = &shard.config.limits;
     let mut body = shard.buffers.take();
@@ -70,6 +75,7 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
         let reference = request.reference.as_deref();
         if let Some(reference) = reference {
             validate_ref(reference)?;
+            ctx.reference = Some(reference.to_owned());
         }
         if let Some(context) = request.context.as_deref() {
             if context.chars().count() > CONTEXT_CHARS_MAX {
@@ -88,6 +94,7 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
         check_text(
             shard,
             &caller,
+            ctx,
             TextCheck {
                 workflow,
                 text,
@@ -95,7 +102,6 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
                 reference,
                 shape: Shape::Native,
                 request_id: exchange.request_id.as_str(),
-                started,
             },
         )
         .await
@@ -113,13 +119,13 @@ pub struct TextCheck<'a> {
     pub reference: Option<&'a str>,
     pub shape: Shape,
     pub request_id: &'a str,
-    pub started: Instant,
 }
 
 /// Text limits, the workflow, the checks, the decision and the answer.
 pub async fn check_text(
     shard: &Shard,
     caller: &Caller,
+    ctx: &mut RequestCtx,
     check: TextCheck<'_>,
 ) -> ApiResult<Response> {
     let chars_max = caller.org.limits.text_chars_max as usize;
@@ -131,11 +137,24 @@ pub async fn check_text(
     }
     let workflows = shard.workflows()?;
     let workflow = caller.authorize(ContentKind::Text, check.workflow, &workflows)?;
+    if workflow.definition.text_checks.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "workflow '{}' has no checks for texts",
+            workflow.name
+        )));
+    }
     let board = shard
         .engine
         .check_text(&workflow.definition.text_checks, check.text, check.context)
         .await?;
     let decision = decide(&workflow.definition, &board);
+    ctx.check = Some(CheckSummary {
+        workflow: workflow.name.clone(),
+        version: workflow.version,
+        action: decision.action.as_str(),
+        scores: decision.scores.clone(),
+        unchecked: decision.unchecked.clone(),
+    });
     let shape = match check.shape {
         Shape::Native => Shape::Native,
         Shape::Compat { .. } => Shape::Compat {
@@ -147,7 +166,7 @@ pub async fn check_text(
         decision: &decision,
         request_id: check.request_id,
         reference: check.reference,
-        time_ms: check.started.elapsed().as_millis() as u64,
+        time_ms: ctx.started.elapsed().as_millis() as u64,
         shape,
     }))
 }
@@ -164,6 +183,36 @@ fn require_json(content_type: Option<&str>) -> ApiResult<()> {
             "send the text as JSON with 'Content-Type: application/json'",
         )),
     }
+}
+
+/// Whether the brackets of `json` (outside strings) nest deeper than `max`.
+pub fn nesting_exceeds(json: &[u8], max: usize) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &byte in json {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 /// `ref`: 1 to 128 characters, none of them a control character.
@@ -194,6 +243,16 @@ mod tests {
         assert!(validate_ref("").is_err());
         assert!(validate_ref("a\u{7}b").is_err());
         assert!(validate_ref("a\u{85}b").is_err());
+    }
+
+    #[test]
+    fn nesting() {
+        assert!(!nesting_exceeds(br#"{"text":"[[[[[[[[[[[[[[[[[[[[[["}"#, 2));
+        assert!(!nesting_exceeds(br#"{"a":{"b":[1]}}"#, 3));
+        assert!(nesting_exceeds(br#"{"a":{"b":[1]}}"#, 2));
+        assert!(!nesting_exceeds(br#"{"t":"\"[[[["}"#, 1));
+        let deep = format!("{{\"x\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(nesting_exceeds(deep.as_bytes(), JSON_DEPTH_MAX));
     }
 
     #[test]

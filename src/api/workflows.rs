@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::envelope::json_response;
+use super::RequestCtx;
 use crate::error::ApiResult;
 use crate::http::head::RequestHead;
 use crate::http::response::Response;
@@ -22,8 +23,10 @@ struct WorkflowVersion<'a> {
     version: u64,
 }
 
-pub fn list(shard: &Shard, head: &RequestHead) -> ApiResult<Response> {
-    let caller = shard.authenticate(head, None)?;
+/// Listing takes one rate token of the key (it is not a check: no quota, no permit).
+pub fn list(shard: &Shard, head: &RequestHead, ctx: &mut RequestCtx) -> ApiResult<Response> {
+    let caller = ctx.authenticate(shard, head, None)?;
+    shard.limits.take_rate(&caller, shard.now_ms())?;
     let workflows = shard.workflows()?;
     let listed = workflows
         .values()

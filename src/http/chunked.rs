@@ -18,6 +18,9 @@ pub const CHUNK_LINE_BYTES_MAX: usize = 1024;
 pub const CHUNK_SIZE_DIGITS_MAX: usize = 15;
 /// Bytes of the whole trailer section.
 pub const TRAILER_BYTES_MAX: usize = 8 * 1024;
+/// Bytes of chunk extensions over a whole body: extensions carry nothing we use, and without
+/// this bound a client could send 1 KiB of them per byte of data.
+pub const EXTENSION_BYTES_MAX: usize = 4 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -88,6 +91,8 @@ pub struct ChunkedDecoder {
     line_bytes: usize,
     /// Bytes of trailers so far, for [`TRAILER_BYTES_MAX`].
     trailer_bytes: usize,
+    /// Bytes of chunk extensions so far, for [`EXTENSION_BYTES_MAX`].
+    extension_bytes: usize,
 }
 
 impl Default for ChunkedDecoder {
@@ -104,6 +109,7 @@ impl ChunkedDecoder {
             digits: 0,
             line_bytes: 0,
             trailer_bytes: 0,
+            extension_bytes: 0,
         }
     }
 
@@ -146,6 +152,10 @@ impl ChunkedDecoder {
                         b'\r' => self.state = State::SizeLf,
                         b'\t' | b' '..=b'~' | 0x80..=0xff => {}
                         _ => return Err(ChunkedError::BadSize),
+                    }
+                    self.extension_bytes += 1;
+                    if self.extension_bytes > EXTENSION_BYTES_MAX {
+                        return Err(ChunkedError::LineTooLong);
                     }
                     self.count_line_byte()?;
                     i += 1;
@@ -328,6 +338,18 @@ mod tests {
                 String::from_utf8_lossy(case)
             );
         }
+    }
+
+    #[test]
+    fn extensions_are_bounded_over_the_whole_body() {
+        let mut body = Vec::new();
+        for _ in 0..10 {
+            body.extend_from_slice(b"1;");
+            body.extend(std::iter::repeat_n(b'e', 500));
+            body.extend_from_slice(b"\r\nx\r\n");
+        }
+        body.extend_from_slice(b"0\r\n\r\n");
+        assert_eq!(decode_in_pieces(&body, 256), Err(ChunkedError::LineTooLong));
     }
 
     #[test]

@@ -41,6 +41,17 @@ pub const LINGER_BYTES_MAX: usize = 1 << 20;
 pub const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
 /// The read buffer is never smaller than this, whatever `head_bytes_max` is.
 pub const READ_BUFFER_BYTES_MIN: usize = 16 * 1024;
+/// Answers waiting in the write buffer are sent once they pass this, even with more
+/// pipelined requests to read: a client that pipelines and never reads cannot make the
+/// server hold more than this (plus one answer) for it.
+pub const WRITE_BUFFER_FLUSH_BYTES: usize = 64 * 1024;
+/// An unread request body up to this size is read and dropped after a refusal, so the
+/// connection can stay open; a larger one closes it.
+pub const DRAIN_BYTES_MAX: usize = 64 * 1024;
+/// How long draining an unread body may take.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
+/// A write buffer grown past this (a large answer) is shrunk back after it is sent.
+pub const WRITE_BUFFER_KEEP_BYTES: usize = 16 * 1024;
 
 /// Limits and timeouts of connections (from `[server]` in the configuration).
 #[derive(Clone, Debug)]
@@ -118,6 +129,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
         })
         .await;
         self.wbuf.clear();
+        if self.wbuf.capacity() > WRITE_BUFFER_KEEP_BYTES {
+            self.wbuf.shrink_to(WRITE_BUFFER_KEEP_BYTES);
+        }
         match result {
             Some(result) => result,
             None => Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout")),
@@ -277,6 +291,32 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<'_, S> {
         Ok(())
     }
 
+    /// Reads and drops the rest of an unread body, when that is cheap: at most
+    /// [`DRAIN_BYTES_MAX`] within [`DRAIN_TIMEOUT`], and never when the client is waiting for
+    /// a `100 Continue` it will not get. Returns whether the body is now fully read.
+    async fn drain_body(&mut self) -> bool {
+        if self.body.done {
+            return true;
+        }
+        let small = match self.body.framing {
+            Framing::Length(_) => self.body.remaining <= DRAIN_BYTES_MAX as u64,
+            Framing::Chunked => true,
+            Framing::Empty => true,
+        };
+        if self.body.continue_due || !small {
+            return false;
+        }
+        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        let mut dropped = 0usize;
+        while let Ok(Some(range)) = self.next_body_range(deadline).await {
+            dropped += range.len();
+            if dropped > DRAIN_BYTES_MAX {
+                return false;
+            }
+        }
+        self.body.done
+    }
+
     async fn next_body_range(&mut self, deadline: Instant) -> ApiResult<Option<Range<usize>>> {
         loop {
             if self.body.done {
@@ -360,17 +400,18 @@ enum HeadRead {
 }
 
 /// Serves requests on one connection until it closes. `slot` identifies the connection to
-/// the host's stop registry.
-pub async fn serve_connection<S, H>(stream: S, host: &H, slot: usize)
+/// the host's stop registry. `first_deadline` is when the first head must be in (from the
+/// accept, so that a TLS handshake and the first head share one header timeout).
+pub async fn serve_connection<S, H>(stream: S, host: &H, slot: usize, first_deadline: Instant)
 where
     S: AsyncRead + AsyncWrite + Unpin,
     H: ConnHost,
 {
     let config = host.conn_config().clone();
     let mut io = ConnIo::new(stream, &config);
-    let mut first = true;
+    let mut first = Some(first_deadline);
     loop {
-        let head = match read_head(&mut io, host, slot, &config, first).await {
+        let head = match read_head(&mut io, host, slot, &config, first.take()).await {
             HeadRead::Head(head) => head,
             HeadRead::Close => break,
             HeadRead::Refuse(error, path) => {
@@ -390,7 +431,6 @@ where
                 return;
             }
         };
-        first = false;
         let request_id = host.next_request_id();
         let body = BodyState::new(&head);
         let mut exchange = Exchange {
@@ -400,6 +440,7 @@ where
             body,
         };
         let response = host.handle(&mut exchange).await;
+        exchange.drain_body().await;
         let Exchange {
             head,
             request_id,
@@ -415,9 +456,15 @@ where
         let head_only = head.method == Method::Head;
         write_response(&mut io, host, &response, &request_id, connection, head_only);
         if !keep_alive {
-            if io.flush().await.is_ok() && !body.done {
+            // Bytes the client sent that we will not read (a body, pipelined requests) would
+            // turn the close into a reset that can discard the answer: linger over them.
+            let unread = !body.done || io.rstart < io.rend;
+            if io.flush().await.is_ok() && unread {
                 linger(&mut io).await;
             }
+            return;
+        }
+        if io.wbuf.len() >= WRITE_BUFFER_FLUSH_BYTES && io.flush().await.is_err() {
             return;
         }
     }
@@ -449,7 +496,7 @@ async fn read_head<S, H>(
     host: &H,
     slot: usize,
     config: &ConnConfig,
-    first: bool,
+    first_deadline: Option<Instant>,
 ) -> HeadRead
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -457,8 +504,8 @@ where
 {
     // The head timer runs from the first byte of the request (from the accept for the first
     // request: a client that connects and sends nothing is a slow client too).
-    let mut head_deadline =
-        (first || io.rstart < io.rend).then(|| Instant::now() + config.header_read_timeout);
+    let mut head_deadline = first_deadline
+        .or_else(|| (io.rstart < io.rend).then(|| Instant::now() + config.header_read_timeout));
     loop {
         if io.rstart < io.rend {
             match parse_head(io.buffered(), &config.head) {
@@ -516,6 +563,7 @@ fn head_error(error: HeadError) -> ApiError {
         HeadError::UriTooLong => ErrorKind::UriTooLong,
         HeadError::Malformed(_) | HeadError::Framing(_) => ErrorKind::BadRequest,
         HeadError::UnsupportedExpectation => ErrorKind::ExpectationFailed,
+        HeadError::Origin => ErrorKind::Forbidden,
     };
     ApiError::new(kind, error.to_string())
 }

@@ -104,6 +104,9 @@ pub enum HeadError {
     Framing(&'static str),
     /// `Expect` with something other than `100-continue` (417).
     UnsupportedExpectation,
+    /// A head that would be refused for its framing also carried `Origin`: browsers are
+    /// refused first, whatever else is wrong (403).
+    Origin,
 }
 
 impl fmt::Display for HeadError {
@@ -117,6 +120,9 @@ impl fmt::Display for HeadError {
             HeadError::UnsupportedExpectation => {
                 f.write_str("only 'Expect: 100-continue' is supported")
             }
+            HeadError::Origin => f.write_str(
+                "requests from browsers (with an Origin header) are refused; call from your servers",
+            ),
         }
     }
 }
@@ -165,7 +171,17 @@ pub fn parse_head(
         None => return Err(HeadError::Malformed("no method")),
     };
     let (path, query) = split_target(target)?;
-    let fields = collect_fields(request.headers, version)?;
+    let fields = collect_fields(request.headers, version).map_err(|error| {
+        let browser = request
+            .headers
+            .iter()
+            .any(|header| header.name.eq_ignore_ascii_case("origin"));
+        if browser {
+            HeadError::Origin
+        } else {
+            error
+        }
+    })?;
     Ok(Some((
         RequestHead {
             method,
@@ -508,6 +524,18 @@ mod tests {
         assert_eq!(
             parse(b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 200-ok\r\n\r\n"),
             Err(HeadError::UnsupportedExpectation)
+        );
+    }
+
+    #[test]
+    fn origin_wins_over_framing_errors() {
+        assert_eq!(
+            parse(b"POST / HTTP/1.1\r\nHost: a\r\nOrigin: x\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n"),
+            Err(HeadError::Origin)
+        );
+        assert_eq!(
+            parse(b"GET / HTTP/1.1\r\nOrigin: x\r\nExpect: nope\r\nHost: a\r\n\r\n"),
+            Err(HeadError::Origin)
         );
     }
 

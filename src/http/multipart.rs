@@ -104,9 +104,34 @@ pub struct MultipartParser {
     parts: usize,
 }
 
+/// Splits a header value at the `;` that are not inside quotes: `form-data; name="a;b"`
+/// gives `form-data` and `name="a;b"`.
+pub fn split_params(value: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(value);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let mut quoted = false;
+        let mut escaped = false;
+        for (at, c) in text.char_indices() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' if quoted => escaped = true,
+                '"' => quoted = !quoted,
+                ';' if !quoted => {
+                    rest = Some(&text[at + 1..]);
+                    return Some(&text[..at]);
+                }
+                _ => {}
+            }
+        }
+        rest = None;
+        Some(text)
+    })
+}
+
 /// The boundary parameter of a `multipart/form-data` content type, if it is one.
 pub fn boundary_of(content_type: &str) -> Result<String, &'static str> {
-    let mut params = content_type.split(';');
+    let mut params = split_params(content_type);
     let media = params.next().unwrap_or("").trim();
     if !media.eq_ignore_ascii_case("multipart/form-data") {
         return Err("expected a multipart/form-data body");
@@ -116,18 +141,14 @@ pub fn boundary_of(content_type: &str) -> Result<String, &'static str> {
             continue;
         };
         if name.trim().eq_ignore_ascii_case("boundary") {
-            let value = value.trim();
-            let value = value
-                .strip_prefix('"')
-                .and_then(|v| v.strip_suffix('"'))
-                .unwrap_or(value);
+            let value = unquote(value.trim());
             if value.is_empty()
                 || value.len() > BOUNDARY_BYTES_MAX
                 || !value.bytes().all(is_boundary_char)
             {
                 return Err("invalid multipart boundary");
             }
-            return Ok(value.to_owned());
+            return Ok(value.into_owned());
         }
     }
     Err("the multipart content type has no boundary")
@@ -361,7 +382,7 @@ fn parse_part_headers(block: &[u8]) -> Result<PartInfo, MultipartError> {
         let value = std::str::from_utf8(field.value)
             .map_err(|_| MultipartError::BadPartHeaders("not UTF-8"))?;
         if field.name.eq_ignore_ascii_case("content-disposition") {
-            let mut params = value.split(';');
+            let mut params = split_params(value);
             if !params
                 .next()
                 .unwrap_or("")
@@ -554,6 +575,16 @@ mod tests {
         }
         many.extend_from_slice(b"--b--");
         assert!(parse_in_pieces(&many, "b", 4096).is_err());
+    }
+
+    #[test]
+    fn quoted_semicolons_stay_in_their_value() {
+        let body = b"--b\r\nContent-Disposition: form-data; filename=\"a;name=evil\"; name=\"real\"\r\n\r\nv\r\n--b--";
+        let parts = parse_in_pieces(body, "b", 1000).unwrap();
+        assert_eq!(parts[0].0.name, "real");
+        assert_eq!(parts[0].0.filename.as_deref(), Some("a;name=evil"));
+        let split: Vec<&str> = split_params(r#"a; b="x;y\"z"; c"#).collect();
+        assert_eq!(split, ["a", r#" b="x;y\"z""#, " c"]);
     }
 
     #[test]

@@ -24,10 +24,11 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::checks::TextModels;
 use crate::config::Config;
 use crate::inference::{self, WorkerConfig, WorkerModels};
+use crate::limits::lease::{LeaseSource, LocalLeases};
 use crate::store::records::{Scopes, WorkflowAccess};
 use crate::store::Store;
 use crate::workflow;
-use shard::{unix_ms, ServerState, ShardResources};
+use shard::{ServerState, ShardResources};
 
 /// Backlog of each listener.
 pub const LISTEN_BACKLOG: i32 = 4096;
@@ -51,6 +52,10 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         bail!("at most 256 shards (request ids carry the shard in 8 bits)");
     }
     let (text_models, worker_models) = load_models(&config)?;
+    let leases: Arc<dyn LeaseSource> = Arc::new(LocalLeases::open(&config.server.data_dir)?);
+    if config.testing.clock_offset_file.is_some() {
+        tracing::warn!("testing.clock_offset_file is set: the clock is shifted (test only)");
+    }
     let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
         _ => None,
@@ -87,6 +92,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             let (config, state, store, tls) =
                 (config.clone(), state.clone(), store.clone(), tls.clone());
             let resources = claimed.map(|(index, _)| ShardResources {
+                leases: leases.clone(),
                 text_models: text_models.clone(),
                 worker_models: worker_models.clone(),
                 worker_config,
@@ -131,7 +137,7 @@ fn load_models(config: &Config) -> anyhow::Result<(Arc<TextModels>, Option<Worke
 /// Plans from the configuration always; on a fresh store also the shipped workflows and the
 /// demo organization with one key, printed once.
 fn bootstrap(store: &Store, config: &Config) -> anyhow::Result<()> {
-    let now_ms = unix_ms(std::time::SystemTime::now());
+    let now_ms = config.clock().now_ms();
     store.put_plans(&config.plans)?;
     if store.workflows()?.is_empty() {
         let defs = workflow::parse_workflows(workflow::SHIPPED_WORKFLOWS)

@@ -23,12 +23,15 @@ use glommio::net::{TcpListener, TcpStream};
 use crate::api;
 use crate::auth::{self, Caller};
 use crate::checks::{Engine, TextModels};
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::{self, ConnConfig, ConnHost, Exchange};
-use crate::http::head::RequestHead;
 use crate::http::response::{ConnectionHeader, DateCache, Frame, Response};
 use crate::inference::{Worker, WorkerConfig, WorkerModels};
+use crate::journal::Journal;
+use crate::limits::lease::LeaseSource;
+use crate::limits::{ShardLimits, IDLE_RETURN_MS};
 use crate::request_id::{RequestId, RequestIdGen};
 use crate::store::view::{StoreView, Workflows};
 use crate::store::Store;
@@ -167,6 +170,7 @@ impl BufferPool {
 
 /// What a shard gets from start-up besides its listener.
 pub struct ShardResources {
+    pub leases: Arc<dyn LeaseSource>,
     pub text_models: Arc<TextModels>,
     pub worker_models: Option<WorkerModels>,
     pub worker_config: WorkerConfig,
@@ -187,6 +191,9 @@ pub struct Shard {
     pub buffers: BufferPool,
     /// Compatible-form uploads in progress (capped by `limits.uploads_per_shard_max`).
     pub uploads: Cell<usize>,
+    pub clock: Clock,
+    pub limits: ShardLimits,
+    pub journal: Rc<Journal>,
 }
 
 impl Shard {
@@ -196,8 +203,13 @@ impl Shard {
         state: Arc<ServerState>,
         store: Store,
         engine: Engine,
+        limits: ShardLimits,
+        journal: Rc<Journal>,
     ) -> std::io::Result<Shard> {
         Ok(Shard {
+            clock: config.clock(),
+            limits,
+            journal,
             index,
             conn_config: config.conn_config(),
             config,
@@ -213,16 +225,15 @@ impl Shard {
     }
 
     pub fn now_ms(&self) -> i64 {
-        unix_ms(SystemTime::now())
+        self.clock.now_ms()
     }
 
     pub fn is_ready(&self) -> bool {
         self.state.is_ready()
     }
 
-    /// The caller of a request, checked against the store as of now.
-    pub fn authenticate(&self, head: &RequestHead, api_secret: Option<&str>) -> ApiResult<Caller> {
-        let key = auth::presented_key(head, api_secret)?;
+    /// The caller presenting `key`, checked against the store as of now.
+    pub fn authenticate_key(&self, key: &str) -> ApiResult<Caller> {
         self.store.sync();
         auth::authenticate(&self.store, key, self.now_ms())
     }
@@ -275,11 +286,6 @@ impl ConnHost for Shard {
     }
 }
 
-pub fn unix_ms(time: SystemTime) -> i64 {
-    time.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// Runs one shard until the server stops and its connections drained.
 pub async fn run(
     index: usize,
@@ -293,6 +299,18 @@ pub async fn run(
     // SAFETY: `listener_fd` is a bound, listening TCP socket created by `server::run` for this
     // shard alone; ownership passes here and nothing else closes or uses it.
     let listener = unsafe { TcpListener::from_raw_fd(listener_fd) };
+    let limits = ShardLimits::new(resources.leases.clone(), state.shards);
+    let journal = match Journal::start(&config.server.data_dir, index, config.journal_config()) {
+        Ok(journal) => journal,
+        Err(error) => {
+            tracing::error!(
+                shard = index,
+                error = format!("{error:#}"),
+                "shard could not open its journal"
+            );
+            return;
+        }
+    };
     let engine = match start_engine(index, resources).await {
         Ok(engine) => engine,
         Err(error) => {
@@ -300,7 +318,15 @@ pub async fn run(
             return;
         }
     };
-    let shard = match Shard::new(index, config.clone(), state.clone(), store, engine) {
+    let shard = match Shard::new(
+        index,
+        config.clone(),
+        state.clone(),
+        store,
+        engine,
+        limits,
+        journal,
+    ) {
         Ok(shard) => Rc::new(shard),
         Err(error) => {
             tracing::error!(shard = index, %error, "shard could not start");
@@ -308,6 +334,17 @@ pub async fn run(
         }
     };
     state.shard_ready();
+
+    // Idle leases go back to the shared source, so no shard sits on another's share.
+    let janitor = {
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            loop {
+                glommio::timer::sleep(Duration::from_millis(IDLE_RETURN_MS as u64)).await;
+                shard.limits.return_idle(shard.now_ms());
+            }
+        })
+    };
 
     // One task per shard listens for the process-wide stop and fans it out locally.
     let watcher = {
@@ -361,12 +398,19 @@ pub async fn run(
         );
     }
     drop(watcher);
+    drop(janitor);
+    // A graceful stop leaves nothing behind: unspent quota back to the ledger, the journal
+    // fsynced (the interval policy may have commits not yet on disk). Blocking here is fine:
+    // the shard serves nothing any more.
+    shard.limits.return_quota_blocking();
+    shard.journal.sync_blocking();
 }
 
 /// Starts the shard's model worker (if a model runtime is there) and waits until its
 /// sessions are loaded: the shard reports ready only after that.
 async fn start_engine(index: usize, resources: ShardResources) -> Result<Engine, String> {
     let ShardResources {
+        leases: _,
         text_models,
         worker_models,
         worker_config,
@@ -398,12 +442,12 @@ async fn serve(
     tls: Option<futures_rustls::TlsAcceptor>,
     slot: usize,
 ) {
+    let deadline = Instant::now() + shard.conn_config.header_read_timeout;
     match tls {
-        None => conn::serve_connection(stream, &*shard, slot).await,
+        None => conn::serve_connection(stream, &*shard, slot, deadline).await,
         Some(acceptor) => {
-            let deadline = Instant::now() + shard.conn_config.header_read_timeout;
             if let Some(Ok(stream)) = conn::until(deadline, acceptor.accept(stream)).await {
-                conn::serve_connection(stream, &*shard, slot).await;
+                conn::serve_connection(stream, &*shard, slot, deadline).await;
             }
         }
     }

@@ -53,7 +53,17 @@ impl Server {
             }
         };
         let config_path = data.join("modgate-test.toml");
-        std::fs::write(&config_path, &options.config).expect("config");
+        // Tests that are not about plan limits must not trip over them: the plans they do not
+        // configure themselves get room to spare.
+        let mut config = options.config.clone();
+        for plan in ["free", "pro"] {
+            if !config.contains(&format!("[plans.{plan}]")) {
+                config.push_str(&format!(
+                    "\n[plans.{plan}]\nrate_per_s = 100000\nrate_burst = 100000\nconcurrent_max = 1000\nquota_per_month = 1000000000\n"
+                ));
+            }
+        }
+        std::fs::write(&config_path, &config).expect("config");
         let mut command = Command::new(BIN);
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--data"])

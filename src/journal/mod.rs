@@ -1,0 +1,263 @@
+//! The journal: one LMDB environment per shard (`<data>/journal/shard-N`), one record per
+//! check and per refused check request, keyed by request id (ids sort by time, so a key range
+//! is a time range).
+//!
+//! Durability contract: a check is answered only after its record is committed, so killing
+//! the process (even with SIGKILL) loses no answered check. Commits are grouped: records
+//! appended while a commit is running wait in the shard and go in the next one, so under load
+//! one commit carries many records and at rest a record commits at once. The commit itself
+//! runs on the shard's blocking thread (glommio `spawn_blocking`), never on the reactor.
+//!
+//! Sync policy (`journal.sync`):
+//! - `always`: each commit is fsynced before its checks are answered. Nothing answered is
+//!   lost, even on power loss. Costs an fsync (milliseconds) per commit.
+//! - `interval`: commits reach the operating system at once (a process crash or SIGKILL loses
+//!   nothing) and are fsynced every `journal.sync_interval_ms`. A power loss or kernel crash
+//!   can lose the checks answered within that last interval.
+//!
+//! Records are bincode; `modgate journal` ([`query`]) reads and merges the shards' journals.
+
+pub mod query;
+
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use anyhow::Context;
+use heed::types::{Bytes, SerdeBincode, Str};
+use heed::{BytesEncode, Database, Env, EnvFlags, EnvOpenOptions};
+use serde::{Deserialize, Serialize};
+
+/// One journal record. Borrowed when written, owned when read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JournalRecord<'a> {
+    pub request_id: Cow<'a, str>,
+    pub unix_ms: i64,
+    /// The route's path.
+    pub route: Cow<'a, str>,
+    /// `text` or `image`.
+    pub kind: Cow<'a, str>,
+    /// The presented key's id, when the key was well formed (even if it was refused).
+    pub key_id: Option<Cow<'a, str>>,
+    /// The organization, when the key was accepted.
+    pub org: Option<Cow<'a, str>>,
+    /// The caller's `ref` (bincode stores fields by position, so the name is free).
+    #[serde(rename = "ref")]
+    pub reference: Option<Cow<'a, str>>,
+    pub workflow: Option<Cow<'a, str>>,
+    pub workflow_version: Option<u64>,
+    pub status: u16,
+    /// `error.type` of a refusal.
+    pub error_type: Option<Cow<'a, str>>,
+    /// `summary.action` of a check that ran.
+    pub action: Option<Cow<'a, str>>,
+    pub scores: Vec<(Cow<'a, str>, f64)>,
+    pub unchecked: Vec<Cow<'a, str>>,
+    pub time_ms: u64,
+}
+
+pub type RecordCodec = SerdeBincode<JournalRecord<'static>>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncPolicy {
+    Always,
+    Interval(Duration),
+}
+
+/// Settings of the journal (`[journal]` in the configuration).
+#[derive(Clone, Copy, Debug)]
+pub struct JournalConfig {
+    pub sync: SyncPolicy,
+    pub batch_records_max: usize,
+    pub map_bytes: usize,
+}
+
+pub fn shard_dir(data_dir: &Path, shard: usize) -> PathBuf {
+    data_dir.join("journal").join(format!("shard-{shard}"))
+}
+
+/// Opens (creating) a journal environment. `no_sync` for the interval policy.
+pub fn open_env(
+    path: &Path,
+    map_bytes: usize,
+    no_sync: bool,
+) -> anyhow::Result<(Env, Database<Str, Bytes>)> {
+    std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut options = EnvOpenOptions::new();
+    options.map_size(map_bytes).max_dbs(2);
+    if no_sync {
+        // SAFETY: NO_SYNC only skips the fsync at commit; it changes what a power loss can
+        // take (documented above), not the memory safety of the map. The other conditions
+        // are those of `store::Store::open`.
+        unsafe {
+            options.flags(EnvFlags::NO_SYNC);
+        }
+    }
+    // SAFETY: as for the store: written only through LMDB, local filesystem, opened once per
+    // process (each shard opens its own directory).
+    let env = unsafe { options.open(path) }
+        .with_context(|| format!("opening the journal {}", path.display()))?;
+    let mut txn = env.write_txn()?;
+    let db = env.create_database(&mut txn, Some("records"))?;
+    txn.commit()?;
+    Ok((env, db))
+}
+
+/// Where a record's commit outcome lands, and who waits for it.
+#[derive(Default)]
+struct Slot {
+    outcome: Cell<Option<bool>>,
+    waker: RefCell<Option<Waker>>,
+}
+
+/// A record on its way to a commit: key, encoded value, and where its outcome lands.
+struct PendingRecord {
+    key: String,
+    value: Vec<u8>,
+    slot: Rc<Slot>,
+}
+
+/// A shard's journal writer.
+pub struct Journal {
+    env: Env,
+    db: Database<Str, Bytes>,
+    config: JournalConfig,
+    /// Encoded records waiting for the next commit.
+    pending: RefCell<Vec<PendingRecord>>,
+    committer: RefCell<Option<Waker>>,
+    /// Records and commits so far, for the metrics.
+    pub records_total: Cell<u64>,
+    pub commits_total: Cell<u64>,
+}
+
+#[derive(Debug)]
+pub struct JournalError;
+
+impl Journal {
+    /// Opens shard `shard`'s journal and starts its committer (and syncer) on the current
+    /// executor.
+    pub fn start(
+        data_dir: &Path,
+        shard: usize,
+        config: JournalConfig,
+    ) -> anyhow::Result<Rc<Journal>> {
+        let no_sync = matches!(config.sync, SyncPolicy::Interval(_));
+        let (env, db) = open_env(&shard_dir(data_dir, shard), config.map_bytes, no_sync)?;
+        let journal = Rc::new(Journal {
+            env,
+            db,
+            config,
+            pending: RefCell::default(),
+            committer: RefCell::default(),
+            records_total: Cell::new(0),
+            commits_total: Cell::new(0),
+        });
+        glommio::spawn_local(journal.clone().commit_loop()).detach();
+        if let SyncPolicy::Interval(every) = config.sync {
+            let env = journal.env.clone();
+            glommio::spawn_local(async move {
+                loop {
+                    glommio::timer::sleep(every).await;
+                    let env = env.clone();
+                    let synced = glommio::executor()
+                        .spawn_blocking(move || env.force_sync())
+                        .await;
+                    if let Err(error) = synced {
+                        tracing::error!(%error, "journal fsync failed");
+                    }
+                }
+            })
+            .detach();
+        }
+        Ok(journal)
+    }
+
+    /// Appends `record` and returns once it is committed.
+    pub async fn append(&self, record: &JournalRecord<'_>) -> Result<(), JournalError> {
+        // Records are encoded here, on the shard, so the blocking commit only copies bytes.
+        let value = SerdeBincode::<JournalRecord<'_>>::bytes_encode(record).map_err(|error| {
+            tracing::error!(%error, "encoding a journal record failed");
+            JournalError
+        })?;
+        let slot = Rc::new(Slot::default());
+        self.pending.borrow_mut().push(PendingRecord {
+            key: record.request_id.clone().into_owned(),
+            value: value.into_owned(),
+            slot: slot.clone(),
+        });
+        if let Some(waker) = self.committer.borrow_mut().take() {
+            waker.wake();
+        }
+        std::future::poll_fn(|cx| match slot.outcome.get() {
+            Some(true) => Poll::Ready(Ok(())),
+            Some(false) => Poll::Ready(Err(JournalError)),
+            None => {
+                *slot.waker.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    async fn commit_loop(self: Rc<Self>) {
+        loop {
+            std::future::poll_fn(|cx| {
+                if self.pending.borrow().is_empty() {
+                    *self.committer.borrow_mut() = Some(cx.waker().clone());
+                    Poll::Pending
+                } else {
+                    Poll::Ready(())
+                }
+            })
+            .await;
+            let mut records = Vec::new();
+            let mut slots = Vec::new();
+            {
+                let mut pending = self.pending.borrow_mut();
+                let take = pending.len().min(self.config.batch_records_max);
+                for record in pending.drain(..take) {
+                    records.push((record.key, record.value));
+                    slots.push(record.slot);
+                }
+            }
+            let count = records.len() as u64;
+            let (env, db) = (self.env.clone(), self.db);
+            let committed = glommio::executor()
+                .spawn_blocking(move || -> heed::Result<()> {
+                    let mut txn = env.write_txn()?;
+                    for (key, value) in &records {
+                        db.put(&mut txn, key, value)?;
+                    }
+                    txn.commit()
+                })
+                .await;
+            let ok = match committed {
+                Ok(()) => {
+                    self.records_total.set(self.records_total.get() + count);
+                    self.commits_total.set(self.commits_total.get() + 1);
+                    true
+                }
+                Err(error) => {
+                    tracing::error!(%error, records = count, "journal commit failed");
+                    false
+                }
+            };
+            for slot in slots {
+                slot.outcome.set(Some(ok));
+                if let Some(waker) = slot.waker.borrow_mut().take() {
+                    waker.wake();
+                }
+            }
+        }
+    }
+
+    /// fsync now (at a graceful stop, for the interval policy).
+    pub fn sync_blocking(&self) {
+        if let Err(error) = self.env.force_sync() {
+            tracing::error!(%error, "journal fsync at stop failed");
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Where shards lease rate tokens, concurrency permits and quota units from: the one place
+//! that sees all shards.
+//!
+//! [`LeaseSource`] is deliberately narrow (take, give back, read), so that a deployment of
+//! several machines can implement it on a shared engine (Redis/Valkey, say) without any change
+//! to the request path, which only ever talks to its shard's [`super::ShardLimits`].
+//!
+//! [`LocalLeases`] is the in-process source: rate buckets and concurrency counters in memory
+//! (behind mutexes touched once per lease, not per request), and the quota ledger in an LMDB
+//! environment (`<data>/counters`) so that it survives restarts. The ledger counts units
+//! *leased*: a shard that dies with units in hand loses them (counted as used), which is the
+//! "exact within the leases outstanding" of the quota; a graceful stop gives them back.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use anyhow::Context;
+use heed::types::{Str, U64};
+use heed::{byteorder::BigEndian, Database, Env, EnvOpenOptions};
+
+use super::bucket::{Bucket, BucketState};
+
+/// A plan's bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BucketSpec {
+    pub rate_per_s: u32,
+    pub burst: u32,
+}
+
+/// Quota units granted, and the organization's count in the ledger after the grant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuotaGrant {
+    pub units: u64,
+    pub used: u64,
+}
+
+/// The shared side of the limits.
+pub trait LeaseSource: Send + Sync {
+    /// Up to `want` tokens from `key`'s bucket at `now_ms`.
+    fn take_rate(
+        &self,
+        key: &str,
+        bucket: BucketSpec,
+        want: u32,
+        now_ms: i64,
+    ) -> (u32, BucketState);
+    /// Gives back unspent tokens.
+    fn return_rate(&self, key: &str, bucket: BucketSpec, tokens: u32);
+    /// Up to `want` permits of `org`, of `max` in all.
+    fn take_permits(&self, org: &str, max: u32, want: u32) -> u32;
+    fn return_permits(&self, org: &str, permits: u32);
+    /// Up to `want` units of `org`'s quota of `limit` in `month`. May block (a durable write):
+    /// call it off the reactor.
+    fn take_quota(
+        &self,
+        org: &str,
+        month: u32,
+        limit: u64,
+        want: u64,
+    ) -> anyhow::Result<QuotaGrant>;
+    /// Gives back unspent units (may block).
+    fn return_quota(&self, org: &str, month: u32, units: u64) -> anyhow::Result<()>;
+    /// The ledger's count (may block).
+    fn quota_used(&self, org: &str, month: u32) -> anyhow::Result<u64>;
+}
+
+/// Map size of the counters environment.
+pub const COUNTERS_MAP_BYTES: usize = 256 << 20;
+
+pub struct LocalLeases {
+    buckets: Mutex<HashMap<String, Bucket>>,
+    permits: Mutex<HashMap<String, u32>>,
+    env: Env,
+    quota: Database<Str, U64<BigEndian>>,
+}
+
+impl LocalLeases {
+    pub fn open(data_dir: &Path) -> anyhow::Result<LocalLeases> {
+        let path = data_dir.join("counters");
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        let mut options = EnvOpenOptions::new();
+        options.map_size(COUNTERS_MAP_BYTES).max_dbs(2);
+        // SAFETY: as for the store (`store::Store::open`): written only through LMDB, on a
+        // local filesystem, opened once per process.
+        let env = unsafe { options.open(&path) }
+            .with_context(|| format!("opening {}", path.display()))?;
+        let mut txn = env.write_txn()?;
+        let quota = env.create_database(&mut txn, Some("quota"))?;
+        txn.commit()?;
+        Ok(LocalLeases {
+            buckets: Mutex::default(),
+            permits: Mutex::default(),
+            env,
+            quota,
+        })
+    }
+}
+
+fn ledger_key(org: &str, month: u32) -> String {
+    format!("{month:08}/{org}")
+}
+
+impl LeaseSource for LocalLeases {
+    fn take_rate(
+        &self,
+        key: &str,
+        bucket: BucketSpec,
+        want: u32,
+        now_ms: i64,
+    ) -> (u32, BucketState) {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = buckets
+            .entry(key.to_owned())
+            .or_insert_with(|| Bucket::full(bucket.burst, now_ms));
+        entry.take(bucket.rate_per_s, bucket.burst, want, now_ms)
+    }
+
+    fn return_rate(&self, key: &str, bucket: BucketSpec, tokens: u32) {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = buckets.get_mut(key) {
+            entry.give_back(bucket.burst, tokens);
+        }
+    }
+
+    fn take_permits(&self, org: &str, max: u32, want: u32) -> u32 {
+        let mut permits = self.permits.lock().unwrap_or_else(|e| e.into_inner());
+        let leased = permits.entry(org.to_owned()).or_insert(0);
+        let granted = want.min(max.saturating_sub(*leased));
+        *leased += granted;
+        granted
+    }
+
+    fn return_permits(&self, org: &str, returned: u32) {
+        let mut permits = self.permits.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(leased) = permits.get_mut(org) {
+            *leased = leased.saturating_sub(returned);
+        }
+    }
+
+    fn take_quota(
+        &self,
+        org: &str,
+        month: u32,
+        limit: u64,
+        want: u64,
+    ) -> anyhow::Result<QuotaGrant> {
+        let key = ledger_key(org, month);
+        let mut txn = self.env.write_txn()?;
+        let used = self.quota.get(&txn, &key)?.unwrap_or(0);
+        let units = want.min(limit.saturating_sub(used));
+        if units > 0 {
+            self.quota.put(&mut txn, &key, &(used + units))?;
+        }
+        txn.commit()?;
+        Ok(QuotaGrant {
+            units,
+            used: used + units,
+        })
+    }
+
+    fn return_quota(&self, org: &str, month: u32, units: u64) -> anyhow::Result<()> {
+        let key = ledger_key(org, month);
+        let mut txn = self.env.write_txn()?;
+        let used = self.quota.get(&txn, &key)?.unwrap_or(0);
+        self.quota
+            .put(&mut txn, &key, &used.saturating_sub(units))?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    fn quota_used(&self, org: &str, month: u32) -> anyhow::Result<u64> {
+        let txn = self.env.read_txn()?;
+        Ok(self.quota.get(&txn, &ledger_key(org, month))?.unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ledger_survives_a_reopen_and_never_grants_past_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let leases = LocalLeases::open(dir.path()).unwrap();
+            assert_eq!(
+                leases.take_quota("o", 1, 10, 4).unwrap(),
+                QuotaGrant { units: 4, used: 4 }
+            );
+            assert_eq!(
+                leases.take_quota("o", 1, 10, 8).unwrap(),
+                QuotaGrant { units: 6, used: 10 }
+            );
+            assert_eq!(leases.take_quota("o", 1, 10, 1).unwrap().units, 0);
+            leases.return_quota("o", 1, 3).unwrap();
+            // Another month, another count.
+            assert_eq!(leases.take_quota("o", 2, 10, 1).unwrap().used, 1);
+        }
+        let leases = LocalLeases::open(dir.path()).unwrap();
+        assert_eq!(leases.quota_used("o", 1).unwrap(), 7);
+    }
+
+    #[test]
+    fn permits_are_conserved() {
+        let dir = tempfile::tempdir().unwrap();
+        let leases = LocalLeases::open(dir.path()).unwrap();
+        assert_eq!(leases.take_permits("o", 3, 2), 2);
+        assert_eq!(leases.take_permits("o", 3, 2), 1);
+        assert_eq!(leases.take_permits("o", 3, 1), 0);
+        leases.return_permits("o", 2);
+        assert_eq!(leases.take_permits("o", 3, 5), 2);
+    }
+}

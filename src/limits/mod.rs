@@ -1,0 +1,368 @@
+//! Plan limits per shard: rate (per key), concurrency (per organization) and the monthly
+//! quota (per organization), counted locally from leases.
+//!
+//! Each shard holds small leases taken from the process-wide [`LeaseSource`]: a handful of
+//! rate tokens, a spare concurrency permit or two, a block of quota units. A request spends
+//! from its shard's leases; only when a lease runs dry does the shard go back to the source.
+//! In the steady state a check touches no shared memory.
+//!
+//! Guarantees (the tolerance the tests check):
+//! - Rate: tokens are taken from the key's one bucket before they are spent, so over any
+//!   window T a key gets at most `burst + rate_per_s × T` checks, whichever shards serve it.
+//!   Leases cannot add to that; tokens idle in one shard's lease can only make the limit
+//!   stricter elsewhere, for at most [`IDLE_RETURN_MS`] before they go back.
+//! - Concurrency: permits are conserved: an organization never has more than
+//!   `concurrent_max` checks in progress. A spare permit idle on another shard can make a 429
+//!   come early, for at most [`IDLE_RETURN_MS`].
+//! - Quota: units are counted in the ledger when leased, so the quota is never exceeded; a
+//!   crash loses the units leased and not spent (at most one lease per shard and organization,
+//!   and leases shrink as the quota nears its end); a graceful stop gives them back.
+//!
+//! One keep-alive connection can use a key's whole rate: its shard simply leases again.
+
+pub mod bucket;
+pub mod lease;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bucket::BucketState;
+use lease::{BucketSpec, LeaseSource};
+
+use crate::auth::Caller;
+use crate::clock::{month_of, ms_until_next_month};
+use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::http::response::{HeaderValue, Response};
+
+/// Leases idle for this long go back to the source.
+pub const IDLE_RETURN_MS: i64 = 200;
+/// The largest quota lease.
+pub const QUOTA_LEASE_MAX: u64 = 1000;
+/// Leases kept per shard before the idle ones are dropped (bounds memory).
+pub const LEASES_MAX: usize = 100_000;
+
+struct RateLease {
+    tokens: u32,
+    bucket: BucketSpec,
+    /// The bucket as the source last saw it (after that lease).
+    seen: BucketState,
+    touched_ms: i64,
+}
+
+#[derive(Default)]
+struct PermitLease {
+    held: u32,
+    in_use: u32,
+    touched_ms: i64,
+}
+
+struct QuotaLease {
+    month: u32,
+    units: u64,
+    /// The ledger's count after the last grant.
+    ledger_used: u64,
+}
+
+/// The limit headers of an authenticated answer (SPEC 4.9; semantics in the OpenAPI document).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LimitHeaders {
+    pub limit: u32,
+    pub remaining: u32,
+    pub reset_s: u32,
+    pub quota_used: u64,
+    pub quota_limit: u64,
+}
+
+impl LimitHeaders {
+    pub fn apply(&self, response: &mut Response) {
+        response.headers.extend([
+            ("ratelimit-limit", HeaderValue::Int(u64::from(self.limit))),
+            (
+                "ratelimit-remaining",
+                HeaderValue::Int(u64::from(self.remaining)),
+            ),
+            ("ratelimit-reset", HeaderValue::Int(u64::from(self.reset_s))),
+            ("x-quota-used", HeaderValue::Int(self.quota_used)),
+            ("x-quota-limit", HeaderValue::Int(self.quota_limit)),
+        ]);
+    }
+}
+
+/// What a check holds while it runs: a permit and a quota unit, given back or spent by
+/// [`ShardLimits::finish`].
+#[must_use]
+pub struct Admission {
+    org: String,
+    month: u32,
+}
+
+pub struct ShardLimits {
+    source: Arc<dyn LeaseSource>,
+    shards: u32,
+    inner: Rc<Leases>,
+}
+
+#[derive(Default)]
+struct Leases {
+    rate: RefCell<HashMap<String, RateLease>>,
+    permits: RefCell<HashMap<String, PermitLease>>,
+    quota: RefCell<HashMap<String, QuotaLease>>,
+}
+
+fn bucket_of(caller: &Caller) -> BucketSpec {
+    BucketSpec {
+        rate_per_s: caller.org.limits.rate_per_s,
+        burst: caller.org.limits.rate_burst,
+    }
+}
+
+impl ShardLimits {
+    pub fn new(source: Arc<dyn LeaseSource>, shards: usize) -> ShardLimits {
+        ShardLimits {
+            source,
+            shards: shards.max(1) as u32,
+            inner: Rc::default(),
+        }
+    }
+
+    fn rate_lease_size(&self, bucket: BucketSpec) -> u32 {
+        (bucket.burst / (4 * self.shards))
+            .min(bucket.rate_per_s / 20)
+            .max(1)
+    }
+
+    fn quota_lease_size(&self, limit: u64, ledger_used: u64) -> u64 {
+        (limit.saturating_sub(ledger_used) / u64::from(4 * self.shards)).clamp(1, QUOTA_LEASE_MAX)
+    }
+
+    /// Spends one rate token of the caller's key: 429 `rate_limited` when the bucket is dry.
+    pub fn take_rate(&self, caller: &Caller, now_ms: i64) -> ApiResult<()> {
+        let bucket = bucket_of(caller);
+        let key = &caller.key.id;
+        let mut leases = self.inner.rate.borrow_mut();
+        if let Some(lease) = leases.get_mut(key.as_str()) {
+            if lease.tokens > 0 {
+                lease.tokens -= 1;
+                lease.touched_ms = now_ms;
+                return Ok(());
+            }
+        }
+        let want = self.rate_lease_size(bucket);
+        let (granted, seen) = self.source.take_rate(key, bucket, want, now_ms);
+        if leases.len() >= LEASES_MAX {
+            leases.retain(|_, lease| lease.tokens > 0);
+        }
+        let lease = leases.entry(key.clone()).or_insert(RateLease {
+            tokens: 0,
+            bucket,
+            seen,
+            touched_ms: now_ms,
+        });
+        lease.bucket = bucket;
+        lease.seen = seen;
+        lease.touched_ms = now_ms;
+        if granted == 0 {
+            return Err(ApiError::new(
+                ErrorKind::RateLimited,
+                format!(
+                    "rate limit reached: {} checks per second, at most {} at once, for this key",
+                    bucket.rate_per_s, bucket.burst
+                ),
+            )
+            .with_retry_after(seen.retry_after_s.max(1)));
+        }
+        lease.tokens = granted - 1;
+        Ok(())
+    }
+
+    /// Admits a check: a rate token, a concurrency permit and a reserved quota unit, in that
+    /// order (429 `rate_limited`, `too_many_concurrent`, `quota_exceeded`).
+    pub async fn admit(&self, caller: &Caller, now_ms: i64) -> ApiResult<Admission> {
+        self.take_rate(caller, now_ms)?;
+        let org = caller.org.record.name.clone();
+        self.take_permit(&org, caller.org.limits.concurrent_max, now_ms)?;
+        let month = month_of(now_ms);
+        if let Err(error) = self
+            .reserve_quota(&org, month, caller.org.limits.quota_per_month, now_ms)
+            .await
+        {
+            self.release_permit(&org, now_ms);
+            return Err(error);
+        }
+        Ok(Admission { org, month })
+    }
+
+    fn take_permit(&self, org: &str, max: u32, now_ms: i64) -> ApiResult<()> {
+        let mut permits = self.inner.permits.borrow_mut();
+        let lease = permits.entry(org.to_owned()).or_default();
+        lease.touched_ms = now_ms;
+        if lease.in_use < lease.held {
+            lease.in_use += 1;
+            return Ok(());
+        }
+        if self.source.take_permits(org, max, 1) == 1 {
+            lease.held += 1;
+            lease.in_use += 1;
+            return Ok(());
+        }
+        Err(ApiError::new(
+            ErrorKind::TooManyConcurrent,
+            format!("the organization already has {max} checks in progress"),
+        )
+        .with_retry_after(1))
+    }
+
+    fn release_permit(&self, org: &str, now_ms: i64) {
+        let mut permits = self.inner.permits.borrow_mut();
+        if let Some(lease) = permits.get_mut(org) {
+            lease.in_use = lease.in_use.saturating_sub(1);
+            lease.touched_ms = now_ms;
+            // Keep one spare for the next check of this organization; more go back at once.
+            let spare = lease.held - lease.in_use;
+            if spare > 1 {
+                self.source.return_permits(org, spare - 1);
+                lease.held -= spare - 1;
+            }
+        }
+    }
+
+    async fn reserve_quota(&self, org: &str, month: u32, limit: u64, now_ms: i64) -> ApiResult<()> {
+        {
+            let mut quota = self.inner.quota.borrow_mut();
+            if let Some(lease) = quota.get_mut(org) {
+                if lease.month == month && lease.units > 0 {
+                    lease.units -= 1;
+                    return Ok(());
+                }
+            }
+        }
+        let ledger_used = self
+            .inner
+            .quota
+            .borrow()
+            .get(org)
+            .filter(|lease| lease.month == month)
+            .map_or(0, |lease| lease.ledger_used);
+        let want = self.quota_lease_size(limit, ledger_used);
+        let source = self.source.clone();
+        let owned_org = org.to_owned();
+        let grant = glommio::executor()
+            .spawn_blocking(move || source.take_quota(&owned_org, month, limit, want))
+            .await
+            .map_err(|error| {
+                tracing::error!(%error, "quota ledger write failed");
+                ApiError::internal("the quota ledger could not be updated")
+            })?;
+        let mut quota = self.inner.quota.borrow_mut();
+        let lease = quota.entry(org.to_owned()).or_insert(QuotaLease {
+            month,
+            units: 0,
+            ledger_used: 0,
+        });
+        if lease.month != month {
+            // Units of a past month are not worth returning: that month is over.
+            *lease = QuotaLease {
+                month,
+                units: 0,
+                ledger_used: 0,
+            };
+        }
+        lease.units += grant.units;
+        lease.ledger_used = grant.used;
+        if lease.units == 0 {
+            let retry_s = (ms_until_next_month(now_ms) + 999) / 1000;
+            return Err(ApiError::new(
+                ErrorKind::QuotaExceeded,
+                format!("the monthly quota of {limit} checks is used up"),
+            )
+            .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32));
+        }
+        lease.units -= 1;
+        Ok(())
+    }
+
+    /// Ends a check: the permit goes back; the quota unit is spent if the check ran, else it
+    /// returns to the lease (refusals do not count).
+    pub fn finish(&self, admission: Admission, ran: bool, now_ms: i64) {
+        self.release_permit(&admission.org, now_ms);
+        if !ran {
+            if let Some(lease) = self.inner.quota.borrow_mut().get_mut(&admission.org) {
+                if lease.month == admission.month {
+                    lease.units += 1;
+                }
+            }
+        }
+    }
+
+    /// The headers for an answer to `caller` (estimates within the leases of other shards).
+    pub fn headers(&self, caller: &Caller, now_ms: i64) -> LimitHeaders {
+        let bucket = bucket_of(caller);
+        let (remaining, reset_s) = match self.inner.rate.borrow().get(caller.key.id.as_str()) {
+            Some(lease) => {
+                let remaining = lease
+                    .seen
+                    .remaining
+                    .saturating_add(lease.tokens)
+                    .min(bucket.burst);
+                let missing = bucket.burst - remaining;
+                (remaining, missing.div_ceil(bucket.rate_per_s.max(1)))
+            }
+            None => (bucket.burst, 0),
+        };
+        let month = month_of(now_ms);
+        let quota_used = self
+            .inner
+            .quota
+            .borrow()
+            .get(caller.org.record.name.as_str())
+            .filter(|lease| lease.month == month)
+            .map_or(0, |lease| lease.ledger_used.saturating_sub(lease.units));
+        LimitHeaders {
+            limit: bucket.burst,
+            remaining,
+            reset_s,
+            quota_used,
+            quota_limit: caller.org.limits.quota_per_month,
+        }
+    }
+
+    /// Gives back rate tokens and spare permits idle for [`IDLE_RETURN_MS`]. Run every
+    /// [`IDLE_RETURN_MS`] by the shard.
+    pub fn return_idle(&self, now_ms: i64) {
+        let mut rate = self.inner.rate.borrow_mut();
+        rate.retain(|key, lease| {
+            if now_ms - lease.touched_ms < IDLE_RETURN_MS {
+                return true;
+            }
+            if lease.tokens > 0 {
+                self.source.return_rate(key, lease.bucket, lease.tokens);
+            }
+            false
+        });
+        let mut permits = self.inner.permits.borrow_mut();
+        permits.retain(|org, lease| {
+            if now_ms - lease.touched_ms < IDLE_RETURN_MS {
+                return true;
+            }
+            let spare = lease.held - lease.in_use;
+            if spare > 0 {
+                self.source.return_permits(org, spare);
+                lease.held -= spare;
+            }
+            lease.in_use > 0
+        });
+    }
+
+    /// At a graceful stop: unspent quota units go back to the ledger (blocking).
+    pub fn return_quota_blocking(&self) {
+        for (org, lease) in self.inner.quota.borrow_mut().drain() {
+            if lease.units > 0 {
+                if let Err(error) = self.source.return_quota(&org, lease.month, lease.units) {
+                    tracing::warn!(%error, "could not return quota units at stop");
+                }
+            }
+        }
+    }
+}

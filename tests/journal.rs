@@ -1,0 +1,176 @@
+//! The journal against the real server: every check and every refused check request is
+//! recorded before its answer leaves, so a SIGKILL right after the last answer loses none;
+//! `modgate journal` merges the shards with filters, and `prune` deletes old records.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn journal_json(data: &std::path::Path, args: &[&str]) -> Vec<Value> {
+    let mut full = vec!["journal", "--json"];
+    full.extend_from_slice(args);
+    let output = admin(data, &full);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON record"))
+        .collect()
+}
+
+fn check(server: &Server, key: &str, body: &Value) -> (u16, String) {
+    let (status, headers, _) = post(
+        &server.url("/v1/text"),
+        &[("Content-Type", "application/json"), ("X-Api-Key", key)],
+        body.to_string().as_bytes(),
+    );
+    (status, headers.get("x-request-id").unwrap().to_owned())
+}
+
+fn sigkill_loses_no_answered_check(sync: &str) {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = Server::start_with(Options {
+        cores: Some(2),
+        data: Some(data.path().to_owned()),
+        config: format!("[journal]\nsync = \"{sync}\"\n"),
+        ..Options::default()
+    });
+    let (key, key_id) = server.new_key("acme", "pro", &[]);
+    let mut sent = HashMap::new();
+    for i in 0..60 {
+        let body = json!({"text": format!("message {i}: hello there"), "ref": format!("r-{i}")});
+        let (status, id) = check(&server, &key, &body);
+        assert_eq!(status, 200);
+        sent.insert(id, format!("r-{i}"));
+    }
+    // Checks on the compatible route are journaled too.
+    let (content_type, form) = form(&[("api_secret", &key), ("text", "compat hello")]);
+    let (status, headers, _) = post(
+        &server.url("/1.0/text/check-workflow.json"),
+        &[("Content-Type", &content_type)],
+        &form,
+    );
+    assert_eq!(status, 200);
+    let compat_id = headers.get("x-request-id").unwrap().to_owned();
+    server.kill(); // SIGKILL, right after the last answer
+    let records = journal_json(data.path(), &[]);
+    let by_id: HashMap<&str, &Value> = records
+        .iter()
+        .map(|r| (r["request_id"].as_str().unwrap(), r))
+        .collect();
+    for (id, reference) in &sent {
+        let record = by_id
+            .get(id.as_str())
+            .unwrap_or_else(|| panic!("{id} lost ({sync})"));
+        assert_eq!(record["key_id"], key_id.as_str());
+        assert_eq!(record["org"], "acme");
+        assert_eq!(record["ref"], reference.as_str());
+        assert_eq!(record["route"], "/v1/text");
+        assert_eq!(record["workflow"], "default");
+        assert!(record["workflow_version"].as_u64().unwrap() >= 1);
+        assert_eq!(record["status"], 200);
+        assert_eq!(record["action"], "accept");
+        assert!(!record["scores"].as_array().unwrap().is_empty());
+    }
+    assert_eq!(
+        by_id[compat_id.as_str()]["route"],
+        "/1.0/text/check-workflow.json"
+    );
+    // Time order across shards.
+    let times: Vec<i64> = records
+        .iter()
+        .map(|r| r["unix_ms"].as_i64().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]));
+}
+
+#[test]
+fn sigkill_loses_nothing_with_interval_sync() {
+    sigkill_loses_no_answered_check("interval");
+}
+
+#[test]
+fn sigkill_loses_nothing_with_always_sync() {
+    sigkill_loses_no_answered_check("always");
+}
+
+#[test]
+fn refused_check_requests_are_recorded_with_status_and_type() {
+    let server = Server::start();
+    let (key, key_id) = server.new_key("acme", "pro", &[]);
+    let (status, bad_ref) = check(&server, &key, &json!({"text": "x", "ref": ""}));
+    assert_eq!(status, 400);
+    let (status, unknown) = check(&server, &key, &json!({"text": "x", "workflow": "nope"}));
+    assert_eq!(status, 400);
+    let revoked_key = server.new_key("acme", "pro", &[]);
+    server.admin_ok(&["key", "revoke", &revoked_key.1]);
+    let (status, revoked) = check(&server, &revoked_key.0, &json!({"text": "x"}));
+    assert_eq!(status, 401);
+    // Not a check route: not journaled.
+    let (status, _, _) = get(&server.url("/v1/workflows"), &[("X-Api-Key", &key)]);
+    assert_eq!(status, 200);
+    let records = journal_json(&server.data, &[]);
+    let by_id: HashMap<&str, &Value> = records
+        .iter()
+        .map(|r| (r["request_id"].as_str().unwrap(), r))
+        .collect();
+    assert_eq!(records.len(), 3);
+    assert_eq!(by_id[bad_ref.as_str()]["error_type"], "bad_request");
+    assert_eq!(by_id[bad_ref.as_str()]["key_id"], key_id.as_str());
+    assert_eq!(by_id[bad_ref.as_str()]["action"], Value::Null);
+    assert_eq!(by_id[unknown.as_str()]["error_type"], "unknown_workflow");
+    assert_eq!(by_id[revoked.as_str()]["status"], 401);
+    assert_eq!(by_id[revoked.as_str()]["key_id"], revoked_key.1.as_str());
+    assert_eq!(by_id[revoked.as_str()]["org"], Value::Null);
+}
+
+#[test]
+fn filters_text_output_and_prune() {
+    let server = Server::start();
+    let (a, a_id) = server.new_key("acme", "pro", &[]);
+    let (b, _) = server.new_key("other", "pro", &[]);
+    for i in 0..3 {
+        check(&server, &a, &json!({"text": "hi", "ref": format!("a{i}")}));
+        check(&server, &b, &json!({"text": "hi", "ref": "b"}));
+    }
+    assert_eq!(journal_json(&server.data, &["--key", &a_id]).len(), 3);
+    assert_eq!(journal_json(&server.data, &["--org", "other"]).len(), 3);
+    assert_eq!(journal_json(&server.data, &["--ref", "a1"]).len(), 1);
+    assert_eq!(
+        journal_json(&server.data, &["--since", "2999-01-01T00:00:00Z"]).len(),
+        0
+    );
+    assert_eq!(
+        journal_json(&server.data, &["--until", "2999-01-01T00:00:00Z"]).len(),
+        6
+    );
+    // The table for people: a header and a line per record.
+    let table = server.admin_ok(&["journal", "--key", &a_id]);
+    assert_eq!(table.lines().count(), 4, "{table}");
+    assert!(table.lines().nth(1).unwrap().contains("default@"));
+    // Retention: nothing is older than 2000; everything is older than 2999.
+    assert!(server
+        .admin_ok(&["journal", "prune", "--before", "2000-01-01T00:00:00Z"])
+        .contains("deleted 0"));
+    assert!(server
+        .admin_ok(&["journal", "prune", "--before", "2999-01-01T00:00:00Z"])
+        .contains("deleted 6"));
+    assert!(journal_json(&server.data, &[]).is_empty());
+    // The server keeps journaling after a prune.
+    let (status, id) = check(&server, &a, &json!({"text": "after"}));
+    assert_eq!(status, 200);
+    std::thread::sleep(Duration::from_millis(50));
+    let ids: HashSet<String> = journal_json(&server.data, &[])
+        .iter()
+        .map(|r| r["request_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(ids.contains(&id));
+}

@@ -1,0 +1,308 @@
+//! Plan limits against the real server: every 429, the limit headers, the sharded rate's
+//! tolerance, the quota across a restart, 503 busy. Windows are crossed with the test-only
+//! clock offset (`testing.clock_offset_file`), not by sleeping.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::json;
+
+/// A server whose clock can be moved by writing milliseconds into `offset`.
+fn server_with_clock(extra: &str, cores: usize) -> (Server, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let offset = dir.join("clock-offset");
+    std::fs::write(&offset, "0").unwrap();
+    let server = Server::start_with(Options {
+        cores: Some(cores),
+        config: format!(
+            "[testing]\nclock_offset_file = \"{}\"\n{extra}",
+            offset.display()
+        ),
+        ..Options::default()
+    });
+    (server, offset)
+}
+
+fn limited_key(server: &Server, org: &str, limits: &[&str]) -> String {
+    let (key, _) = server.new_key(org, "pro", &[]);
+    let mut args = vec!["org", "set-limits", org];
+    args.extend_from_slice(limits);
+    server.admin_ok(&args);
+    key
+}
+
+fn header_u64(response: &RawResponse, name: &str) -> u64 {
+    response
+        .header(name)
+        .unwrap_or_else(|| panic!("{name} missing"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} not a number"))
+}
+
+fn text_request(key: &str, body: &str) -> Vec<u8> {
+    format!(
+        "POST /v1/text HTTP/1.1\r\nHost: t\r\nX-Api-Key: {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+#[test]
+fn one_connection_can_use_a_keys_whole_rate_then_429() {
+    let (server, offset) = server_with_clock("", 2);
+    let key = limited_key(
+        &server,
+        "acme",
+        &["--rate-per-s", "1", "--rate-burst", "20"],
+    );
+    let mut conn = RawConn::connect(server.addr);
+    let request = format!("GET /v1/workflows HTTP/1.1\r\nHost: t\r\nX-Api-Key: {key}\r\n\r\n");
+    let mut remaining = Vec::new();
+    for _ in 0..20 {
+        conn.send(request.as_bytes());
+        let response = conn.read_response().unwrap();
+        assert_eq!(response.status, 200);
+        assert_eq!(header_u64(&response, "ratelimit-limit"), 20);
+        remaining.push(header_u64(&response, "ratelimit-remaining"));
+        assert!(
+            response.header("x-quota-used").is_some() && response.header("x-quota-limit").is_some()
+        );
+    }
+    assert!(remaining.windows(2).all(|w| w[1] <= w[0]), "{remaining:?}");
+    assert_eq!(*remaining.last().unwrap(), 0, "{remaining:?}");
+    conn.send(request.as_bytes());
+    let refused = conn.read_response().unwrap();
+    assert_error(refused.status, &refused.json(), 429, "rate_limited", false);
+    assert!(header_u64(&refused, "retry-after") >= 1);
+    assert_eq!(header_u64(&refused, "ratelimit-remaining"), 0);
+    assert!(
+        header_u64(&refused, "ratelimit-reset") >= 19,
+        "seconds until full at 1/s"
+    );
+    // Five seconds later (on the injected clock), five tokens are back.
+    std::fs::write(&offset, "5000").unwrap();
+    let mut ok = 0;
+    for _ in 0..8 {
+        conn.send(request.as_bytes());
+        if conn.read_response().unwrap().status == 200 {
+            ok += 1;
+        }
+    }
+    assert!(
+        (5..=6).contains(&ok),
+        "{ok} checks after a 5 s refill at 1/s"
+    );
+}
+
+#[test]
+fn connections_over_every_shard_stay_within_burst_plus_rate() {
+    let server = Server::start_with(Options {
+        cores: Some(2),
+        ..Options::default()
+    });
+    let key = limited_key(
+        &server,
+        "acme",
+        &["--rate-per-s", "2", "--rate-burst", "30"],
+    );
+    let started = Instant::now();
+    let mut ok = 0;
+    let request = format!(
+        "GET /v1/workflows HTTP/1.1\r\nHost: t\r\nX-Api-Key: {key}\r\nConnection: close\r\n\r\n"
+    );
+    for _ in 0..80 {
+        // A new connection each time: the kernel spreads them over both shards.
+        let response = raw_request(server.addr, request.as_bytes()).unwrap();
+        match response.status {
+            200 => ok += 1,
+            429 => assert_eq!(response.json()["error"]["type"], "rate_limited"),
+            other => panic!("status {other}"),
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    // The documented tolerance: at most burst + rate × elapsed, leases add nothing.
+    let ceiling = 30 + (2.0 * elapsed).ceil() as u32;
+    assert!(ok <= ceiling, "{ok} > {ceiling} in {elapsed:.2}s");
+    assert!(ok >= 30, "the burst was not available: {ok}");
+}
+
+#[test]
+fn the_limit_headers_are_on_every_authenticated_answer_only() {
+    let server = Server::start();
+    let key = server.new_key("acme", "pro", &[]).0;
+    let mut conn = RawConn::connect(server.addr);
+    conn.send(&text_request(&key, r#"{"text":"hello"}"#));
+    let ok = conn.read_response().unwrap();
+    conn.send(&text_request(&key, r#"{"text":"hello","workflow":"nope"}"#));
+    let refused = conn.read_response().unwrap();
+    assert_eq!((ok.status, refused.status), (200, 400));
+    for response in [&ok, &refused] {
+        for name in [
+            "ratelimit-limit",
+            "ratelimit-remaining",
+            "ratelimit-reset",
+            "x-quota-used",
+            "x-quota-limit",
+        ] {
+            header_u64(response, name);
+        }
+    }
+    // Unauthenticated answers carry none.
+    conn.send(&text_request(
+        "mg_live_AAAAAAAAAAAA_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB",
+        r#"{"text":"x"}"#,
+    ));
+    let unauthorized = conn.read_response().unwrap();
+    assert_eq!(unauthorized.status, 401);
+    assert!(unauthorized.header("ratelimit-limit").is_none());
+}
+
+#[test]
+fn too_many_concurrent_checks() {
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        ..Options::default()
+    });
+    let key = limited_key(&server, "acme", &["--concurrent-max", "1"]);
+    // A check holds its permit from admission to its answer: this one waits for its body.
+    let body = r#"{"text":"hello"}"#;
+    let mut slow = RawConn::connect(server.addr);
+    let request = text_request(&key, body);
+    slow.send(&request[..request.len() - 5]);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut other = RawConn::connect(server.addr);
+    other.send(&text_request(&key, body));
+    let refused = other.read_response().unwrap();
+    assert_error(
+        refused.status,
+        &refused.json(),
+        429,
+        "too_many_concurrent",
+        false,
+    );
+    assert!(header_u64(&refused, "retry-after") >= 1);
+    slow.send(&request[request.len() - 5..]);
+    assert_eq!(slow.read_response().unwrap().status, 200);
+    // The permit is back.
+    other.send(&text_request(&key, body));
+    assert_eq!(other.read_response().unwrap().status, 200);
+}
+
+#[test]
+fn quota_counts_checks_that_ran_and_resets_with_the_month() {
+    let (server, offset) = server_with_clock("", 2);
+    let key = limited_key(&server, "acme", &["--quota-per-month", "5"]);
+    let mut conn = RawConn::connect(server.addr);
+    // Refusals after admission do not count.
+    conn.send(&text_request(&key, r#"{"text":"x","ref":""}"#));
+    assert_eq!(conn.read_response().unwrap().status, 400);
+    for i in 1..=5 {
+        conn.send(&text_request(&key, r#"{"text":"hello"}"#));
+        let response = conn.read_response().unwrap();
+        assert_eq!(response.status, 200, "check {i}");
+        assert_eq!(header_u64(&response, "x-quota-limit"), 5);
+        assert_eq!(header_u64(&response, "x-quota-used"), i);
+    }
+    conn.send(&text_request(&key, r#"{"text":"hello"}"#));
+    let refused = conn.read_response().unwrap();
+    assert_error(
+        refused.status,
+        &refused.json(),
+        429,
+        "quota_exceeded",
+        false,
+    );
+    let retry = header_u64(&refused, "retry-after");
+    assert!(
+        (1..=31 * 86_400).contains(&retry),
+        "until the next month: {retry}"
+    );
+    // Listing workflows is not a check: it still works.
+    conn.send(
+        format!("GET /v1/workflows HTTP/1.1\r\nHost: t\r\nX-Api-Key: {key}\r\n\r\n").as_bytes(),
+    );
+    assert_eq!(conn.read_response().unwrap().status, 200);
+    // The next month starts a new count.
+    std::fs::write(&offset, (retry * 1000 + 60_000).to_string()).unwrap();
+    conn.send(&text_request(&key, r#"{"text":"hello"}"#));
+    let response = conn.read_response().unwrap();
+    assert_eq!(response.status, 200);
+    assert_eq!(header_u64(&response, "x-quota-used"), 1);
+}
+
+#[test]
+fn the_quota_survives_restarts() {
+    let data = tempfile::tempdir().unwrap();
+    let start = || {
+        Server::start_with(Options {
+            cores: Some(2),
+            data: Some(data.path().to_owned()),
+            ..Options::default()
+        })
+    };
+    let mut server = start();
+    let key = limited_key(&server, "acme", &["--quota-per-month", "20"]);
+    let send = |server: &Server, n: usize| -> Vec<u16> {
+        (0..n)
+            .map(|_| {
+                let request = text_request(&key, r#"{"text":"hello"}"#);
+                raw_request(server.addr, &request).unwrap().status
+            })
+            .collect()
+    };
+    assert!(send(&server, 6).iter().all(|&s| s == 200));
+    // A graceful stop returns the unspent leases: exactly 6 are counted.
+    server.signal(15);
+    assert!(server.wait_exit(Duration::from_secs(10)).success());
+    let mut server = start();
+    let mut conn = RawConn::connect(server.addr);
+    conn.send(&text_request(&key, r#"{"text":"hello"}"#));
+    let response = conn.read_response().unwrap();
+    assert_eq!(header_u64(&response, "x-quota-used"), 7);
+    drop(conn);
+    // A crash (SIGKILL) loses at most the leases outstanding: the count may run ahead by
+    // them, never behind.
+    server.kill();
+    let server = start();
+    let statuses = send(&server, 20);
+    let accepted = statuses.iter().filter(|&&s| s == 200).count();
+    let lease_per_shard = 20 / (4 * 2) + 1;
+    assert!(accepted <= 13, "over the quota: {accepted} after 7");
+    assert!(
+        accepted + 2 * lease_per_shard >= 13,
+        "{accepted} accepted: more lost than the leases"
+    );
+    assert!(statuses.contains(&429));
+}
+
+#[test]
+fn a_full_model_queue_answers_503_busy() {
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        config: "[inference]\nqueue_depth_max = 1\nbatch_rows_max = 1\n".into(),
+        ..Options::default()
+    });
+    let key = server.new_key("acme", "pro", &[]).0;
+    let long = "the weather report says it will be sunny with light winds ".repeat(300);
+    let body = json!({"text": long, "workflow": "advanced"}).to_string();
+    let mut conns: Vec<RawConn> = (0..8).map(|_| RawConn::connect(server.addr)).collect();
+    for conn in &mut conns {
+        conn.send(&text_request(&key, &body));
+    }
+    let mut busy = 0;
+    for conn in &mut conns {
+        let response = conn.read_response().unwrap();
+        match response.status {
+            200 => {}
+            503 => {
+                assert_error(503, &response.json(), 503, "busy", false);
+                assert!(header_u64(&response, "retry-after") >= 1);
+                busy += 1;
+            }
+            other => panic!("status {other}"),
+        }
+    }
+    assert!(busy >= 1, "no request found the queue full");
+}
