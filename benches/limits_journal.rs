@@ -20,7 +20,9 @@ use modgate::auth::Caller;
 use modgate::journal::{Journal, JournalConfig, JournalRecord, SyncPolicy};
 use modgate::limits::lease::LocalLeases;
 use modgate::limits::ShardLimits;
-use modgate::store::records::{KeyRecord, OrgRecord, PlanLimits, PlanOverrides, Scopes, WorkflowAccess};
+use modgate::store::records::{
+    KeyRecord, OrgRecord, PlanLimits, PlanOverrides, Scopes, WorkflowAccess,
+};
 use modgate::store::view::OrgEntry;
 
 fn caller() -> Caller {
@@ -74,10 +76,17 @@ fn record(id: &str) -> JournalRecord<'_> {
         status: 200,
         error_type: None,
         action: Some("accept".into()),
-        scores: ["profanity", "pii_email", "pii_phone", "pii_iban", "pii_card", "pii_ip"]
-            .iter()
-            .map(|c| (Cow::Borrowed(*c), 0.01))
-            .collect(),
+        scores: [
+            "profanity",
+            "pii_email",
+            "pii_phone",
+            "pii_iban",
+            "pii_card",
+            "pii_ip",
+        ]
+        .iter()
+        .map(|c| (Cow::Borrowed(*c), 0.01))
+        .collect(),
         unchecked: vec![],
         time_ms: 0,
     }
@@ -119,7 +128,14 @@ fn journal_config(sync: SyncPolicy) -> JournalConfig {
 
 fn ids(n: u64, from: u64) -> Vec<String> {
     let generator = modgate::request_id::RequestIdGen::new(0, 0);
-    (0..n).map(|i| generator.next(1_795_000_000_000 + from + i).as_str().to_owned()).collect()
+    (0..n)
+        .map(|i| {
+            generator
+                .next(1_795_000_000_000 + from + i)
+                .as_str()
+                .to_owned()
+        })
+        .collect()
 }
 
 /// Latency one append adds to a check at rest, p50 and p99 over `n` appends.
@@ -147,16 +163,23 @@ fn latency(sync: SyncPolicy, name: &str) {
 
 fn journal(c: &mut Criterion) {
     latency(SyncPolicy::Always, "always");
-    latency(SyncPolicy::Interval(Duration::from_millis(100)), "interval 100 ms");
+    latency(
+        SyncPolicy::Interval(Duration::from_millis(100)),
+        "interval 100 ms",
+    );
     let mut group = c.benchmark_group("journal");
     group.sample_size(20);
     for (name, sync) in [
-        ("append_interval", SyncPolicy::Interval(Duration::from_millis(100))),
+        (
+            "append_interval",
+            SyncPolicy::Interval(Duration::from_millis(100)),
+        ),
         ("append_always", SyncPolicy::Always),
     ] {
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let ex = executor();
-        let journal = ex.run(async { Journal::start(dir.path(), 0, journal_config(sync)).unwrap() });
+        let journal =
+            ex.run(async { Journal::start(dir.path(), 0, journal_config(sync)).unwrap() });
         let mut next = 0u64;
         const CONCURRENT: u64 = 64;
         group.throughput(Throughput::Elements(CONCURRENT));
@@ -171,7 +194,9 @@ fn journal(c: &mut Criterion) {
                             .into_iter()
                             .map(|id| {
                                 let journal = journal.clone();
-                                glommio::spawn_local(async move { journal.append(&record(&id)).await.unwrap() })
+                                glommio::spawn_local(async move {
+                                    journal.append(&record(&id)).await.unwrap()
+                                })
                             })
                             .collect();
                         for task in tasks {

@@ -285,6 +285,31 @@ impl Config {
                 bail!("{name} must be above 0");
             }
         }
+        for (name, value) in [
+            (
+                "server.header_read_timeout_ms",
+                server.header_read_timeout_ms,
+            ),
+            (
+                "server.keepalive_idle_timeout_ms",
+                server.keepalive_idle_timeout_ms,
+            ),
+            ("server.write_timeout_ms", server.write_timeout_ms),
+            ("server.drain_timeout_ms", server.drain_timeout_ms),
+            (
+                "limits.body_read_timeout_ms",
+                self.limits.body_read_timeout_ms,
+            ),
+            ("limits.form_timeout_ms", self.limits.form_timeout_ms),
+            ("journal.sync_interval_ms", self.journal.sync_interval_ms),
+        ] {
+            if value > TIMEOUT_MS_MAX {
+                bail!("{name} must be at most {TIMEOUT_MS_MAX} (one day)");
+            }
+        }
+        if self.journal.map_bytes < 1 << 20 {
+            bail!("journal.map_bytes must be at least 1 MiB");
+        }
         if self.tls.cert.is_some() != self.tls.key.is_some() {
             bail!("tls.cert and tls.key go together");
         }
@@ -376,6 +401,9 @@ mod tests {
 
     #[test]
     fn validation() {
+        let mut config = Config::default();
+        config.server.write_timeout_ms = u64::MAX;
+        assert!(config.validate().is_err());
         let mut config = Config::default();
         config.server.uri_bytes_max = config.server.head_bytes_max + 1;
         assert!(config.validate().is_err());

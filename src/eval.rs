@@ -101,6 +101,9 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
             let mut tally = Tally::default();
             for line in lines {
                 let mut bytes = line.into_bytes();
+                if crate::api::text::nesting_exceeds(&bytes, crate::api::text::JSON_DEPTH_MAX) {
+                    return Err("a line nests its JSON too deep".to_owned());
+                }
                 let value: simd_json::OwnedValue = simd_json::to_owned_value(&mut bytes)
                     .map_err(|e| format!("a line is not JSON: {e}"))?;
                 use simd_json::prelude::*;

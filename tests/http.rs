@@ -475,3 +475,52 @@ fn tls_with_alpn_http11() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert_eq!(client.alpn_protocol(), Some(&b"http/1.1"[..]));
 }
+
+/// Regression (review): answers to pipelined requests were all buffered before any was sent,
+/// so a client that pipelines large answers and never reads could make the server hold
+/// gigabytes. The write buffer is now flushed past 64 KiB.
+#[test]
+fn pipelined_large_answers_to_a_client_that_never_reads_stay_bounded() {
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        config: "[server]\nwrite_timeout_ms = 2000\n".into(),
+        ..Options::default()
+    });
+    let rss_kib = || -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    let before = rss_kib();
+    let request = b"GET /openapi.json HTTP/1.1\r\nHost: t\r\n\r\n".repeat(400);
+    let conns: Vec<RawConn> = (0..5)
+        .map(|_| {
+            let mut conn = RawConn::connect(server.addr);
+            conn.send(&request);
+            conn
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    let grown_mib = rss_kib().saturating_sub(before) / 1024;
+    // Unbounded, this was about 70 MB per connection.
+    assert!(grown_mib < 50, "the server grew by {grown_mib} MiB");
+    drop(conns);
+    let (status, _, _) = get(&server.url("/health"), &[]);
+    assert_eq!(status, 200);
+}
+
+/// Regression (review): Origin is refused before framing errors (DESIGN: Origin first).
+#[test]
+fn origin_comes_before_framing_errors() {
+    let server = Server::start();
+    let response = raw_request(
+        server.addr,
+        b"POST /v1/text HTTP/1.1\r\nHost: t\r\nOrigin: https://x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+    )
+    .unwrap();
+    assert_error(response.status, &response.json(), 403, "forbidden", false);
+}

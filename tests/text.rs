@@ -720,3 +720,21 @@ fn missing_models_fail_the_start_or_land_in_unchecked() {
     let (status, answer) = text(&server, &pro, &json!({"text": "hello", "workflow": "ai"}));
     assert_error(status, &answer, 503, "workflow_unavailable", false);
 }
+
+/// Regression (review): a deeply nested JSON body overflowed the parser's stack and killed
+/// every shard. Nesting is now bounded before parsing.
+#[test]
+fn deeply_nested_json_is_refused_and_the_server_lives() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let body = format!("{{\"x\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000));
+    let (status, _, answer) = post(
+        &server.url("/v1/text"),
+        &[JSON, ("X-Api-Key", &key)],
+        body.as_bytes(),
+    );
+    let message = assert_error(status, &answer, 400, "bad_request", false);
+    assert!(message.contains("nests"), "{message}");
+    let (status, _) = text(&server, &key, &json!({"text": "still here"}));
+    assert_eq!(status, 200);
+}

@@ -66,6 +66,13 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
                 "the body must be a JSON object (a TextRequest)",
             ));
         }
+        // The parser recurses per nesting level (to skip unknown fields), so depth is
+        // bounded before it runs.
+        if nesting_exceeds(&body, JSON_DEPTH_MAX) {
+            return Err(ApiError::bad_request(format!(
+                "the JSON body nests deeper than {JSON_DEPTH_MAX} levels"
+            )));
+        }
         let request: TextRequest<'_> = simd_json::serde::from_slice(&mut body)
             .map_err(|error| ApiError::bad_request(format!("malformed JSON body: {error}")))?;
         let text = request
