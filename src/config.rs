@@ -59,6 +59,9 @@ pub struct JournalSettings {
 #[serde(deny_unknown_fields)]
 pub struct TestingConfig {
     pub clock_offset_file: Option<PathBuf>,
+    /// Test only: let `url` downloads reach private and loopback addresses.
+    #[serde(default)]
+    pub allow_private_urls: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]

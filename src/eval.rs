@@ -94,6 +94,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
             };
             let engine = Engine {
                 toxblock_ready: worker.is_some() && text_models.tox_tokenizer.is_some(),
+                image_models: Default::default(),
                 text: text_models,
                 worker,
                 normalizer: Default::default(),

@@ -27,10 +27,11 @@
 //! - [`store`]: organizations, plans, keys and workflows in LMDB; [`store::view`] is the
 //!   per-shard cache.
 //! - [`workflow`]: workflow definitions and their versions.
-//! - [`checks`]: the tools that score content; [`text`] prepares texts for them.
+//! - [`checks`]: the tools that score content; [`text`] and [`image`] prepare content for them.
 //! - [`inference`]: ONNX Runtime sessions on a model worker beside each shard.
 //! - [`decision`]: scores and thresholds to accept, review or reject.
 //! - [`eval`]: `modgate eval`, a workflow run offline over a file of texts.
+//! - [`download`]: the `url` downloader and its public-internet-only vetting.
 //! - [`limits`]: rate, concurrency and quota per shard, leased from [`limits::lease`].
 //! - [`journal`]: one LMDB journal per shard, group-committed before answers leave.
 //! - [`clock`]: the wall clock (injectable for tests).
@@ -44,9 +45,11 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod decision;
+pub mod download;
 pub mod error;
 pub mod eval;
 pub mod http;
+pub mod image;
 pub mod inference;
 pub mod journal;
 pub mod limits;

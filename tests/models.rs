@@ -2,6 +2,8 @@
 //! reference sets (needs `python3 models/fetch.py` first, as `make test` does).
 
 use modgate::checks::toxblock::{rescale, ToxTokenizer, LABELS};
+use modgate::image::resize::{nsfwjs_input, opennsfw_input, INPUT_LEN};
+use modgate::image::{decode::decode, probe::probe};
 use modgate::inference;
 
 const MODELS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models");
@@ -63,4 +65,102 @@ fn models_match_their_python_originals() {
         "tox-block: largest difference from Python over {} texts: {worst:e}",
         rows.len()
     );
+
+    check_image_models(&environment, models);
+}
+
+/// Both image models through our decoders and preprocessing against the original pipelines'
+/// scores (`models/image/reference_scores*.json`), decoding at full size as they do.
+///
+/// nsfwjs on JPEG files is compared with the reference made from libjpeg-turbo-decoded
+/// pixels: its own pipeline decodes with jpeg-js, which no other decoder reproduces
+/// (`models/image/README.md`). zune-jpeg's IDCT is not libjpeg's either: the differences on
+/// JPEG files are bounded separately below.
+fn check_image_models(environment: &ort::environment::Environment, models: &std::path::Path) {
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{MODELS}/image/reference_scores_libjpeg_turbo_decode.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let path = inference::verify_model(models, &inference::OPEN_NSFW).unwrap();
+    let mut open_nsfw = inference::open_session(environment, &path).unwrap();
+    let path = inference::verify_model(models, &inference::NSFWJS).unwrap();
+    let mut nsfwjs = inference::open_session(environment, &path).unwrap();
+    let mut worst = [("", 0.0f32); 4]; // open-NSFW non-JPEG, JPEG; nsfwjs non-JPEG, JPEG
+    let classes = ["drawing", "hentai", "neutral", "porn", "sexy"];
+    let mut count = 0;
+    for (file, expected) in reference.as_object().unwrap() {
+        let bytes = std::fs::read(format!("{MODELS}/image/testimages/{file}")).unwrap();
+        let found = probe(&bytes).unwrap();
+        let image = decode(&bytes, &found, usize::MAX).unwrap();
+        let jpeg = file.ends_with(".jpg") as usize;
+        let mut input = vec![0.0; INPUT_LEN];
+        opennsfw_input(&image, &mut input).unwrap();
+        let got = inference::open_nsfw_probs(&mut open_nsfw, input).unwrap()[0];
+        let difference = (got - expected["opennsfw"].as_f64().unwrap() as f32).abs();
+        if difference > worst[jpeg].1 {
+            worst[jpeg] = (file, difference);
+        }
+        let mut input = vec![0.0; INPUT_LEN];
+        nsfwjs_input(&image, &mut input);
+        let got = inference::nsfwjs_probs(&mut nsfwjs, input).unwrap()[0];
+        for (i, class) in classes.iter().enumerate() {
+            let difference = (got[i] - expected["nsfwjs"][class].as_f64().unwrap() as f32).abs();
+            if difference > worst[2 + jpeg].1 {
+                worst[2 + jpeg] = (file, difference);
+            }
+        }
+        count += 1;
+    }
+    assert!(count >= 20);
+    eprintln!(
+        "image models, largest differences from the originals over {count} images: {worst:?}"
+    );
+    // The serving path decodes large JPEGs at a reduced DCT scale (at least 256 px a side):
+    // how far that moves the scores from a full decode.
+    let mut scaled_worst = [0.0f32; 2];
+    for file in [
+        "jpeg_baseline_retina_1152x864_1mp.jpg",
+        "jpeg_444_rocket_640x427.jpg",
+        "jpeg_baseline_astronaut_512x384.jpg",
+    ] {
+        let bytes = std::fs::read(format!("{MODELS}/image/testimages/{file}")).unwrap();
+        let found = probe(&bytes).unwrap();
+        let full = decode(&bytes, &found, usize::MAX).unwrap();
+        let scaled = decode(&bytes, &found, 256).unwrap();
+        let scores = |image: &modgate::image::Rgb8,
+                      open_nsfw: &mut ort::session::Session,
+                      nsfwjs: &mut ort::session::Session| {
+            let mut input = vec![0.0; INPUT_LEN];
+            opennsfw_input(image, &mut input).unwrap();
+            let a = inference::open_nsfw_probs(open_nsfw, input).unwrap()[0];
+            let mut input = vec![0.0; INPUT_LEN];
+            nsfwjs_input(image, &mut input);
+            (a, inference::nsfwjs_probs(nsfwjs, input).unwrap()[0])
+        };
+        let (full_a, full_b) = scores(&full, &mut open_nsfw, &mut nsfwjs);
+        let (scaled_a, scaled_b) = scores(&scaled, &mut open_nsfw, &mut nsfwjs);
+        scaled_worst[0] = scaled_worst[0].max((full_a - scaled_a).abs());
+        // Only hentai, porn and sexy feed modgate's categories.
+        for i in [1, 3, 4] {
+            scaled_worst[1] = scaled_worst[1].max((full_b[i] - scaled_b[i]).abs());
+        }
+        eprintln!("  full {full_b:?}\n  scaled {scaled_b:?}");
+        eprintln!(
+            "{file}: decoded {}x{} instead of {}x{}",
+            scaled.width, scaled.height, full.width, full.height
+        );
+    }
+    eprintln!(
+        "DCT-scaled decode vs full decode: open-NSFW {:e}, nsfwjs {:e}",
+        scaled_worst[0], scaled_worst[1]
+    );
+    // PNG, WebP and GIF decode like the references: the pipelines match within 1e-3.
+    assert!(worst[0].1 <= 1e-3, "open-NSFW, non-JPEG: {:?}", worst[0]);
+    assert!(worst[2].1 <= 1e-3, "nsfwjs, non-JPEG: {:?}", worst[2]);
+    // JPEG: decoder differences, bounded and documented.
+    assert!(worst[1].1 <= 0.02, "open-NSFW, JPEG: {:?}", worst[1]);
+    assert!(worst[3].1 <= 0.02, "nsfwjs, JPEG: {:?}", worst[3]);
 }

@@ -9,10 +9,12 @@
 //! the check routes the journal record, committed before the answer leaves.
 
 pub mod answer;
+pub mod compat_image;
 pub mod compat_text;
 pub mod envelope;
 pub mod form;
 pub mod health;
+pub mod image;
 pub mod openapi;
 pub mod text;
 pub mod workflows;
@@ -40,15 +42,19 @@ pub enum Route {
     Workflows,
     Text,
     CompatText,
+    Image,
+    CompatImage,
 }
 
 impl Route {
-    pub const ALL: [Route; 5] = [
+    pub const ALL: [Route; 7] = [
         Route::Health,
         Route::OpenApi,
         Route::Workflows,
         Route::Text,
         Route::CompatText,
+        Route::Image,
+        Route::CompatImage,
     ];
 
     pub fn find(path: &str) -> Option<Route> {
@@ -62,6 +68,8 @@ impl Route {
             Route::Workflows => "/v1/workflows",
             Route::Text => "/v1/text",
             Route::CompatText => "/1.0/text/check-workflow.json",
+            Route::Image => "/v1/image",
+            Route::CompatImage => "/1.0/check-workflow.json",
         }
     }
 
@@ -69,7 +77,8 @@ impl Route {
     pub fn allow(self) -> &'static str {
         match self {
             Route::Health | Route::OpenApi | Route::Workflows => "GET, HEAD",
-            Route::Text | Route::CompatText => "POST",
+            Route::Text | Route::CompatText | Route::Image => "POST",
+            Route::CompatImage => "GET, POST",
         }
     }
 
@@ -78,16 +87,22 @@ impl Route {
             Route::Health | Route::OpenApi | Route::Workflows => {
                 matches!(method, Method::Get | Method::Head)
             }
-            Route::Text | Route::CompatText => method == Method::Post,
+            Route::Text | Route::CompatText | Route::Image => method == Method::Post,
+            Route::CompatImage => matches!(method, Method::Get | Method::Post),
         }
     }
 
-    /// Bytes of body the route takes.
-    fn body_bytes_max(self, limits: &LimitsConfig) -> u64 {
-        match self {
-            Route::Health | Route::OpenApi | Route::Workflows => 0,
-            Route::Text => limits.text_body_bytes_max as u64,
-            Route::CompatText => limits.text_form_bytes_max as u64,
+    /// Bytes of body the route takes with `method`.
+    fn body_bytes_max(self, method: Method, limits: &LimitsConfig) -> u64 {
+        match (self, method) {
+            (Route::Health | Route::OpenApi | Route::Workflows, _) => 0,
+            (Route::Text, _) => limits.text_body_bytes_max as u64,
+            (Route::CompatText, _) => limits.text_form_bytes_max as u64,
+            (Route::Image, _) => crate::image::IMAGE_BYTES_MAX as u64,
+            (Route::CompatImage, Method::Post) => {
+                (crate::image::IMAGE_BYTES_MAX + compat_image::FORM_OVERHEAD_BYTES_MAX) as u64
+            }
+            (Route::CompatImage, _) => 0,
         }
     }
 
@@ -95,6 +110,7 @@ impl Route {
     pub fn check_kind(self) -> Option<&'static str> {
         match self {
             Route::Text | Route::CompatText => Some("text"),
+            Route::Image | Route::CompatImage => Some("image"),
             Route::Health | Route::OpenApi | Route::Workflows => None,
         }
     }
@@ -242,7 +258,7 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
     if !route.accepts(head.method) {
         return Err(ApiError::method_not_allowed(route.allow()));
     }
-    let body_max = route.body_bytes_max(&shard.config.limits);
+    let body_max = route.body_bytes_max(head.method, &shard.config.limits);
     let over = match head.framing {
         Framing::Empty => false,
         Framing::Length(n) => n > body_max,
@@ -264,6 +280,11 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
         Route::Workflows => workflows::list(shard, head, ctx),
         Route::Text => text::check(shard, exchange, ctx).await,
         Route::CompatText => compat_text::check(shard, exchange, ctx).await,
+        Route::Image => image::check(shard, exchange, ctx).await,
+        Route::CompatImage if exchange.head.method == Method::Post => {
+            compat_image::post(shard, exchange, ctx).await
+        }
+        Route::CompatImage => compat_image::get(shard, exchange, ctx).await,
     }
 }
 

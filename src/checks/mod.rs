@@ -13,6 +13,7 @@
 //! The fast checks run on the shard itself; the model run is awaited without blocking it.
 
 pub mod categories;
+pub mod nsfw;
 pub mod pii;
 pub mod profanity_svm;
 pub mod toxblock;
@@ -23,7 +24,9 @@ use std::sync::Arc;
 
 use crate::decision::ScoreBoard;
 use crate::error::{ApiError, ApiResult, ErrorKind};
-use crate::inference::Worker;
+use crate::image::probe::Probe;
+use crate::image::ImageError;
+use crate::inference::{ImageModels, ImageScores, Worker};
 use crate::text::normalize::Normalizer;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +63,16 @@ pub const CHECKS: &[CheckInfo] = &[
         name: toxblock::SOURCE,
         kind: Kind::Text,
         categories: &toxblock::LABELS,
+    },
+    CheckInfo {
+        name: nsfw::OPEN_NSFW,
+        kind: Kind::Image,
+        categories: nsfw::OPEN_NSFW_CATEGORIES,
+    },
+    CheckInfo {
+        name: nsfw::NSFWJS,
+        kind: Kind::Image,
+        categories: nsfw::NSFWJS_CATEGORIES,
     },
 ];
 
@@ -113,6 +126,8 @@ pub struct Engine {
     pub worker: Option<Worker>,
     /// tox-block can run here (tokenizer and session both loaded).
     pub toxblock_ready: bool,
+    /// The image models loaded on this shard's worker.
+    pub image_models: ImageModels,
     /// The shard's normalisation scratch buffers.
     pub normalizer: RefCell<Normalizer>,
 }
@@ -185,6 +200,54 @@ impl Engine {
         Ok(board)
     }
 
+    /// Runs the image checks of a workflow on the shard's model worker. The caller's buffer
+    /// comes back (for reuse) with the scores, whatever the outcome.
+    pub async fn check_image(
+        &self,
+        checks: &[String],
+        bytes: Vec<u8>,
+        probe: Probe,
+    ) -> (Vec<u8>, ApiResult<(ScoreBoard, ImageScores)>) {
+        let mut board = ScoreBoard::default();
+        let wanted = ImageModels {
+            open_nsfw: checks.iter().any(|c| c == nsfw::OPEN_NSFW),
+            nsfwjs: checks.iter().any(|c| c == nsfw::NSFWJS),
+        };
+        let runnable = ImageModels {
+            open_nsfw: wanted.open_nsfw && self.image_models.open_nsfw,
+            nsfwjs: wanted.nsfwjs && self.image_models.nsfwjs,
+        };
+        if wanted.open_nsfw && !runnable.open_nsfw {
+            board.unavailable(nsfw::OPEN_NSFW_CATEGORIES);
+        }
+        if wanted.nsfwjs && !runnable.nsfwjs {
+            board.unavailable(nsfw::NSFWJS_CATEGORIES);
+        }
+        let worker = match (&self.worker, runnable.open_nsfw || runnable.nsfwjs) {
+            (Some(worker), true) => worker,
+            _ => {
+                let error = ApiError::new(
+                    ErrorKind::WorkflowUnavailable,
+                    "none of this workflow's image checks can run on this server",
+                )
+                .with_retry_after(60);
+                return (bytes, Err(error));
+            }
+        };
+        let outcome = match worker.image(bytes, probe, runnable).await {
+            Ok(outcome) => outcome,
+            Err(error) => return (Vec::new(), Err(error)),
+        };
+        let result = match outcome.scores {
+            Ok(scores) => {
+                nsfw::add_scores(&scores, &mut board);
+                Ok((board, scores))
+            }
+            Err(error) => Err(image_error(error)),
+        };
+        (outcome.bytes, result)
+    }
+
     /// Scores with tox-block; `false` if it is not available here.
     async fn run_toxblock(
         &self,
@@ -216,6 +279,20 @@ impl Engine {
             board.add(label, f64::from(best[i]), toxblock::SOURCE);
         }
         Ok(true)
+    }
+}
+
+/// The answer for an image that cannot be used.
+pub fn image_error(error: ImageError) -> ApiError {
+    match error {
+        ImageError::Unsupported => ApiError::new(
+            ErrorKind::UnsupportedMedia,
+            "not a JPEG, PNG, WebP or GIF image (the format is read from the bytes)",
+        ),
+        ImageError::Corrupt(why) => ApiError::new(
+            ErrorKind::CorruptMedia,
+            format!("the image does not decode: {why}"),
+        ),
     }
 }
 

@@ -23,6 +23,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::checks::TextModels;
 use crate::config::Config;
+use crate::download::Downloader;
 use crate::inference::{self, WorkerConfig, WorkerModels};
 use crate::limits::lease::{LeaseSource, LocalLeases};
 use crate::store::records::{Scopes, WorkflowAccess};
@@ -30,6 +31,8 @@ use crate::store::Store;
 use crate::workflow;
 use shard::{ServerState, ShardResources};
 
+/// Threads for each shard's blocking work.
+pub const BLOCKING_THREADS_PER_SHARD: usize = 4;
 /// Backlog of each listener.
 pub const LISTEN_BACKLOG: i32 = 4096;
 /// The organization created on a fresh data directory, so that a new user can try a request.
@@ -53,6 +56,15 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     }
     let (text_models, worker_models) = load_models(&config)?;
     let leases: Arc<dyn LeaseSource> = Arc::new(LocalLeases::open(&config.server.data_dir)?);
+    let downloader = Downloader::new(
+        config.testing.allow_private_urls,
+        crate::image::IMAGE_BYTES_MAX,
+    );
+    if config.testing.allow_private_urls {
+        tracing::warn!(
+            "testing.allow_private_urls is set: downloads may reach private addresses (test only)"
+        );
+    }
     if config.testing.clock_offset_file.is_some() {
         tracing::warn!("testing.clock_offset_file is set: the clock is shifted (test only)");
     }
@@ -87,12 +99,16 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let config = Arc::new(config);
     let handles = LocalExecutorPoolBuilder::new(placement)
         .name("modgate-shard")
+        // Blocking work of a shard (journal commits, quota leases, name resolution) runs
+        // here; several threads, so that a slow DNS answer never holds a journal commit.
+        .blocking_thread_pool_placement(PoolPlacement::Unbound(BLOCKING_THREADS_PER_SHARD))
         .on_all_shards(move || {
             let claimed = fds.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let (config, state, store, tls) =
                 (config.clone(), state.clone(), store.clone(), tls.clone());
             let resources = claimed.map(|(index, _)| ShardResources {
                 leases: leases.clone(),
+                downloader: downloader.clone(),
                 text_models: text_models.clone(),
                 worker_models: worker_models.clone(),
                 worker_config,

@@ -25,10 +25,11 @@ use crate::auth::{self, Caller};
 use crate::checks::{Engine, TextModels};
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::download::Downloader;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::{self, ConnConfig, ConnHost, Exchange};
 use crate::http::response::{ConnectionHeader, DateCache, Frame, Response};
-use crate::inference::{Worker, WorkerConfig, WorkerModels};
+use crate::inference::{ImageModels, Worker, WorkerConfig, WorkerModels};
 use crate::journal::Journal;
 use crate::limits::lease::LeaseSource;
 use crate::limits::{ShardLimits, IDLE_RETURN_MS};
@@ -142,16 +143,18 @@ impl ConnSlots {
 /// Reusable body buffers of a shard, so that steady traffic allocates none.
 pub struct BufferPool {
     free: RefCell<Vec<Vec<u8>>>,
+    /// Buffers kept at most.
+    kept_max: usize,
+    /// The largest capacity worth keeping.
+    kept_bytes_max: usize,
 }
 
 impl BufferPool {
-    /// Buffers kept at most, and the largest capacity worth keeping.
-    pub const KEPT_MAX: usize = 64;
-    pub const KEPT_BYTES_MAX: usize = 1 << 20;
-
-    fn new() -> Self {
+    pub fn new(kept_max: usize, kept_bytes_max: usize) -> Self {
         BufferPool {
             free: RefCell::new(Vec::new()),
+            kept_max,
+            kept_bytes_max,
         }
     }
 
@@ -161,21 +164,37 @@ impl BufferPool {
 
     pub fn give(&self, mut buffer: Vec<u8>) {
         let mut free = self.free.borrow_mut();
-        if free.len() < Self::KEPT_MAX && buffer.capacity() <= Self::KEPT_BYTES_MAX {
+        if free.len() < self.kept_max && buffer.capacity() <= self.kept_bytes_max {
             buffer.clear();
             free.push(buffer);
         }
     }
 }
 
+/// Text bodies: many small buffers.
+pub const TEXT_BUFFERS_KEPT: usize = 64;
+pub const TEXT_BUFFER_BYTES_KEPT: usize = 1 << 20;
+/// Image bodies: a few buffers of up to an image's size (15 MB) plus a form's fields.
+pub const IMAGE_BUFFERS_KEPT: usize = 4;
+pub const IMAGE_BUFFER_BYTES_KEPT: usize = 16 << 20;
+
 /// What a shard gets from start-up besides its listener.
 pub struct ShardResources {
     pub leases: Arc<dyn LeaseSource>,
+    pub downloader: Downloader,
     pub text_models: Arc<TextModels>,
     pub worker_models: Option<WorkerModels>,
     pub worker_config: WorkerConfig,
     /// The CPU the shard (and its model worker) runs on.
     pub cpu: Option<usize>,
+}
+
+/// The parts of a shard made before it: its checks, its limits, its journal, its downloader.
+pub struct ShardParts {
+    pub engine: Engine,
+    pub limits: ShardLimits,
+    pub journal: Rc<Journal>,
+    pub downloader: Downloader,
 }
 
 pub struct Shard {
@@ -189,6 +208,8 @@ pub struct Shard {
     conns: ConnSlots,
     pub engine: Engine,
     pub buffers: BufferPool,
+    pub image_buffers: BufferPool,
+    pub downloader: Downloader,
     /// Compatible-form uploads in progress (capped by `limits.uploads_per_shard_max`).
     pub uploads: Cell<usize>,
     pub clock: Clock,
@@ -202,10 +223,14 @@ impl Shard {
         config: Arc<Config>,
         state: Arc<ServerState>,
         store: Store,
-        engine: Engine,
-        limits: ShardLimits,
-        journal: Rc<Journal>,
+        parts: ShardParts,
     ) -> std::io::Result<Shard> {
+        let ShardParts {
+            engine,
+            limits,
+            journal,
+            downloader,
+        } = parts;
         Ok(Shard {
             clock: config.clock(),
             limits,
@@ -219,7 +244,9 @@ impl Shard {
             date: DateCache::default(),
             conns: ConnSlots::default(),
             engine,
-            buffers: BufferPool::new(),
+            buffers: BufferPool::new(TEXT_BUFFERS_KEPT, TEXT_BUFFER_BYTES_KEPT),
+            image_buffers: BufferPool::new(IMAGE_BUFFERS_KEPT, IMAGE_BUFFER_BYTES_KEPT),
+            downloader,
             uploads: Cell::new(0),
         })
     }
@@ -300,6 +327,7 @@ pub async fn run(
     // shard alone; ownership passes here and nothing else closes or uses it.
     let listener = unsafe { TcpListener::from_raw_fd(listener_fd) };
     let limits = ShardLimits::new(resources.leases.clone(), state.shards);
+    let downloader = resources.downloader.clone();
     let journal = match Journal::start(&config.server.data_dir, index, config.journal_config()) {
         Ok(journal) => journal,
         Err(error) => {
@@ -323,9 +351,12 @@ pub async fn run(
         config.clone(),
         state.clone(),
         store,
-        engine,
-        limits,
-        journal,
+        ShardParts {
+            engine,
+            limits,
+            journal,
+            downloader,
+        },
     ) {
         Ok(shard) => Rc::new(shard),
         Err(error) => {
@@ -411,12 +442,19 @@ pub async fn run(
 async fn start_engine(index: usize, resources: ShardResources) -> Result<Engine, String> {
     let ShardResources {
         leases: _,
+        downloader: _,
         text_models,
         worker_models,
         worker_config,
         cpu,
     } = resources;
     let toxblock_loaded = worker_models.as_ref().is_some_and(|m| m.toxblock.is_some());
+    let image_models = ImageModels {
+        open_nsfw: worker_models
+            .as_ref()
+            .is_some_and(|m| m.open_nsfw.is_some()),
+        nsfwjs: worker_models.as_ref().is_some_and(|m| m.nsfwjs.is_some()),
+    };
     let worker = match worker_models {
         None => None,
         Some(models) => {
@@ -430,6 +468,7 @@ async fn start_engine(index: usize, resources: ShardResources) -> Result<Engine,
     };
     Ok(Engine {
         toxblock_ready: toxblock_loaded && text_models.tox_tokenizer.is_some() && worker.is_some(),
+        image_models,
         text: text_models,
         worker,
         normalizer: Default::default(),

@@ -491,3 +491,120 @@ pub mod http_headers {
         }
     }
 }
+
+/// The repository's test images (`models/image/testimages`).
+pub fn testimage(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{MODELS}/image/testimages/{name}"))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// A local HTTP server for `url` downloads. Paths:
+/// `/img/NAME` the test image (its type from the extension), `/redirect/N/NAME` N redirects
+/// then the image, `/slow` answers after 12 s, `/big` announces 20 MB, `/big-unsized` sends
+/// 16 MB without a length, `/text` an HTML page, `/chunked/NAME` the image chunked.
+pub struct ImageServer {
+    pub addr: SocketAddr,
+}
+
+impl ImageServer {
+    pub fn start() -> ImageServer {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                std::thread::spawn(move || serve_image_request(stream));
+            }
+        });
+        ImageServer { addr }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+}
+
+fn serve_image_request(mut stream: TcpStream) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return,
+        }
+    }
+    let line = String::from_utf8_lossy(&head)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_owned();
+    let path = line.split(' ').nth(1).unwrap_or("/").to_owned();
+    let content_type = |name: &str| match name.rsplit('.').next() {
+        Some("jpg") => "image/jpeg",
+        Some("png") => "image/png",
+        Some("webp") => "image/webp",
+        Some("gif") => "image/gif",
+        _ => "application/octet-stream",
+    };
+    let _ = if let Some(name) = path.strip_prefix("/img/") {
+        let body = testimage(name);
+        stream
+            .write_all(format!("HTTP/1.1 200 OK\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", content_type(name), body.len()).as_bytes())
+            .and_then(|_| stream.write_all(&body))
+    } else if let Some(rest) = path.strip_prefix("/redirect/") {
+        let (count, name) = rest.split_once('/').unwrap_or(("0", ""));
+        let count: u32 = count.parse().unwrap_or(0);
+        let next = if count <= 1 {
+            format!("/img/{name}")
+        } else {
+            format!("/redirect/{}/{name}", count - 1)
+        };
+        stream.write_all(format!("HTTP/1.1 302 Found\r\nLocation: {next}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes())
+    } else if path == "/slow" {
+        std::thread::sleep(Duration::from_secs(12));
+        let body = testimage("png_rgb_coffee_16x12.png");
+        stream
+            .write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                )
+                .as_bytes(),
+            )
+            .and_then(|_| stream.write_all(&body))
+    } else if path == "/big" {
+        stream
+            .write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: 20000000\r\n\r\n",
+            )
+            .and_then(|_| stream.write_all(&vec![0u8; 1 << 20]))
+    } else if path == "/big-unsized" {
+        let mut result = stream.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nConnection: close\r\n\r\n\x89PNG",
+        );
+        let chunk = vec![7u8; 1 << 20];
+        for _ in 0..16 {
+            if result.is_err() {
+                break;
+            }
+            result = stream.write_all(&chunk);
+        }
+        result
+    } else if path == "/text" {
+        stream.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5\r\n\r\nhello",
+        )
+    } else if let Some(name) = path.strip_prefix("/chunked/") {
+        let body = testimage(name);
+        stream
+            .write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nTransfer-Encoding: chunked\r\n\r\n",
+                    content_type(name)
+                )
+                .as_bytes(),
+            )
+            .and_then(|_| stream.write_all(&chunked(&body, 1000)))
+    } else {
+        stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+    };
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Fetch safe (no nudity) photo sets for false-positive measurement into ./safe/ (NOT committed).
+#   safe/skimage/            raster images bundled in PyPI scikit-image==0.25.2 (skimage/data)
+#   safe/gnome-backgrounds/  Debian gnome-backgrounds 43.1-1 (CC-BY-SA-3.0/2.0, CC-BY-2.0) *.webp
+#   safe/mate-backgrounds/   Debian mate-backgrounds 1.26.0-1 (GPL-2+) raster files (extra set)
+# Debian packages are fetched with `apt-get download` and unpacked with `dpkg-deb -x`
+# (not installed). SVG wallpapers are skipped (they would need a rasterizer).
+# Re-runnable; needs the venv from requirements.txt (for scikit-image).
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+PY="${PYTHON:-$HERE/.venv/bin/python}"
+SAFE="$HERE/safe"
+DEBS="$HERE/build/debs"
+GNOME_VER="43.1-1"
+MATE_VER="1.26.0-1"
+
+mkdir -p "$SAFE" "$DEBS"
+
+# 1. scikit-image bundled data
+SKD="$("$PY" -c 'import os, skimage.data as d; print(os.path.dirname(d.__file__))')"
+"$PY" -c 'import skimage; assert skimage.__version__ == "0.25.2", skimage.__version__'
+rm -rf "$SAFE/skimage"; mkdir -p "$SAFE/skimage"
+for f in "$SKD"/*.png "$SKD"/*.jpg "$SKD"/*.gif; do
+  case "$(basename "$f")" in
+    chessboard_*) continue ;;  # synthetic 200x200 chessboards, not photos
+  esac
+  cp "$f" "$SAFE/skimage/"
+done
+
+# 2. Debian packages (apt-get download needs readable apt lists: run `apt-get update` once)
+fetch_deb() {  # name version
+  local name="$1" ver="$2" deb
+  deb="$(ls "$DEBS"/${name}_${ver/:/%3a}_*.deb 2>/dev/null | head -n1 || true)"
+  if [ -z "$deb" ]; then
+    (cd "$DEBS" && apt-get download "${name}=${ver}" >/dev/null 2>&1 \
+       || (cd "$DEBS" && apt-get download "${name}=${ver}"))
+    deb="$(ls "$DEBS"/${name}_${ver/:/%3a}_*.deb | head -n1)"
+  fi
+  echo "$deb"
+}
+
+GNOME_DEB="$(fetch_deb gnome-backgrounds "$GNOME_VER")"
+MATE_DEB="$(fetch_deb mate-backgrounds "$MATE_VER")"
+
+for set in gnome-backgrounds mate-backgrounds; do
+  rm -rf "$SAFE/$set" "$DEBS/x-$set"; mkdir -p "$SAFE/$set" "$DEBS/x-$set"
+done
+dpkg-deb -x "$GNOME_DEB" "$DEBS/x-gnome-backgrounds"
+dpkg-deb -x "$MATE_DEB" "$DEBS/x-mate-backgrounds"
+find "$DEBS/x-gnome-backgrounds/usr/share/backgrounds" -type f \
+  \( -iname '*.webp' -o -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' \) \
+  -exec cp {} "$SAFE/gnome-backgrounds/" \;
+# MATE ships its wallpapers under usr/share/backgrounds/mate/<theme>/; prefix the theme dir.
+find "$DEBS/x-mate-backgrounds/usr/share/backgrounds" -type f \
+  \( -iname '*.webp' -o -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' \) -print0 |
+  while IFS= read -r -d '' f; do
+    rel="${f#"$DEBS/x-mate-backgrounds/usr/share/backgrounds/"}"
+    cp "$f" "$SAFE/mate-backgrounds/$(echo "$rel" | tr '/' '_')"
+  done
+cp "$DEBS/x-gnome-backgrounds/usr/share/doc/gnome-backgrounds/copyright" "$SAFE/gnome-backgrounds.copyright"
+cp "$DEBS/x-mate-backgrounds/usr/share/doc/mate-backgrounds/copyright" "$SAFE/mate-backgrounds.copyright"
+
+echo "deb sha256:"; sha256sum "$GNOME_DEB" "$MATE_DEB" | sed "s|$HERE/||"
+total=0
+for set in skimage gnome-backgrounds mate-backgrounds; do
+  n="$(find "$SAFE/$set" -type f | wc -l)"
+  total=$((total + n))
+  echo "$set: $n images"
+done
+echo "total: $total images in $SAFE"

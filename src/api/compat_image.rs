@@ -1,0 +1,143 @@
+//! `POST` and `GET /1.0/check-workflow.json` (SPEC 4.4, 4.5): the compatible image routes,
+//! answered with CompatAnswer or CompatErrorEnvelope.
+//!
+//! POST: the upload cap (503), a multipart form (415 if not one) within 10 s (408), `media`
+//! streamed into the shard's image buffer (15 MB), other fields 64 KiB (413); then the key
+//! (`api_secret` or the headers, 401 if they differ), its scope and the plan's limits; then
+//! `media` or `url` (exactly one: 400; an empty `media`: 415), then the image check.
+//!
+//! GET: the key from `api_secret` in the query (or the headers), then `url`, which is
+//! required: a query cannot carry an image, so `media` in it counts as a missing image (400).
+
+use futures_lite::{AsyncRead, AsyncWrite};
+
+use super::answer::Shape;
+use super::form::{read_form, FormSpec, UploadSlot};
+use super::image::{authorize_image, check_image, ImageQuery};
+use super::RequestCtx;
+use crate::auth::ContentKind;
+use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::http::conn::Exchange;
+use crate::http::response::Response;
+use crate::image::IMAGE_BYTES_MAX;
+use crate::server::shard::Shard;
+
+/// Room in a compatible image form for the fields around `media`.
+pub const FORM_OVERHEAD_BYTES_MAX: usize = 1 << 20;
+
+pub async fn post<S: AsyncRead + AsyncWrite + Unpin>(
+    shard: &Shard,
+    exchange: &mut Exchange<'_, S>,
+    ctx: &mut RequestCtx,
+) -> ApiResult<Response> {
+    let _slot = UploadSlot::acquire(shard)?;
+    if shard
+        .engine
+        .worker
+        .as_ref()
+        .is_some_and(|worker| worker.is_full())
+    {
+        return Err(crate::inference::worker::busy());
+    }
+    let spec = FormSpec {
+        payload_field: "media",
+        payload_bytes_max: IMAGE_BYTES_MAX,
+        body_bytes_max: IMAGE_BYTES_MAX + FORM_OVERHEAD_BYTES_MAX,
+        not_multipart: ErrorKind::UnsupportedMedia,
+    };
+    let mut bytes = shard.image_buffers.take();
+    let prepared = async {
+        let form = read_form(shard, exchange, &spec, &mut bytes).await?;
+        let caller = ctx.authenticate(shard, &exchange.head, form.api_secret.as_deref())?;
+        caller.require_scope(ContentKind::Image)?;
+        ctx.admit(shard, &caller).await?;
+        let workflows = shard.workflows()?;
+        let workflow = authorize_image(&caller, form.workflow.as_deref(), &workflows)?.clone();
+        match (form.payload_present, &form.url) {
+            (true, Some(_)) => {
+                return Err(ApiError::bad_request(
+                    "send either `media` or `url`, not both",
+                ))
+            }
+            (false, None) => {
+                return Err(ApiError::bad_request(
+                    "the form has neither `media` nor `url`",
+                ))
+            }
+            (true, None) if bytes.is_empty() => {
+                return Err(ApiError::new(
+                    ErrorKind::UnsupportedMedia,
+                    "the `media` field is empty",
+                ))
+            }
+            (true, None) => {}
+            (false, Some(url)) => shard.downloader.fetch(url, &mut bytes).await?,
+        }
+        Ok((caller, workflow))
+    }
+    .await;
+    let (caller, workflow) = match prepared {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            shard.image_buffers.give(bytes);
+            return Err(error);
+        }
+    };
+    let shape = Shape::Compat { unix_ms: 0 };
+    check_image(
+        shard,
+        &caller,
+        ctx,
+        &workflow,
+        bytes,
+        exchange.request_id.as_str(),
+        shape,
+    )
+    .await
+}
+
+pub async fn get<S: AsyncRead + AsyncWrite + Unpin>(
+    shard: &Shard,
+    exchange: &mut Exchange<'_, S>,
+    ctx: &mut RequestCtx,
+) -> ApiResult<Response> {
+    let query = ImageQuery::parse(&exchange.head.query)?;
+    let caller = ctx.authenticate(shard, &exchange.head, query.api_secret.as_deref())?;
+    caller.require_scope(ContentKind::Image)?;
+    ctx.admit(shard, &caller).await?;
+    let workflows = shard.workflows()?;
+    let workflow = authorize_image(&caller, query.workflow.as_deref(), &workflows)?.clone();
+    if query.media {
+        return Err(ApiError::bad_request(
+            "a query cannot carry an image: `media` counts as a missing image; send `url`",
+        ));
+    }
+    let url = query
+        .url
+        .as_deref()
+        .ok_or_else(|| ApiError::bad_request("`url` is required on this route"))?;
+    if shard
+        .engine
+        .worker
+        .as_ref()
+        .is_some_and(|worker| worker.is_full())
+    {
+        return Err(crate::inference::worker::busy());
+    }
+    let mut bytes = shard.image_buffers.take();
+    if let Err(error) = shard.downloader.fetch(url, &mut bytes).await {
+        shard.image_buffers.give(bytes);
+        return Err(error);
+    }
+    let shape = Shape::Compat { unix_ms: 0 };
+    check_image(
+        shard,
+        &caller,
+        ctx,
+        &workflow,
+        bytes,
+        exchange.request_id.as_str(),
+        shape,
+    )
+    .await
+}

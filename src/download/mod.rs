@@ -1,0 +1,396 @@
+//! Downloads for `url` checks (SPEC 4.1 and 8): an HTTP/1.1 client on glommio with rustls.
+//!
+//! Rules, each refused with 400 `url_refused` and the reason:
+//! - `http` and `https` only; at most [`REDIRECTS_MAX`] redirects; everything (name
+//!   resolution, connection, TLS, redirects, body) within [`DOWNLOAD_TIMEOUT`];
+//! - at most [`crate::image::IMAGE_BYTES_MAX`] bytes: refused from `Content-Length` before
+//!   reading, and reading stops at the limit when the length is not announced;
+//! - the answer must be 200 with `Content-Type: image/*` and no content coding;
+//! - public internet only ([`vet`]): the host name is resolved once, off the reactor (on the
+//!   shard's blocking threads), every address it resolves to must be public, and the
+//!   connection goes to that vetted address itself, so a second lookup cannot switch it (DNS
+//!   rebinding). Every redirect is vetted again from scratch.
+//!
+//! `testing.allow_private_urls` lets tests download from 127.0.0.1; it is off by default and
+//! named for what it is.
+
+pub mod vet;
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use glommio::net::TcpStream;
+use url::Url;
+
+use crate::error::{ApiError, ErrorKind};
+use crate::http::chunked::{ChunkedDecoder, Step};
+use crate::http::conn::until;
+
+pub const REDIRECTS_MAX: u32 = 3;
+pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// A response head longer than this is refused.
+pub const RESPONSE_HEAD_BYTES_MAX: usize = 16 * 1024;
+/// `url` parameters longer than this are refused before any parsing.
+pub const URL_BYTES_MAX: usize = 4096;
+
+/// What the downloader needs, built once per process.
+#[derive(Clone)]
+pub struct Downloader {
+    tls: futures_rustls::TlsConnector,
+    /// Test only: skip the public-address vetting.
+    allow_private: bool,
+    bytes_max: usize,
+}
+
+fn refused(reason: impl Into<String>) -> ApiError {
+    ApiError::new(
+        ErrorKind::UrlRefused,
+        format!("url refused: {}", reason.into()),
+    )
+}
+
+impl Downloader {
+    pub fn new(allow_private: bool, bytes_max: usize) -> Downloader {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map(|builder| builder.with_root_certificates(roots).with_no_client_auth());
+        let mut config = match config {
+            Ok(config) => config,
+            // The ring provider supports the default versions; this cannot fail.
+            Err(error) => panic!("TLS client configuration: {error}"),
+        };
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Downloader {
+            tls: futures_rustls::TlsConnector::from(Arc::new(config)),
+            allow_private,
+            bytes_max,
+        }
+    }
+
+    /// Downloads `url` under the rules above, into `out`.
+    pub async fn fetch(&self, url: &str, out: &mut Vec<u8>) -> Result<(), ApiError> {
+        if url.len() > URL_BYTES_MAX {
+            return Err(refused(format!(
+                "the address is longer than {URL_BYTES_MAX} bytes"
+            )));
+        }
+        let deadline = Instant::now() + DOWNLOAD_TIMEOUT;
+        match until(deadline, self.follow(url, out, deadline)).await {
+            Some(result) => result,
+            None => Err(refused(format!(
+                "the download did not finish within {} s",
+                DOWNLOAD_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+
+    async fn follow(
+        &self,
+        url: &str,
+        out: &mut Vec<u8>,
+        deadline: Instant,
+    ) -> Result<(), ApiError> {
+        let mut current =
+            Url::parse(url).map_err(|error| refused(format!("not a valid address ({error})")))?;
+        for hop in 0..=REDIRECTS_MAX {
+            out.clear();
+            match self.get(&current, out, deadline).await? {
+                Fetched::Body => return Ok(()),
+                Fetched::Redirect(location) => {
+                    if hop == REDIRECTS_MAX {
+                        return Err(refused(format!("more than {REDIRECTS_MAX} redirects")));
+                    }
+                    current = current
+                        .join(&location)
+                        .map_err(|_| refused("a redirect to an invalid address"))?;
+                }
+            }
+        }
+        Err(refused(format!("more than {REDIRECTS_MAX} redirects")))
+    }
+
+    /// One request to one vetted address.
+    async fn get(
+        &self,
+        url: &Url,
+        out: &mut Vec<u8>,
+        deadline: Instant,
+    ) -> Result<Fetched, ApiError> {
+        let https = match url.scheme() {
+            "http" => false,
+            "https" => true,
+            other => {
+                return Err(refused(format!(
+                    "the scheme '{other}' is not http or https"
+                )))
+            }
+        };
+        let host = url
+            .host()
+            .ok_or_else(|| refused("the address has no host"))?;
+        let port = url
+            .port_or_known_default()
+            .unwrap_or(if https { 443 } else { 80 });
+        let addresses = match &host {
+            url::Host::Ipv4(v4) => vec![SocketAddr::new(IpAddr::V4(*v4), port)],
+            url::Host::Ipv6(v6) => vec![SocketAddr::new(IpAddr::V6(*v6), port)],
+            url::Host::Domain(domain) => resolve(domain, port).await?,
+        };
+        if !self.allow_private {
+            for address in &addresses {
+                if let Some(why) = vet::refusal(address.ip()) {
+                    return Err(refused(format!(
+                        "the host resolves to {why} ({})",
+                        address.ip()
+                    )));
+                }
+            }
+        }
+        let stream = connect(&addresses, deadline).await?;
+        let host_header = match (url.host_str(), url.port()) {
+            (Some(name), Some(port)) => format!("{name}:{port}"),
+            (Some(name), None) => name.to_owned(),
+            (None, _) => return Err(refused("the address has no host")),
+        };
+        let target = match url.query() {
+            Some(query) => format!("{}?{query}", url.path()),
+            None => url.path().to_owned(),
+        };
+        let request = format!(
+            "GET {target} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: modgate/{}\r\nAccept: image/*\r\nConnection: close\r\n\r\n",
+            env!("CARGO_PKG_VERSION")
+        );
+        if https {
+            let name = match &host {
+                url::Host::Domain(domain) => {
+                    rustls::pki_types::ServerName::try_from(domain.to_string())
+                        .map_err(|_| refused("an invalid host name for TLS"))?
+                }
+                url::Host::Ipv4(v4) => {
+                    rustls::pki_types::ServerName::IpAddress(IpAddr::V4(*v4).into())
+                }
+                url::Host::Ipv6(v6) => {
+                    rustls::pki_types::ServerName::IpAddress(IpAddr::V6(*v6).into())
+                }
+            };
+            let stream = self
+                .tls
+                .connect(name, stream)
+                .await
+                .map_err(|error| refused(format!("the TLS handshake failed ({error})")))?;
+            exchange(stream, request.as_bytes(), out, self.bytes_max).await
+        } else {
+            exchange(stream, request.as_bytes(), out, self.bytes_max).await
+        }
+    }
+}
+
+enum Fetched {
+    Body,
+    Redirect(String),
+}
+
+/// Resolves `domain` on the shard's blocking threads (getaddrinfo blocks).
+async fn resolve(domain: &str, port: u16) -> Result<Vec<SocketAddr>, ApiError> {
+    let name = domain.to_owned();
+    let resolved = glommio::executor()
+        .spawn_blocking(move || {
+            (name.as_str(), port)
+                .to_socket_addrs()
+                .map(Iterator::collect::<Vec<_>>)
+        })
+        .await;
+    match resolved {
+        Ok(addresses) if !addresses.is_empty() => Ok(addresses),
+        Ok(_) => Err(refused(format!("the host '{domain}' has no address"))),
+        Err(error) => Err(refused(format!(
+            "the host '{domain}' could not be resolved ({error})"
+        ))),
+    }
+}
+
+async fn connect(addresses: &[SocketAddr], deadline: Instant) -> Result<TcpStream, ApiError> {
+    let mut last = String::from("no address");
+    for address in addresses {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match TcpStream::connect_timeout(*address, remaining.max(Duration::from_millis(1))).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) => last = format!("{address}: {error}"),
+        }
+    }
+    Err(refused(format!("the connection failed ({last})")))
+}
+
+/// Sends `request`, reads the answer: the body into `out`, or a redirect.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    request: &[u8],
+    out: &mut Vec<u8>,
+    bytes_max: usize,
+) -> Result<Fetched, ApiError> {
+    let io = |error: std::io::Error| refused(format!("the connection failed ({error})"));
+    stream.write_all(request).await.map_err(io)?;
+    stream.flush().await.map_err(io)?;
+    let mut buffer = vec![0u8; 16 * 1024];
+    let mut filled = 0;
+    let (head_len, status, location, content_type, framing) = loop {
+        let n = stream.read(&mut buffer[filled..]).await.map_err(io)?;
+        if n == 0 {
+            return Err(refused("the server closed the connection before answering"));
+        }
+        filled += n;
+        let mut fields = [httparse::EMPTY_HEADER; 64];
+        let mut response = httparse::Response::new(&mut fields);
+        match response.parse(&buffer[..filled]) {
+            Ok(httparse::Status::Complete(len)) => {
+                let header = |name: &str| {
+                    response
+                        .headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case(name))
+                        .and_then(|h| std::str::from_utf8(h.value).ok())
+                        .map(|v| v.trim().to_owned())
+                };
+                let framing = body_framing(response.headers)?;
+                if header("content-encoding").is_some_and(|c| !c.eq_ignore_ascii_case("identity")) {
+                    return Err(refused("the image is sent with a content coding"));
+                }
+                break (
+                    len,
+                    response.code.unwrap_or(0),
+                    header("location"),
+                    header("content-type"),
+                    framing,
+                );
+            }
+            Ok(httparse::Status::Partial) if filled < RESPONSE_HEAD_BYTES_MAX => {
+                if filled == buffer.len() {
+                    buffer.resize(RESPONSE_HEAD_BYTES_MAX, 0);
+                }
+            }
+            Ok(httparse::Status::Partial) => return Err(refused("the response head is too large")),
+            Err(error) => {
+                return Err(refused(format!(
+                    "the server's answer is not HTTP ({error})"
+                )))
+            }
+        }
+    };
+    match status {
+        200 => {}
+        301 | 302 | 303 | 307 | 308 => {
+            let location =
+                location.ok_or_else(|| refused(format!("a {status} redirect without Location")))?;
+            return Ok(Fetched::Redirect(location));
+        }
+        other => return Err(refused(format!("the server answered {other}"))),
+    }
+    let image_type = content_type
+        .as_deref()
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|media| media.trim().to_ascii_lowercase().starts_with("image/"));
+    if !image_type {
+        return Err(refused(format!(
+            "the content type is {}, not image/*",
+            content_type.as_deref().unwrap_or("missing")
+        )));
+    }
+    let too_large = || refused(format!("the image is over {bytes_max} bytes"));
+    let leftover = buffer[head_len..filled].to_vec();
+    match framing {
+        BodyFraming::Length(length) => {
+            if length > bytes_max as u64 {
+                return Err(too_large());
+            }
+            out.reserve(length as usize);
+            out.extend_from_slice(&leftover[..leftover.len().min(length as usize)]);
+            while out.len() < length as usize {
+                let n = stream.read(&mut buffer).await.map_err(io)?;
+                if n == 0 {
+                    return Err(refused("the download ended before its Content-Length"));
+                }
+                let take = n.min(length as usize - out.len());
+                out.extend_from_slice(&buffer[..take]);
+            }
+        }
+        BodyFraming::Chunked => {
+            let mut decoder = ChunkedDecoder::new();
+            let mut pending = leftover;
+            loop {
+                let mut at = 0;
+                while at < pending.len() {
+                    let (used, step) = decoder
+                        .step(&pending[at..])
+                        .map_err(|error| refused(format!("a bad chunked body ({error})")))?;
+                    if let Step::Data { start, end } = step {
+                        if out.len() + (end - start) > bytes_max {
+                            return Err(too_large());
+                        }
+                        out.extend_from_slice(&pending[at + start..at + end]);
+                    }
+                    at += used;
+                    if step == Step::Done {
+                        return Ok(Fetched::Body);
+                    }
+                }
+                let n = stream.read(&mut buffer).await.map_err(io)?;
+                if n == 0 {
+                    return Err(refused("the download ended inside a chunked body"));
+                }
+                pending = buffer[..n].to_vec();
+            }
+        }
+        BodyFraming::UntilClose => {
+            out.extend_from_slice(&leftover);
+            loop {
+                if out.len() > bytes_max {
+                    return Err(too_large());
+                }
+                let n = stream.read(&mut buffer).await.map_err(io)?;
+                if n == 0 {
+                    break;
+                }
+                out.extend_from_slice(&buffer[..n.min(bytes_max + 1 - out.len())]);
+            }
+        }
+    }
+    Ok(Fetched::Body)
+}
+
+enum BodyFraming {
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+fn body_framing(headers: &[httparse::Header<'_>]) -> Result<BodyFraming, ApiError> {
+    let mut length = None;
+    let mut chunked = false;
+    for header in headers {
+        let value = std::str::from_utf8(header.value).unwrap_or("").trim();
+        if header.name.eq_ignore_ascii_case("content-length") {
+            let parsed: u64 = value
+                .parse()
+                .map_err(|_| refused("an invalid Content-Length"))?;
+            if length.is_some_and(|seen| seen != parsed) {
+                return Err(refused("conflicting Content-Length"));
+            }
+            length = Some(parsed);
+        } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
+            if !value.eq_ignore_ascii_case("chunked") {
+                return Err(refused(format!("an unsupported transfer coding '{value}'")));
+            }
+            chunked = true;
+        }
+    }
+    Ok(match (chunked, length) {
+        (true, _) => BodyFraming::Chunked,
+        (false, Some(length)) => BodyFraming::Length(length),
+        (false, None) => BodyFraming::UntilClose,
+    })
+}

@@ -1,0 +1,265 @@
+//! Decoding the first frame of an image to 8-bit RGB.
+//!
+//! - JPEG: when the image is far larger than the models need, libjpeg-turbo's DCT scaling
+//!   ([`super::jpeg::decode_scaled`]) decodes it at 1/8 to 7/8 of its size directly from the
+//!   frequency domain, the cheapest path there is (a 12 MP photo never exists at full size).
+//!   Otherwise zune-jpeg decodes it whole.
+//! - PNG: zune-png, 16-bit samples reduced to 8.
+//! - WebP: image-webp (the first frame of an animation).
+//! - GIF: the gif crate, the first frame drawn on the logical screen.
+//!
+//! Colour, as both models' reference pipelines do it: alpha is dropped without compositing
+//! (a transparent pixel keeps its stored colour), grey is copied to R, G and B, palette
+//! entries give their colour, including the entry of a GIF's transparent index. Pixels of the
+//! screen that a GIF's first frame does not cover are black. EXIF orientation is not applied.
+//!
+//! Memory: the header was checked against the pixel limits before this runs, so a decoder
+//! allocates at most `width × height × 4` bytes.
+
+use std::io::Cursor;
+
+use super::probe::Probe;
+use super::{jpeg, Format, ImageError, Rgb8, IMAGE_SIDE_MAX};
+
+/// Decodes `bytes` (already probed), at a reduced scale where the format allows it and the
+/// result still has `min_side` pixels or more on each side.
+pub fn decode(bytes: &[u8], probe: &Probe, min_side: usize) -> Result<Rgb8, ImageError> {
+    let image = match probe.format {
+        Format::Jpeg => {
+            match jpeg::scale_for(probe.width as usize, probe.height as usize, min_side) {
+                8 => decode_jpeg_full(bytes)?,
+                eighths => jpeg::decode_scaled(bytes, eighths)?,
+            }
+        }
+        Format::Png => decode_png(bytes)?,
+        Format::Webp => decode_webp(bytes)?,
+        Format::Gif => decode_gif(bytes)?,
+    };
+    if image.width == 0 || image.height == 0 {
+        return Err(ImageError::Corrupt("no pixels".into()));
+    }
+    Ok(image)
+}
+
+fn corrupt(error: impl std::fmt::Display) -> ImageError {
+    ImageError::Corrupt(error.to_string())
+}
+
+fn decode_jpeg_full(bytes: &[u8]) -> Result<Rgb8, ImageError> {
+    use zune_jpeg::zune_core::bytestream::ZCursor;
+    use zune_jpeg::zune_core::colorspace::ColorSpace;
+    use zune_jpeg::zune_core::options::DecoderOptions;
+    let options = DecoderOptions::default()
+        .jpeg_set_out_colorspace(ColorSpace::RGB)
+        .set_max_width(IMAGE_SIDE_MAX as usize)
+        .set_max_height(IMAGE_SIDE_MAX as usize);
+    let mut decoder = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), options);
+    let pixels = decoder.decode().map_err(corrupt)?;
+    let info = decoder.info().ok_or_else(|| corrupt("no JPEG header"))?;
+    let (width, height) = (usize::from(info.width), usize::from(info.height));
+    match decoder.output_colorspace() {
+        Some(ColorSpace::RGB) if pixels.len() == width * height * 3 => {
+            Ok(Rgb8::new(width, height, pixels))
+        }
+        Some(ColorSpace::Luma) if pixels.len() == width * height => {
+            Ok(grey_to_rgb(width, height, &pixels, 1))
+        }
+        other => Err(corrupt(format!("unexpected JPEG output {other:?}"))),
+    }
+}
+
+fn decode_png(bytes: &[u8]) -> Result<Rgb8, ImageError> {
+    use zune_png::zune_core::bytestream::ZCursor;
+    use zune_png::zune_core::colorspace::ColorSpace;
+    use zune_png::zune_core::options::DecoderOptions;
+    let options = DecoderOptions::default()
+        .png_set_strip_to_8bit(true)
+        .set_max_width(IMAGE_SIDE_MAX as usize)
+        .set_max_height(IMAGE_SIDE_MAX as usize);
+    let mut decoder = zune_png::PngDecoder::new_with_options(ZCursor::new(bytes), options);
+    let pixels = match decoder.decode().map_err(corrupt)? {
+        zune_png::zune_core::result::DecodingResult::U8(pixels) => pixels,
+        _ => return Err(corrupt("PNG samples are not 8-bit")),
+    };
+    let (width, height) = decoder
+        .dimensions()
+        .ok_or_else(|| corrupt("no PNG header"))?;
+    let channels = match decoder.colorspace() {
+        Some(ColorSpace::RGB) => 3,
+        Some(ColorSpace::RGBA) => 4,
+        Some(ColorSpace::Luma) => 1,
+        Some(ColorSpace::LumaA) => 2,
+        other => return Err(corrupt(format!("unexpected PNG colour {other:?}"))),
+    };
+    if pixels.len() != width * height * channels {
+        return Err(corrupt("PNG data does not fill the image"));
+    }
+    Ok(match channels {
+        3 => Rgb8::new(width, height, pixels),
+        4 => drop_alpha(width, height, &pixels),
+        _ => grey_to_rgb(width, height, &pixels, channels),
+    })
+}
+
+fn decode_webp(bytes: &[u8]) -> Result<Rgb8, ImageError> {
+    let mut decoder = image_webp::WebPDecoder::new(Cursor::new(bytes)).map_err(corrupt)?;
+    let (width, height) = decoder.dimensions();
+    let (width, height) = (width as usize, height as usize);
+    let size = decoder
+        .output_buffer_size()
+        .ok_or_else(|| corrupt("WebP too large"))?;
+    let mut pixels = vec![0u8; size];
+    decoder.read_image(&mut pixels).map_err(corrupt)?;
+    match size {
+        n if n == width * height * 3 => Ok(Rgb8::new(width, height, pixels)),
+        n if n == width * height * 4 => Ok(drop_alpha(width, height, &pixels)),
+        _ => Err(corrupt("unexpected WebP buffer size")),
+    }
+}
+
+fn decode_gif(bytes: &[u8]) -> Result<Rgb8, ImageError> {
+    let mut options = gif::DecodeOptions::new();
+    options.set_color_output(gif::ColorOutput::Indexed);
+    let mut decoder = options.read_info(Cursor::new(bytes)).map_err(corrupt)?;
+    let (width, height) = (usize::from(decoder.width()), usize::from(decoder.height()));
+    let global = decoder.global_palette().map(<[u8]>::to_vec);
+    let frame = decoder
+        .read_next_frame()
+        .map_err(corrupt)?
+        .ok_or_else(|| corrupt("a GIF without a frame"))?;
+    let palette = frame
+        .palette
+        .as_deref()
+        .or(global.as_deref())
+        .ok_or_else(|| corrupt("a GIF frame without a palette"))?;
+    let mut pixels = vec![0u8; width * height * 3];
+    let (left, top) = (usize::from(frame.left), usize::from(frame.top));
+    let frame_width = usize::from(frame.width);
+    for (row, indices) in frame.buffer.chunks(frame_width.max(1)).enumerate() {
+        let y = top + row;
+        if y >= height {
+            break;
+        }
+        for (column, &index) in indices.iter().enumerate() {
+            let x = left + column;
+            if x >= width {
+                break;
+            }
+            let entry = usize::from(index) * 3;
+            if let Some(rgb) = palette.get(entry..entry + 3) {
+                let at = (y * width + x) * 3;
+                pixels[at..at + 3].copy_from_slice(rgb);
+            }
+        }
+    }
+    Ok(Rgb8::new(width, height, pixels))
+}
+
+fn drop_alpha(width: usize, height: usize, rgba: &[u8]) -> Rgb8 {
+    let mut pixels = Vec::with_capacity(width * height * 3);
+    for pixel in rgba.chunks_exact(4) {
+        pixels.extend_from_slice(&pixel[..3]);
+    }
+    Rgb8::new(width, height, pixels)
+}
+
+fn grey_to_rgb(width: usize, height: usize, grey: &[u8], channels: usize) -> Rgb8 {
+    let mut pixels = Vec::with_capacity(width * height * 3);
+    for pixel in grey.chunks_exact(channels) {
+        pixels.extend_from_slice(&[pixel[0]; 3]);
+    }
+    Rgb8::new(width, height, pixels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::probe::probe;
+    use proptest::prelude::*;
+
+    fn testimage(name: &str) -> Vec<u8> {
+        std::fs::read(format!(
+            "{}/models/image/testimages/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn every_test_image_decodes_at_its_size() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/models/image/testimages");
+        let mut count = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+            if !["jpg", "png", "webp", "gif"]
+                .iter()
+                .any(|ext| name.ends_with(ext))
+            {
+                continue;
+            }
+            let bytes = std::fs::read(&path).unwrap();
+            let found = probe(&bytes).unwrap();
+            let image = decode(&bytes, &found, 1).unwrap_or_else(|e| panic!("{name}: {e}"));
+            if found.format != Format::Jpeg || found.width < 16 {
+                assert_eq!(
+                    (image.width, image.height),
+                    (found.width as usize, found.height as usize),
+                    "{name}"
+                );
+            }
+            count += 1;
+        }
+        assert!(count >= 20);
+    }
+
+    #[test]
+    fn large_jpegs_decode_scaled_and_small_ones_whole() {
+        let bytes = testimage("jpeg_baseline_retina_1152x864_1mp.jpg");
+        let found = probe(&bytes).unwrap();
+        let scaled = decode(&bytes, &found, 256).unwrap();
+        // 3/8 is the smallest scale keeping 256 px on the short side.
+        assert_eq!((scaled.width, scaled.height), (432, 324));
+        let whole = decode(&bytes, &found, 2000).unwrap();
+        assert_eq!((whole.width, whole.height), (1152, 864));
+    }
+
+    #[test]
+    fn truncated_files_are_corrupt_not_panics() {
+        for name in [
+            "jpeg_baseline_chelsea_451x300.jpg",
+            "png_rgb_hubble_320x240.png",
+            "webp_lossy_rocket_640x427.webp",
+            "gif_animated_2frames_chelsea_200x150.gif",
+        ] {
+            let bytes = testimage(name);
+            let found = probe(&bytes).unwrap();
+            for cut in [bytes.len() / 2, 64] {
+                let result = decode(&bytes[..cut], &found, 1);
+                // zune-jpeg fills a truncated scan with grey rather than failing; anything
+                // else must be an error, and nothing may panic.
+                if found.format != Format::Jpeg {
+                    assert!(result.is_err(), "{name} cut at {cut}");
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn damaged_images_never_panic(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..16), which in 0usize..4) {
+            let name = ["jpeg_baseline_chelsea_64x48.jpg", "png_rgb_coffee_16x12.png", "webp_lossless_rgba_chelsea_150x100.webp", "gif_transparent_coffee_120x90.gif"][which];
+            let mut bytes = testimage(name);
+            for (index, value) in flips {
+                let at = index.index(bytes.len());
+                bytes[at] = value;
+            }
+            if let Ok(found) = probe(&bytes) {
+                if found.width as u64 * found.height as u64 <= 4_000_000 {
+                    let _ = decode(&bytes, &found, 1);
+                }
+            }
+        }
+    }
+}

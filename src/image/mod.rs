@@ -1,0 +1,91 @@
+//! Images before the models: recognise ([`probe`]), decode ([`decode`]), and shape each
+//! model's input tensor ([`resize`], [`jpeg`]).
+//!
+//! The shard only probes (format and dimensions from the header, microseconds), so that a
+//! refusal (415, 413, 400) costs nothing; decoding and resizing run on the shard's model
+//! worker with the inference, never on the reactor.
+//!
+//! Limits (SPEC section 8, decimal units as DESIGN.md decides): [`IMAGE_BYTES_MAX`] of
+//! encoded bytes, [`IMAGE_SIDE_MAX`] pixels on a side, and the plan's pixel count (50 MP, or
+//! 12 MP on the free plan), all checked against the header before any pixel exists.
+
+pub mod decode;
+pub mod jpeg;
+pub mod probe;
+pub mod resize;
+
+use std::fmt;
+
+/// Encoded image bytes, uploaded or downloaded: 15 MB.
+pub const IMAGE_BYTES_MAX: usize = 15_000_000;
+/// Pixels on either side.
+pub const IMAGE_SIDE_MAX: u32 = 16_384;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    Jpeg,
+    Png,
+    Webp,
+    Gif,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Jpeg => "JPEG",
+            Format::Png => "PNG",
+            Format::Webp => "WebP",
+            Format::Gif => "GIF",
+        }
+    }
+
+    /// Lower-case, for metrics labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            Format::Jpeg => "jpeg",
+            Format::Png => "png",
+            Format::Webp => "webp",
+            Format::Gif => "gif",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImageError {
+    /// Not JPEG, PNG, WebP or GIF (415 `unsupported_media`).
+    Unsupported,
+    /// A supported signature that does not decode (400 `corrupt_media`).
+    Corrupt(String),
+}
+
+impl fmt::Display for ImageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImageError::Unsupported => f.write_str("not a JPEG, PNG, WebP or GIF image"),
+            ImageError::Corrupt(why) => write!(f, "the image does not decode: {why}"),
+        }
+    }
+}
+
+/// Decoded pixels: 8-bit RGB, row-major, no padding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rgb8 {
+    pub width: usize,
+    pub height: usize,
+    pub pixels: Vec<u8>,
+}
+
+impl Rgb8 {
+    pub fn new(width: usize, height: usize, pixels: Vec<u8>) -> Rgb8 {
+        assert_eq!(
+            pixels.len(),
+            width * height * 3,
+            "RGB buffer of the wrong size"
+        );
+        Rgb8 {
+            width,
+            height,
+            pixels,
+        }
+    }
+}

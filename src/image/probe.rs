@@ -1,0 +1,273 @@
+//! Format and dimensions of an image from its first bytes, before any pixel is decoded.
+//!
+//! The format is recognised from the signature, never from a content type or a file name.
+//! Dimensions come from the header alone (JPEG SOF, PNG IHDR, GIF logical screen, WebP VP8,
+//! VP8L or VP8X), so that an image over the limits is refused without allocating its pixels:
+//! a 100-byte PNG that claims 60,000 x 60,000 px costs nothing.
+//!
+//! Pure functions over byte slices; every branch bounded by the input length.
+
+use super::{Format, ImageError};
+
+/// Format and canvas size, as the header claims them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probe {
+    pub format: Format,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// Recognises the format by signature; `Err(Unsupported)` for anything else (BMP, TIFF,
+/// text, an empty body).
+pub fn sniff(bytes: &[u8]) -> Result<Format, ImageError> {
+    if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Ok(Format::Jpeg)
+    } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Ok(Format::Png)
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Ok(Format::Gif)
+    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        Ok(Format::Webp)
+    } else {
+        Err(ImageError::Unsupported)
+    }
+}
+
+/// The format and dimensions of `bytes`. A recognised signature with a header that cannot be
+/// read is `Corrupt`.
+pub fn probe(bytes: &[u8]) -> Result<Probe, ImageError> {
+    let format = sniff(bytes)?;
+    let (width, height) = match format {
+        Format::Jpeg => jpeg_size(bytes),
+        Format::Png => png_size(bytes),
+        Format::Gif => gif_size(bytes),
+        Format::Webp => webp_size(bytes),
+    }
+    .ok_or_else(|| {
+        ImageError::Corrupt(format!("{} header is truncated or invalid", format.name()))
+    })?;
+    if width == 0 || height == 0 {
+        return Err(ImageError::Corrupt(format!(
+            "{} header gives a zero dimension",
+            format.name()
+        )));
+    }
+    Ok(Probe {
+        format,
+        width,
+        height,
+    })
+}
+
+fn be16(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from(u16::from_be_bytes(
+        bytes.get(at..at + 2)?.try_into().ok()?,
+    )))
+}
+
+fn le16(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from(u16::from_le_bytes(
+        bytes.get(at..at + 2)?.try_into().ok()?,
+    )))
+}
+
+fn le24(bytes: &[u8], at: usize) -> Option<u32> {
+    let b = bytes.get(at..at + 3)?;
+    Some(u32::from(b[0]) | u32::from(b[1]) << 8 | u32::from(b[2]) << 16)
+}
+
+/// Walks the JPEG markers to the first start-of-frame (SOF0..SOF15 but DHT, JPG, DAC).
+fn jpeg_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    let mut at = 2;
+    loop {
+        // Markers may be padded with any number of 0xFF.
+        while *bytes.get(at)? == 0xFF && *bytes.get(at + 1)? == 0xFF {
+            at += 1;
+        }
+        if *bytes.get(at)? != 0xFF {
+            return None;
+        }
+        let marker = *bytes.get(at + 1)?;
+        match marker {
+            0xD8 | 0x01 | 0xD0..=0xD7 => {
+                at += 2;
+                continue;
+            }
+            0xD9 | 0xDA => return None, // end of image or start of scan before any frame
+            _ => {}
+        }
+        let length = be16(bytes, at + 2)? as usize;
+        if length < 2 {
+            return None;
+        }
+        let is_sof = matches!(marker, 0xC0..=0xCF) && !matches!(marker, 0xC4 | 0xC8 | 0xCC);
+        if is_sof {
+            // length(2) precision(1) height(2) width(2)
+            let height = be16(bytes, at + 5)?;
+            let width = be16(bytes, at + 7)?;
+            return Some((width, height));
+        }
+        at += 2 + length;
+    }
+}
+
+fn png_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    // Signature (8), then the IHDR chunk: length (4) "IHDR" (4) width (4) height (4).
+    if bytes.get(12..16)? != b"IHDR" {
+        return None;
+    }
+    let width = u32::from_be_bytes(bytes.get(16..20)?.try_into().ok()?);
+    let height = u32::from_be_bytes(bytes.get(20..24)?.try_into().ok()?);
+    // PNG dimensions are at most 2^31 - 1.
+    (width <= i32::MAX as u32 && height <= i32::MAX as u32).then_some((width, height))
+}
+
+fn gif_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    // The logical screen: what the decoded first frame is drawn on.
+    Some((le16(bytes, 6)?, le16(bytes, 8)?))
+}
+
+fn webp_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    let chunk = bytes.get(12..16)?;
+    match chunk {
+        b"VP8 " => {
+            // Frame tag (3), start code 9d 01 2a (3), then 14-bit width and height.
+            if bytes.get(23..26)? != [0x9d, 0x01, 0x2a] {
+                return None;
+            }
+            Some((le16(bytes, 26)? & 0x3FFF, le16(bytes, 28)? & 0x3FFF))
+        }
+        b"VP8L" => {
+            if *bytes.get(20)? != 0x2F {
+                return None;
+            }
+            let bits = u32::from_le_bytes(bytes.get(21..25)?.try_into().ok()?);
+            Some(((bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1))
+        }
+        b"VP8X" => Some((le24(bytes, 24)? + 1, le24(bytes, 27)? + 1)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn png(width: u32, height: u32) -> Vec<u8> {
+        let mut out = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR".to_vec();
+        out.extend_from_slice(&width.to_be_bytes());
+        out.extend_from_slice(&height.to_be_bytes());
+        out.extend_from_slice(&[8, 2, 0, 0, 0, 0, 0, 0, 0]);
+        out
+    }
+
+    #[test]
+    fn png_claims_are_read_without_pixels() {
+        let bomb = png(60_000, 60_000);
+        assert!(bomb.len() < 100);
+        assert_eq!(
+            probe(&bomb).unwrap(),
+            Probe {
+                format: Format::Png,
+                width: 60_000,
+                height: 60_000
+            }
+        );
+        assert!(matches!(probe(&bomb[..20]), Err(ImageError::Corrupt(_))));
+    }
+
+    #[test]
+    fn jpeg_skips_segments_to_the_frame() {
+        // SOI, APP0 (length 16), fill bytes, SOF2 (progressive) 480 x 640.
+        let mut jpeg = vec![0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10];
+        jpeg.extend_from_slice(&[0; 14]);
+        jpeg.extend_from_slice(&[
+            0xFF, 0xFF, 0xC2, 0x00, 0x11, 0x08, 0x01, 0xE0, 0x02, 0x80, 0x03,
+        ]);
+        assert_eq!(
+            probe(&jpeg).unwrap(),
+            Probe {
+                format: Format::Jpeg,
+                width: 640,
+                height: 480
+            }
+        );
+        // A DHT (0xC4) is not a frame; a scan before any frame is corrupt.
+        let no_frame = [0xFF, 0xD8, 0xFF, 0xC4, 0x00, 0x02, 0xFF, 0xDA, 0x00, 0x02];
+        assert!(matches!(probe(&no_frame), Err(ImageError::Corrupt(_))));
+    }
+
+    #[test]
+    fn gif_and_webp() {
+        let gif = b"GIF89a\x40\x01\xf0\x00\x80\x00\x00";
+        assert_eq!(
+            probe(gif).unwrap(),
+            Probe {
+                format: Format::Gif,
+                width: 320,
+                height: 240
+            }
+        );
+        let mut vp8x = b"RIFF\x00\x00\x00\x00WEBPVP8X\x0a\x00\x00\x00\x10\x00\x00\x00".to_vec();
+        vp8x.extend_from_slice(&[0x5F, 0xEA, 0x00, 0x5F, 0xEA, 0x00]); // 59,999 + 1 each
+        assert_eq!(probe(&vp8x).unwrap().width, 60_000);
+        let vp8l = b"RIFF\x00\x00\x00\x00WEBPVP8L\x00\x00\x00\x00\x2f\x3f\x80\x0f\x00";
+        let size = probe(vp8l).unwrap();
+        assert_eq!((size.width, size.height), (64, 63));
+    }
+
+    #[test]
+    fn other_formats_are_unsupported() {
+        for bytes in [
+            &b""[..],
+            b"BM\x00\x00",
+            b"II*\x00",
+            b"hello",
+            b"RIFF\x00\x00\x00\x00WAVE",
+        ] {
+            assert_eq!(probe(bytes), Err(ImageError::Unsupported));
+        }
+    }
+
+    #[test]
+    fn real_files() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/models/image/testimages");
+        for (file, width, height) in [
+            ("jpeg_baseline_chelsea_451x300.jpg", 451, 300),
+            ("jpeg_progressive_coffee_600x400.jpg", 600, 400),
+            ("png_palette_coffee_300x200.png", 300, 200),
+            ("webp_lossy_rocket_640x427.webp", 640, 427),
+            ("webp_lossless_chelsea_240x160.webp", 240, 160),
+            ("webp_animated_2frames_coffee_320x240.webp", 320, 240),
+            ("gif_animated_2frames_chelsea_200x150.gif", 200, 150),
+        ] {
+            let bytes = std::fs::read(format!("{dir}/{file}")).unwrap();
+            let found = probe(&bytes).unwrap();
+            assert_eq!((found.width, found.height), (width, height), "{file}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = probe(&bytes);
+        }
+
+        #[test]
+        fn random_tails_after_signatures_never_panic(
+            signature in prop_oneof![
+                Just(b"\xFF\xD8\xFF".to_vec()), Just(b"\x89PNG\r\n\x1a\n".to_vec()),
+                Just(b"GIF89a".to_vec()), Just(b"RIFF\0\0\0\0WEBPVP8X".to_vec()),
+                Just(b"RIFF\0\0\0\0WEBPVP8 ".to_vec()), Just(b"RIFF\0\0\0\0WEBPVP8L".to_vec()),
+            ],
+            tail in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let bytes = [signature, tail].concat();
+            match probe(&bytes) {
+                Ok(found) => prop_assert!(found.width > 0 && found.height > 0),
+                Err(error) => prop_assert!(matches!(error, ImageError::Corrupt(_))),
+            }
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! Image checks end to end: POST /v1/image, POST and GET /1.0/check-workflow.json, downloads
+//! by `url` from a local image server, and the SSRF refusal with default settings.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+const FORMATS: &[&str] = &[
+    "jpeg_baseline_chelsea_451x300.jpg",
+    "jpeg_progressive_coffee_600x400.jpg",
+    "jpeg_gray_camera_512x512.jpg",
+    "jpeg_baseline_retina_1152x864_1mp.jpg",
+    "png_rgba_chelsea_300x200.png",
+    "png_palette_coffee_300x200.png",
+    "png_gray_alpha_camera_160x120.png",
+    "webp_lossy_rocket_640x427.webp",
+    "webp_lossless_rgba_chelsea_150x100.webp",
+    "webp_animated_2frames_coffee_320x240.webp",
+    "gif_animated_2frames_chelsea_200x150.gif",
+    "gif_transparent_coffee_120x90.gif",
+];
+
+/// A server whose downloads may reach 127.0.0.1 (test-only setting), with a pro key.
+fn server_for_downloads() -> (Server, String) {
+    let server = Server::start_with(Options {
+        config: "[testing]\nallow_private_urls = true\n".into(),
+        ..Options::default()
+    });
+    let key = server.new_key("acme", "pro", &[]).0;
+    (server, key)
+}
+
+fn image(server: &Server, key: &str, query: &str, body: &[u8]) -> (u16, Value) {
+    let (status, headers, answer) = post(
+        &server.url(&format!("/v1/image{query}")),
+        &[
+            ("X-Api-Key", key),
+            ("Content-Type", "application/octet-stream"),
+        ],
+        body,
+    );
+    if status == 200 {
+        assert_schema("Answer", &answer);
+        assert_eq!(answer["request_id"], headers.get("x-request-id").unwrap());
+    }
+    (status, answer)
+}
+
+fn compat_form(
+    server: &Server,
+    fields: &[(&str, &str)],
+    media: Option<(&str, &str, &[u8])>,
+) -> (u16, Value) {
+    let boundary = "----modgateImageBoundary3f1";
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend_from_slice(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").as_bytes());
+    }
+    if let Some((filename, content_type, bytes)) = media {
+        body.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"media\"; filename=\"{filename}\"\r\nContent-Type: {content_type}\r\n\r\n").as_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    let (status, _, answer) = post(
+        &server.url("/1.0/check-workflow.json"),
+        &[(
+            "Content-Type",
+            &format!("multipart/form-data; boundary={boundary}"),
+        )],
+        &body,
+    );
+    let schema = if status == 200 {
+        "CompatAnswer"
+    } else {
+        "CompatErrorEnvelope"
+    };
+    assert_schema(schema, &answer);
+    (status, answer)
+}
+
+#[test]
+fn every_format_is_accepted_with_the_image_categories() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    for name in FORMATS {
+        let (status, answer) = image(&server, &key, "?ref=img-1", &testimage(name));
+        assert_eq!(status, 200, "{name}: {answer}");
+        assert_eq!(answer["summary"]["action"], "accept", "{name}: {answer}");
+        assert_eq!(answer["ref"], "img-1");
+        for category in ["nudity", "suggestive", "drawn_nudity"] {
+            let score = answer["scores"][category]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{name}: {category}"));
+            assert!((0.0..=1.0).contains(&score));
+        }
+        assert!(answer.get("unchecked").is_none());
+    }
+}
+
+#[test]
+fn names_and_content_types_do_not_decide_the_format() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    // A PNG that claims to be a JPEG, in a field named cat.jpg: it is a PNG, and it passes.
+    let png = testimage("png_rgb_hubble_320x240.png");
+    let (status, answer) = compat_form(
+        &server,
+        &[("api_secret", &key)],
+        Some(("cat.jpg", "image/jpeg", &png)),
+    );
+    assert_eq!(status, 200, "{answer}");
+    // Text that claims to be a PNG: 415.
+    let (status, answer) = compat_form(
+        &server,
+        &[("api_secret", &key)],
+        Some(("cat.png", "image/png", b"just text")),
+    );
+    assert_error(status, &answer, 415, "unsupported_media", true);
+    // BMP, TIFF and an empty body on the native route.
+    for body in [
+        &b"BM\x36\x00\x00\x00\x00\x00"[..],
+        b"II*\x00\x08\x00\x00\x00",
+        b"",
+    ] {
+        let (status, answer) = image(&server, &key, "", body);
+        assert_error(status, &answer, 415, "unsupported_media", false);
+    }
+}
+
+#[test]
+fn corrupt_and_truncated_images_are_400() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    for name in [
+        "png_rgb_hubble_320x240.png",
+        "webp_lossy_rocket_640x427.webp",
+        "gif_animated_2frames_chelsea_200x150.gif",
+    ] {
+        let bytes = testimage(name);
+        let (status, answer) = image(&server, &key, "", &bytes[..bytes.len() / 2]);
+        assert_error(status, &answer, 400, "corrupt_media", false);
+    }
+    // A JPEG signature followed by garbage, and a PNG whose IHDR is cut.
+    let (status, answer) = image(
+        &server,
+        &key,
+        "",
+        b"\xFF\xD8\xFF\xE0\x00\x10JFIF garbage garbage garbage",
+    );
+    assert_error(status, &answer, 400, "corrupt_media", false);
+    let (status, answer) = image(&server, &key, "", b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHD");
+    assert_error(status, &answer, 400, "corrupt_media", false);
+}
+
+/// A PNG header claiming `width` x `height`, no pixels.
+fn png_claiming(width: u32, height: u32) -> Vec<u8> {
+    let mut out = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR".to_vec();
+    out.extend_from_slice(&width.to_be_bytes());
+    out.extend_from_slice(&height.to_be_bytes());
+    out.extend_from_slice(&[8, 2, 0, 0, 0, 0x8d, 0x4b, 0x2f, 0x2e]);
+    out
+}
+
+#[test]
+fn decompression_bombs_are_refused_from_their_headers() {
+    let server = Server::start();
+    let free = server.demo_key.clone().unwrap();
+    let (pro, _) = server.new_key("acme", "pro", &[]);
+    let started = Instant::now();
+    let mut gif = b"GIF89a".to_vec();
+    gif.extend_from_slice(&60_000u16.to_le_bytes());
+    gif.extend_from_slice(&60_000u16.to_le_bytes());
+    gif.extend_from_slice(&[0, 0, 0, 0x3b]);
+    let mut webp = b"RIFF\x00\x00\x00\x00WEBPVP8X\x0a\x00\x00\x00\x10\x00\x00\x00".to_vec();
+    webp.extend_from_slice(&[0x5F, 0xEA, 0x00, 0x5F, 0xEA, 0x00]);
+    for bomb in [png_claiming(60_000, 60_000), gif, webp] {
+        assert!(bomb.len() < 100);
+        let (status, answer) = image(&server, &pro, "", &bomb);
+        assert_error(status, &answer, 413, "image_too_large", false);
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The plan's pixels: 14 MP is over the free plan's 12 MP, within pro's 50 MP (where the
+    // header passes and the missing pixels make it corrupt).
+    let (status, answer) = image(&server, &free, "", &png_claiming(4000, 3500));
+    let message = assert_error(status, &answer, 413, "image_too_large", false);
+    assert!(message.contains("12000000"), "{message}");
+    let (status, answer) = image(&server, &pro, "", &png_claiming(4000, 3500));
+    assert_error(status, &answer, 400, "corrupt_media", false);
+    // A side over 16,384 px, whatever the pixel count.
+    let (status, answer) = image(&server, &pro, "", &png_claiming(20_000, 10));
+    assert_error(status, &answer, 413, "image_too_large", false);
+}
+
+#[test]
+fn body_limits_and_parameters() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    // Over 15 MB by Content-Length: refused before the body is read, and the connection closed.
+    let mut conn = RawConn::connect(server.addr);
+    conn.send(format!("POST /v1/image HTTP/1.1\r\nHost: t\r\nX-Api-Key: {key}\r\nContent-Length: 15000001\r\n\r\n").as_bytes());
+    let response = conn.read_response().unwrap();
+    assert_error(
+        response.status,
+        &response.json(),
+        413,
+        "body_too_large",
+        false,
+    );
+    assert_eq!(response.header("connection"), Some("close"));
+    // ref rules, unknown workflow, url with a body.
+    let jpeg = testimage("jpeg_baseline_chelsea_64x48.jpg");
+    let (status, answer) = image(&server, &key, &format!("?ref={}", "r".repeat(129)), &jpeg);
+    assert_error(status, &answer, 400, "bad_request", false);
+    let (status, answer) = image(&server, &key, "?workflow=nope", &jpeg);
+    assert_error(status, &answer, 400, "unknown_workflow", false);
+    let (status, answer) = image(
+        &server,
+        &key,
+        "?url=http%3A%2F%2Fexample.com%2Fa.jpg",
+        &jpeg,
+    );
+    assert_error(status, &answer, 400, "bad_request", false);
+    // A key limited to texts may not check images.
+    let (text_only, _) = server.new_key("demo", "free", &["--scopes", "text"]);
+    let (status, answer) = image(&server, &text_only, "", &jpeg);
+    assert_error(status, &answer, 403, "forbidden", false);
+}
+
+#[test]
+fn compatible_post_form_rules() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let jpeg = testimage("jpeg_baseline_chelsea_64x48.jpg");
+    let (status, answer) = compat_form(
+        &server,
+        &[
+            ("api_secret", &key),
+            ("workflow", "default"),
+            ("api_user", "x"),
+        ],
+        Some(("a.jpg", "image/jpeg", &jpeg)),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["workflow"]["id"], "default");
+    assert_eq!(answer["request"]["operations"], 1);
+    let (status, answer) = compat_form(
+        &server,
+        &[("api_secret", &key), ("url", "http://example.com/a.jpg")],
+        Some(("a.jpg", "image/jpeg", &jpeg)),
+    );
+    assert_error(status, &answer, 400, "bad_request", true);
+    let (status, answer) = compat_form(&server, &[("api_secret", &key)], None);
+    assert_error(status, &answer, 400, "bad_request", true);
+    let (status, answer) = compat_form(
+        &server,
+        &[("api_secret", &key)],
+        Some(("a.jpg", "image/jpeg", b"")),
+    );
+    assert_error(status, &answer, 415, "unsupported_media", true);
+    let (status, answer) = compat_form(
+        &server,
+        &[("api_secret", &key), ("workflow", &"w".repeat(70_000))],
+        Some(("a.jpg", "image/jpeg", &jpeg)),
+    );
+    assert_error(status, &answer, 413, "body_too_large", true);
+    let (status, answer) = compat_form(&server, &[], Some(("a.jpg", "image/jpeg", &jpeg)));
+    assert_error(status, &answer, 401, "unauthorized", true);
+    // Not a multipart body: 415 on this route.
+    let (status, _, answer) = post(
+        &server.url("/1.0/check-workflow.json"),
+        &[("Content-Type", "image/jpeg"), ("X-Api-Key", &key)],
+        &jpeg,
+    );
+    assert_error(status, &answer, 415, "unsupported_media", true);
+}
+
+#[test]
+fn compatible_get_needs_a_url() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let (status, _, answer) = get(
+        &server.url(&format!("/1.0/check-workflow.json?api_secret={key}")),
+        &[],
+    );
+    assert_error(status, &answer, 400, "bad_request", true);
+    let (status, _, answer) = get(
+        &server.url(&format!(
+            "/1.0/check-workflow.json?api_secret={key}&media=abc"
+        )),
+        &[],
+    );
+    assert_error(status, &answer, 400, "bad_request", true);
+    // The key is checked before the url.
+    let (status, _, answer) = get(
+        &server.url("/1.0/check-workflow.json?url=http%3A%2F%2F127.0.0.1%2F"),
+        &[],
+    );
+    assert_error(status, &answer, 401, "unauthorized", true);
+}
+
+#[test]
+fn with_default_settings_loopback_urls_are_refused() {
+    let images = ImageServer::start();
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    for url in [
+        images.url("/img/png_rgb_coffee_16x12.png"),
+        format!(
+            "http://2130706433:{}/img/png_rgb_coffee_16x12.png",
+            images.addr.port()
+        ),
+        format!(
+            "http://localhost:{}/img/png_rgb_coffee_16x12.png",
+            images.addr.port()
+        ),
+        "http://[::1]/x.png".to_owned(),
+        "http://169.254.169.254/latest/meta-data/".to_owned(),
+    ] {
+        let (status, _, answer) = get(
+            &server.url(&format!(
+                "/1.0/check-workflow.json?api_secret={key}&url={}",
+                encode(&url)
+            )),
+            &[],
+        );
+        let message = assert_error(status, &answer, 400, "url_refused", true);
+        assert!(message.contains("address"), "{url}: {message}");
+    }
+    for url in ["ftp://example.com/a.png", "file:///etc/passwd", "not a url"] {
+        let (status, answer) = image(&server, &key, &format!("?url={}", encode(url)), b"");
+        assert_error(status, &answer, 400, "url_refused", false);
+    }
+}
+
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn downloads_follow_three_redirects_and_keep_every_rule() {
+    let images = ImageServer::start();
+    let (server, key) = server_for_downloads();
+    let check = |path: &str| {
+        image(
+            &server,
+            &key,
+            &format!("?url={}", encode(&images.url(path))),
+            b"",
+        )
+    };
+    let (status, answer) = check("/img/jpeg_baseline_chelsea_451x300.jpg");
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = check("/chunked/webp_lossy_rocket_640x427.webp");
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = check("/redirect/3/png_rgb_coffee_16x12.png");
+    assert_eq!(status, 200, "3 redirects are followed: {answer}");
+    let (status, answer) = check("/redirect/4/png_rgb_coffee_16x12.png");
+    let message = assert_error(status, &answer, 400, "url_refused", false);
+    assert!(message.contains("redirects"), "{message}");
+    let (status, answer) = check("/text");
+    let message = assert_error(status, &answer, 400, "url_refused", false);
+    assert!(message.contains("text/html"), "{message}");
+    let (status, answer) = check("/missing");
+    assert_error(status, &answer, 400, "url_refused", false);
+    let started = Instant::now();
+    let (status, answer) = check("/big");
+    assert_error(status, &answer, 400, "url_refused", false);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "refused from Content-Length"
+    );
+    let (status, answer) = check("/big-unsized");
+    let message = assert_error(status, &answer, 400, "url_refused", false);
+    assert!(message.contains("15000000"), "{message}");
+    // The compatible GET route downloads too.
+    let url = encode(&images.url("/img/gif_transparent_coffee_120x90.gif"));
+    let (status, _, answer) = get(
+        &server.url(&format!(
+            "/1.0/check-workflow.json?api_secret={key}&url={url}"
+        )),
+        &[],
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("CompatAnswer", &answer);
+}
+
+#[test]
+fn slow_downloads_are_cut_at_ten_seconds() {
+    let images = ImageServer::start();
+    let (server, key) = server_for_downloads();
+    let started = Instant::now();
+    let (status, answer) = image(
+        &server,
+        &key,
+        &format!("?url={}", encode(&images.url("/slow"))),
+        b"",
+    );
+    let elapsed = started.elapsed();
+    let message = assert_error(status, &answer, 400, "url_refused", false);
+    assert!(message.contains("10 s"), "{message}");
+    assert!(
+        elapsed >= Duration::from_secs(9) && elapsed < Duration::from_secs(12),
+        "{elapsed:?}"
+    );
+}
+
+#[test]
+fn image_checks_are_journaled() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let (status, _) = image(
+        &server,
+        &key,
+        "?ref=photo-9",
+        &testimage("png_rgb_coffee_16x12.png"),
+    );
+    assert_eq!(status, 200);
+    let output = server.admin(&["journal", "--json", "--ref", "photo-9"]);
+    let line = String::from_utf8(output.stdout).unwrap();
+    let record: Value = serde_json::from_str(line.trim()).unwrap();
+    assert_eq!(record["kind"], "image");
+    assert_eq!(record["route"], "/v1/image");
+    assert_eq!(record["action"], "accept");
+}
