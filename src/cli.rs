@@ -64,8 +64,8 @@ enum Command {
     },
     /// Read the journal: every shard's records merged in time order, filtered.
     Journal(JournalArgs),
-    /// Run a workflow's text checks over a JSON-lines file of texts, offline, and report how
-    /// it would decide (to choose thresholds on your own traffic).
+    /// Run a workflow's checks over a JSON-lines file of texts or a directory of images,
+    /// offline, and report how it would decide (to choose thresholds on your own traffic).
     Eval(EvalArgs),
     /// Configuration helpers.
     Config {
@@ -141,8 +141,16 @@ enum JournalCommand {
 #[derive(Args)]
 struct EvalArgs {
     /// JSON lines, each with a `text` (and optionally `context`).
-    #[arg(long, value_name = "FILE")]
-    texts: PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "images",
+        conflicts_with = "images"
+    )]
+    texts: Option<PathBuf>,
+    /// A directory of images (every file in it).
+    #[arg(long, value_name = "DIR")]
+    images: Option<PathBuf>,
     #[arg(long, default_value = "default")]
     workflow: String,
     /// Workflow file (default: the shipped workflows).
@@ -364,8 +372,13 @@ fn eval(args: EvalArgs) -> anyhow::Result<()> {
     let library = args
         .models
         .join(&Config::default().models.onnxruntime_library);
+    let input = match (&args.texts, &args.images) {
+        (Some(texts), _) => crate::eval::Input::Texts(texts),
+        (None, Some(images)) => crate::eval::Input::Images(images),
+        (None, None) => bail!("give --texts FILE or --images DIR"),
+    };
     crate::eval::run(crate::eval::EvalOptions {
-        texts: &args.texts,
+        input,
         workflow_name: &args.workflow,
         workflow: definition,
         models_dir: &args.models,

@@ -1,74 +1,162 @@
-//! `modgate eval`: runs a workflow's text checks over a file of texts, offline, and reports
-//! how it would decide: the counts of each action, how often each category reaches its
-//! thresholds, and the distribution of each category's scores. This is how the shipped
-//! thresholds were chosen (`models/THRESHOLDS.md`), and how an operator checks them against
-//! their own traffic before deploying.
+//! `modgate eval`: runs a workflow's checks over a file of texts or a directory of images,
+//! offline, and reports how it would decide: the counts of each action, how often each
+//! category reaches its thresholds, and the distribution of each category's scores. This is
+//! how the shipped thresholds were chosen (`models/THRESHOLDS.md`), and how an operator checks
+//! them against their own traffic before deploying.
 //!
 //! It runs the server's own code: the same [`Engine`], the same model worker, the same
 //! decision rule; only the HTTP layer is left out.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
 
 use crate::checks::{Engine, TextModels};
-use crate::decision::{decide, Action};
-use crate::inference::{self, Worker, WorkerConfig};
+use crate::decision::{decide, Action, Decision};
+use crate::image::probe::probe;
+use crate::inference::{self, ImageModels, Worker, WorkerConfig};
 use crate::workflow::WorkflowDef;
 
+/// What to evaluate.
+pub enum Input<'a> {
+    /// JSON lines with a `text` field (and `context`, used with `with_context`).
+    Texts(&'a Path),
+    /// Every file of a directory (not recursive), as images.
+    Images(&'a Path),
+}
+
 pub struct EvalOptions<'a> {
-    /// JSON lines with a `text` field (and `context` if `with_context`).
-    pub texts: &'a Path,
+    pub input: Input<'a>,
     pub workflow_name: &'a str,
     pub workflow: WorkflowDef,
     pub models_dir: &'a Path,
     pub library: &'a Path,
     pub with_context: bool,
-    /// Stop after this many texts (0: all).
+    /// Stop after this many items (0: all).
     pub limit: usize,
-    /// Write one JSON line per text (its index, action and reasons) here.
+    /// Write one JSON line per item (its index or file, action and reasons) here.
     pub decisions: Option<&'a Path>,
+}
+
+enum Item {
+    Text {
+        text: String,
+        context: Option<String>,
+    },
+    Image {
+        name: String,
+        bytes: Vec<u8>,
+    },
 }
 
 #[derive(Default)]
 struct Tally {
-    texts: usize,
+    items: usize,
     actions: [usize; 3],
-    /// Per category: texts at or over review, at or over reject, and all scores.
+    /// Items refused before any check (an image that does not decode, over the limits).
+    refused: usize,
+    /// Per category: items at or over review, at or over reject, and all scores.
     categories: BTreeMap<&'static str, (usize, usize, Vec<f64>)>,
+}
+
+impl Tally {
+    fn add(&mut self, workflow: &WorkflowDef, decision: &Decision) {
+        self.items += 1;
+        self.actions[decision.action as usize] += 1;
+        for (category, score) in &decision.scores {
+            let thresholds = &workflow.categories[*category];
+            let entry = self.categories.entry(category).or_default();
+            entry.0 += usize::from(*score >= thresholds.review);
+            entry.1 += usize::from(*score >= thresholds.reject);
+            entry.2.push(*score);
+        }
+    }
+}
+
+fn load_items(input: &Input<'_>, with_context: bool, limit: usize) -> anyhow::Result<Vec<Item>> {
+    let mut items = Vec::new();
+    let full = |items: &Vec<Item>| limit > 0 && items.len() >= limit;
+    match input {
+        Input::Texts(path) => {
+            let file =
+                std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+            for line in std::io::BufReader::new(file).lines() {
+                let line = line?;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let mut bytes = line.into_bytes();
+                if crate::api::text::nesting_exceeds(&bytes, crate::api::text::JSON_DEPTH_MAX) {
+                    anyhow::bail!("a line nests its JSON too deep");
+                }
+                let value: simd_json::OwnedValue = simd_json::to_owned_value(&mut bytes)
+                    .map_err(|e| anyhow!("a line is not JSON: {e}"))?;
+                use simd_json::prelude::*;
+                let text = value
+                    .get("text")
+                    .and_then(|t| t.as_str())
+                    .ok_or_else(|| anyhow!("a line has no `text`"))?;
+                let context = with_context
+                    .then(|| {
+                        value
+                            .get("context")
+                            .and_then(|c| c.as_str())
+                            .map(str::to_owned)
+                    })
+                    .flatten();
+                items.push(Item::Text {
+                    text: text.to_owned(),
+                    context,
+                });
+                if full(&items) {
+                    break;
+                }
+            }
+        }
+        Input::Images(dir) => {
+            let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+                .with_context(|| format!("reading {}", dir.display()))?
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|path| path.is_file())
+                .collect();
+            paths.sort();
+            for path in paths {
+                let bytes =
+                    std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                items.push(Item::Image { name, bytes });
+                if full(&items) {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(items)
 }
 
 pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
     let (text_models, problem) = TextModels::load(options.models_dir).map_err(|e| anyhow!(e))?;
-    let needs_model = options.workflow.text_checks.iter().any(|c| c == "toxblock");
-    if let (true, Some(problem)) = (needs_model, problem) {
+    let images = matches!(options.input, Input::Images(_));
+    let needs_worker = images || options.workflow.text_checks.iter().any(|c| c == "toxblock");
+    if let (false, true, Some(problem)) = (images, needs_worker, problem) {
         anyhow::bail!(problem);
     }
-    let worker_models = if needs_model {
-        let preflight = inference::preflight(options.models_dir, options.library, true)
-            .map_err(|e| anyhow!(e))?;
-        preflight.models
+    let worker_models = if needs_worker {
+        inference::preflight(options.models_dir, options.library, true)
+            .map_err(|e| anyhow!(e))?
+            .models
     } else {
         None
     };
     let text_models = Arc::new(text_models);
-    let file = std::fs::File::open(options.texts)
-        .with_context(|| format!("opening {}", options.texts.display()))?;
-    let mut lines = Vec::new();
-    for line in std::io::BufReader::new(file).lines() {
-        let line = line?;
-        if !line.trim().is_empty() {
-            lines.push(line);
-        }
-        if options.limit > 0 && lines.len() >= options.limit {
-            break;
-        }
-    }
+    let items = load_items(&options.input, options.with_context, options.limit)?;
     let workflow = options.workflow.clone();
-    let with_context = options.with_context;
     let mut decisions_out = match options.decisions {
         Some(path) => Some(std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
@@ -77,6 +165,12 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
     };
     let tally = glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
+            let image_models = ImageModels {
+                open_nsfw: worker_models
+                    .as_ref()
+                    .is_some_and(|m| m.open_nsfw.is_some()),
+                nsfwjs: worker_models.as_ref().is_some_and(|m| m.nsfwjs.is_some()),
+            };
             let worker = match worker_models {
                 Some(models) => {
                     let config = WorkerConfig {
@@ -94,34 +188,38 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
             };
             let engine = Engine {
                 toxblock_ready: worker.is_some() && text_models.tox_tokenizer.is_some(),
-                image_models: Default::default(),
+                image_models,
                 text: text_models,
                 worker,
                 normalizer: Default::default(),
             };
             let mut tally = Tally::default();
-            for line in lines {
-                let mut bytes = line.into_bytes();
-                if crate::api::text::nesting_exceeds(&bytes, crate::api::text::JSON_DEPTH_MAX) {
-                    return Err("a line nests its JSON too deep".to_owned());
-                }
-                let value: simd_json::OwnedValue = simd_json::to_owned_value(&mut bytes)
-                    .map_err(|e| format!("a line is not JSON: {e}"))?;
-                use simd_json::prelude::*;
-                let text = value
-                    .get("text")
-                    .and_then(|t| t.as_str())
-                    .ok_or("a line has no `text`")?;
-                let context = if with_context {
-                    value.get("context").and_then(|c| c.as_str())
-                } else {
-                    None
+            for (index, item) in items.into_iter().enumerate() {
+                let (label, decision) = match item {
+                    Item::Text { text, context } => {
+                        let board = engine
+                            .check_text(&workflow.text_checks, &text, context.as_deref())
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        (index.to_string(), decide(&workflow, &board))
+                    }
+                    Item::Image { name, bytes } => {
+                        let Ok(found) = probe(&bytes) else {
+                            tally.refused += 1;
+                            continue;
+                        };
+                        let (_, scored) = engine
+                            .check_image(&workflow.image_checks, bytes, found)
+                            .await;
+                        match scored {
+                            Ok((board, _)) => (name, decide(&workflow, &board)),
+                            Err(_) => {
+                                tally.refused += 1;
+                                continue;
+                            }
+                        }
+                    }
                 };
-                let board = engine
-                    .check_text(&workflow.text_checks, text, context)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let decision = decide(&workflow, &board);
                 if let Some(out) = decisions_out.as_mut() {
                     let reasons: Vec<String> = decision
                         .reject_reason
@@ -131,22 +229,14 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
                         .collect();
                     writeln!(
                         out,
-                        "{{\"line\":{},\"action\":\"{}\",\"reasons\":[{}]}}",
-                        tally.texts,
+                        "{{\"item\":\"{}\",\"action\":\"{}\",\"reasons\":[{}]}}",
+                        label.replace('"', "'"),
                         decision.action.as_str(),
                         reasons.join(",")
                     )
                     .map_err(|e| e.to_string())?;
                 }
-                tally.texts += 1;
-                tally.actions[decision.action as usize] += 1;
-                for (category, score) in &decision.scores {
-                    let thresholds = &workflow.categories[*category];
-                    let entry = tally.categories.entry(category).or_default();
-                    entry.0 += usize::from(*score >= thresholds.review);
-                    entry.1 += usize::from(*score >= thresholds.reject);
-                    entry.2.push(*score);
-                }
+                tally.add(&workflow, &decision);
             }
             Ok::<Tally, String>(tally)
         })
@@ -160,15 +250,23 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
 
 fn report(options: &EvalOptions<'_>, mut tally: Tally) {
     let mut out = std::io::stdout().lock();
-    let n = tally.texts.max(1) as f64;
+    let n = tally.items.max(1) as f64;
     let percent = |count: usize| 100.0 * count as f64 / n;
+    let source = match &options.input {
+        Input::Texts(path) | Input::Images(path) => path.display().to_string(),
+    };
     let _ = writeln!(
         out,
-        "workflow {} on {} texts of {}",
-        options.workflow_name,
-        tally.texts,
-        options.texts.display()
+        "workflow {} on {} items of {source}",
+        options.workflow_name, tally.items
     );
+    if tally.refused > 0 {
+        let _ = writeln!(
+            out,
+            "  ({} more refused before any check: not decodable or over the limits)",
+            tally.refused
+        );
+    }
     for (action, count) in [Action::Accept, Action::Review, Action::Reject]
         .iter()
         .zip(tally.actions)

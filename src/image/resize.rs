@@ -33,17 +33,24 @@ pub fn nsfwjs_input(image: &Rgb8, out: &mut [f32]) {
         }
         return;
     }
+    // `p / 255` in f32, widened to f64, for every byte: the division once per value, not per tap.
+    let table: [f64; 256] = std::array::from_fn(|p| f64::from(scaled(p as u8)));
     let ys = corner_aligned(image.height);
     let xs = corner_aligned(image.width);
-    let at = |y: usize, x: usize, c: usize| {
-        f64::from(scaled(image.pixels[(y * image.width + x) * 3 + c]))
-    };
+    let stride = image.width * 3;
     for (row, &(y0, y1, fy)) in ys.iter().enumerate() {
-        for (column, &(x0, x1, fx)) in xs.iter().enumerate() {
+        let top_row = &image.pixels[y0 * stride..(y0 + 1) * stride];
+        let bottom_row = &image.pixels[y1 * stride..(y1 + 1) * stride];
+        let out_row = &mut out[row * MODEL_SIDE * 3..(row + 1) * MODEL_SIDE * 3];
+        for (slot, &(x0, x1, fx)) in out_row.chunks_exact_mut(3).zip(&xs) {
             for c in 0..3 {
-                let top = at(y0, x0, c) + (at(y0, x1, c) - at(y0, x0, c)) * fx;
-                let bottom = at(y1, x0, c) + (at(y1, x1, c) - at(y1, x0, c)) * fx;
-                out[(row * MODEL_SIDE + column) * 3 + c] = (top + (bottom - top) * fy) as f32;
+                let tl = table[usize::from(top_row[x0 * 3 + c])];
+                let tr = table[usize::from(top_row[x1 * 3 + c])];
+                let bl = table[usize::from(bottom_row[x0 * 3 + c])];
+                let br = table[usize::from(bottom_row[x1 * 3 + c])];
+                let top = tl + (tr - tl) * fx;
+                let bottom = bl + (br - bl) * fx;
+                slot[c] = (top + (bottom - top) * fy) as f32;
             }
         }
     }
@@ -107,31 +114,39 @@ fn pillow_taps(input: usize, output: usize) -> Taps {
     Taps { first, weights }
 }
 
-fn clamp_round(accumulator: i64) -> u8 {
+fn clamp_round(accumulator: i32) -> u8 {
     (accumulator >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
 /// `Image.resize((width, height), BILINEAR)` for an RGB image: horizontal pass, then
-/// vertical; a pass is skipped when its dimension does not change.
+/// vertical; a pass is skipped when its dimension does not change. Sums are 32-bit as in
+/// Pillow: the weights sum to 2^22 and pixels are at most 255, so they stay below 2^30.
 pub fn pillow_bilinear(image: &Rgb8, width: usize, height: usize) -> Rgb8 {
     let horizontal = if image.width == width {
         image.clone()
     } else {
         let taps = pillow_taps(image.width, width);
         let mut out = vec![0u8; width * image.height * 3];
-        for y in 0..image.height {
-            let row = &image.pixels[y * image.width * 3..(y + 1) * image.width * 3];
-            for (x, (&first, weights)) in taps.first.iter().zip(&taps.weights).enumerate() {
-                let mut sums = [1i64 << (PRECISION_BITS - 1); 3];
-                for (k, &w) in weights.iter().enumerate() {
-                    let p = &row[(first + k) * 3..(first + k) * 3 + 3];
-                    for c in 0..3 {
-                        sums[c] += i64::from(p[c]) * i64::from(w);
-                    }
+        for (row, out_row) in image
+            .pixels
+            .chunks_exact(image.width * 3)
+            .zip(out.chunks_exact_mut(width * 3))
+        {
+            for ((&first, weights), slot) in taps
+                .first
+                .iter()
+                .zip(&taps.weights)
+                .zip(out_row.chunks_exact_mut(3))
+            {
+                let mut sums = [1i32 << (PRECISION_BITS - 1); 3];
+                let window = &row[first * 3..(first + weights.len()) * 3];
+                for (p, &w) in window.chunks_exact(3).zip(weights) {
+                    sums[0] += i32::from(p[0]) * w;
+                    sums[1] += i32::from(p[1]) * w;
+                    sums[2] += i32::from(p[2]) * w;
                 }
-                let at = (y * width + x) * 3;
                 for c in 0..3 {
-                    out[at + c] = clamp_round(sums[c]);
+                    slot[c] = clamp_round(sums[c]);
                 }
             }
         }
@@ -143,15 +158,21 @@ pub fn pillow_bilinear(image: &Rgb8, width: usize, height: usize) -> Rgb8 {
     let taps = pillow_taps(horizontal.height, height);
     let stride = width * 3;
     let mut out = vec![0u8; width * height * 3];
-    for (y, (&first, weights)) in taps.first.iter().zip(&taps.weights).enumerate() {
-        let mut sums = vec![1i64 << (PRECISION_BITS - 1); stride];
+    let mut sums = vec![0i32; stride];
+    for ((&first, weights), out_row) in taps
+        .first
+        .iter()
+        .zip(&taps.weights)
+        .zip(out.chunks_exact_mut(stride))
+    {
+        sums.fill(1i32 << (PRECISION_BITS - 1));
         for (k, &w) in weights.iter().enumerate() {
             let row = &horizontal.pixels[(first + k) * stride..(first + k + 1) * stride];
             for (sum, &p) in sums.iter_mut().zip(row) {
-                *sum += i64::from(p) * i64::from(w);
+                *sum += i32::from(p) * w;
             }
         }
-        for (slot, sum) in out[y * stride..(y + 1) * stride].iter_mut().zip(sums) {
+        for (slot, &sum) in out_row.iter_mut().zip(&sums) {
             *slot = clamp_round(sum);
         }
     }

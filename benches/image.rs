@@ -1,0 +1,158 @@
+//! Image hot paths: each decoder path, each resize, each model run, and the whole
+//! "12 MP JPEG to both models' inputs" path that `benches/jpeg_vs_pillow.sh` compares with
+//! libjpeg-turbo's DCT-scaled decode in Pillow.
+//!
+//! The 12 MP baseline JPEG is made here, deterministically (a test photo upscaled with the
+//! Pillow filter and encoded by libjpeg at quality 90, 4:2:0), and written to
+//! `target/bench-12mp.jpg` for the Python side of the comparison.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use modgate::image::decode::decode;
+use modgate::image::probe::probe;
+use modgate::image::resize::{nsfwjs_input, opennsfw_input, pillow_bilinear, INPUT_LEN};
+use modgate::image::Rgb8;
+use modgate::inference;
+
+const MODELS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models");
+
+fn testimage(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{MODELS}/image/testimages/{name}")).unwrap()
+}
+
+/// A 4000 x 3000 baseline JPEG, the same bytes every run.
+pub fn large_jpeg() -> Vec<u8> {
+    let source = testimage("jpeg_baseline_astronaut_512x384.jpg");
+    let small = decode(&source, &probe(&source).unwrap(), usize::MAX).unwrap();
+    let large = pillow_bilinear(&small, 4000, 3000);
+    let mut compress = mozjpeg::Compress::new(mozjpeg::ColorSpace::JCS_RGB);
+    compress.set_size(large.width, large.height);
+    compress.set_fastest_defaults();
+    compress.set_quality(90.0);
+    compress.set_chroma_sampling_pixel_sizes((2, 2), (2, 2));
+    let mut started = compress.start_compress(Vec::new()).unwrap();
+    started.write_scanlines(&large.pixels).unwrap();
+    let bytes = started.finish().unwrap();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench-12mp.jpg");
+    std::fs::write(path, &bytes).unwrap();
+    bytes
+}
+
+fn decoding(c: &mut Criterion) {
+    let large = large_jpeg();
+    let one_mp = testimage("jpeg_baseline_retina_1152x864_1mp.jpg");
+    let mut group = c.benchmark_group("decode");
+    group.sample_size(10);
+    for (name, bytes, min_side) in [
+        ("jpeg_12mp_full_zune", &large, usize::MAX),
+        ("jpeg_12mp_dct_scaled", &large, 256),
+        ("jpeg_1mp_full_zune", &one_mp, usize::MAX),
+        ("jpeg_1mp_dct_scaled", &one_mp, 256),
+    ] {
+        let found = probe(bytes).unwrap();
+        group.throughput(Throughput::Elements(
+            u64::from(found.width) * u64::from(found.height),
+        ));
+        group.bench_function(name, |b| {
+            b.iter(|| decode(black_box(bytes), &found, min_side).unwrap())
+        });
+    }
+    for name in [
+        "png_rgb_hubble_320x240.png",
+        "webp_lossy_rocket_640x427.webp",
+        "gif_animated_2frames_chelsea_200x150.gif",
+    ] {
+        let bytes = testimage(name);
+        let found = probe(&bytes).unwrap();
+        group.throughput(Throughput::Elements(
+            u64::from(found.width) * u64::from(found.height),
+        ));
+        group.bench_function(name, |b| {
+            b.iter(|| decode(black_box(&bytes), &found, 256).unwrap())
+        });
+    }
+    group.finish();
+}
+
+fn resizing(c: &mut Criterion) {
+    let large = large_jpeg();
+    let scaled = decode(&large, &probe(&large).unwrap(), 256).unwrap();
+    let mut group = c.benchmark_group("resize");
+    let mut input = vec![0.0f32; INPUT_LEN];
+    group.bench_function(
+        format!("nsfwjs_from_{}x{}", scaled.width, scaled.height),
+        |b| b.iter(|| nsfwjs_input(black_box(&scaled), &mut input)),
+    );
+    group.bench_function(
+        format!(
+            "opennsfw_from_{}x{}_with_jpeg_round_trip",
+            scaled.width, scaled.height
+        ),
+        |b| b.iter(|| opennsfw_input(black_box(&scaled), &mut input).unwrap()),
+    );
+    group.finish();
+}
+
+/// What the worker does to a 12 MP JPEG before the models run.
+fn to_inputs(bytes: &[u8]) -> (Rgb8, Vec<f32>, Vec<f32>) {
+    let image = decode(
+        bytes,
+        &probe(bytes).unwrap(),
+        inference::worker::IMAGE_MIN_SIDE,
+    )
+    .unwrap();
+    let mut a = vec![0.0f32; INPUT_LEN];
+    let mut b = vec![0.0f32; INPUT_LEN];
+    opennsfw_input(&image, &mut a).unwrap();
+    nsfwjs_input(&image, &mut b);
+    (image, a, b)
+}
+
+fn pipeline(c: &mut Criterion) {
+    let large = large_jpeg();
+    let mut group = c.benchmark_group("pipeline");
+    group.sample_size(20);
+    group.bench_function("jpeg_12mp_to_both_model_inputs", |b| {
+        b.iter(|| to_inputs(black_box(&large)))
+    });
+    group.finish();
+}
+
+fn models(c: &mut Criterion) {
+    let library = format!("{MODELS}/cache/libonnxruntime.so.1.31.1");
+    let Ok(environment) = inference::load_runtime(std::path::Path::new(&library)) else {
+        eprintln!("model benches skipped: run `python3 models/fetch.py` first");
+        return;
+    };
+    let large = large_jpeg();
+    let (_, open_input, nsfwjs_in) = to_inputs(&large);
+    let dir = std::path::Path::new(MODELS);
+    let mut open_nsfw = inference::open_session(
+        &environment,
+        &inference::verify_model(dir, &inference::OPEN_NSFW).unwrap(),
+    )
+    .unwrap();
+    let mut nsfwjs = inference::open_session(
+        &environment,
+        &inference::verify_model(dir, &inference::NSFWJS).unwrap(),
+    )
+    .unwrap();
+    let mut group = c.benchmark_group("model");
+    group.sample_size(20);
+    group.bench_function("open_nsfw_1_image", |b| {
+        b.iter(|| inference::open_nsfw_probs(&mut open_nsfw, open_input.clone()).unwrap())
+    });
+    group.bench_function("nsfwjs_1_image", |b| {
+        b.iter(|| inference::nsfwjs_probs(&mut nsfwjs, nsfwjs_in.clone()).unwrap())
+    });
+    let batch: Vec<f32> = (0..8).flat_map(|_| nsfwjs_in.iter().copied()).collect();
+    group.throughput(Throughput::Elements(8));
+    group.bench_function("nsfwjs_batch_of_8", |b| {
+        b.iter(|| inference::nsfwjs_probs(&mut nsfwjs, batch.clone()).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decoding, resizing, pipeline, models);
+criterion_main!(benches);
