@@ -62,6 +62,9 @@ pub struct TestingConfig {
     /// Test only: let `url` downloads reach private and loopback addresses.
     #[serde(default)]
     pub allow_private_urls: bool,
+    /// Test only: a PEM file of extra certificate authorities trusted by `url` downloads
+    /// (besides the webpki roots), so tests can serve images over https from 127.0.0.1.
+    pub download_extra_roots: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]

@@ -399,6 +399,53 @@ fn downloads_follow_three_redirects_and_keep_every_rule() {
 }
 
 #[test]
+fn https_downloads_verify_the_certificate() {
+    // A test authority and a certificate for localhost signed by it.
+    let mut params = rcgen::CertificateParams::new(Vec::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let authority =
+        rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap()).unwrap();
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &authority)
+        .unwrap();
+    let images = ImageServer::start_tls(
+        leaf.der().clone(),
+        rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der()).unwrap(),
+    );
+    let url = format!(
+        "?url={}",
+        encode(&format!(
+            "https://localhost:{}/img/png_rgb_coffee_16x12.png",
+            images.addr.port()
+        ))
+    );
+
+    // Trusting the test authority (a test-only setting), the download goes through.
+    let dir = tempfile::tempdir().unwrap();
+    let roots = dir.path().join("test-ca.pem");
+    std::fs::write(&roots, authority.pem()).unwrap();
+    let server = Server::start_with(Options {
+        config: format!(
+            "[testing]\nallow_private_urls = true\ndownload_extra_roots = \"{}\"\n",
+            roots.display()
+        ),
+        ..Options::default()
+    });
+    let key = server.new_key("acme", "pro", &[]).0;
+    let (status, answer) = image(&server, &key, &url, b"");
+    assert_eq!(status, 200, "{answer}");
+    drop(server);
+
+    // Without it, the same server's certificate is refused.
+    let (server, key) = server_for_downloads();
+    let (status, answer) = image(&server, &key, &url, b"");
+    let message = assert_error(status, &answer, 400, "url_refused", false);
+    assert!(message.to_lowercase().contains("tls"), "{message}");
+}
+
+#[test]
 fn slow_downloads_are_cut_at_ten_seconds() {
     let images = ImageServer::start();
     let (server, key) = server_for_downloads();

@@ -233,6 +233,28 @@ fn quota_counts_checks_that_ran_and_resets_with_the_month() {
 }
 
 #[test]
+fn quota_used_counts_every_shards_checks() {
+    let server = Server::start_with(Options {
+        cores: Some(2),
+        ..Options::default()
+    });
+    let key = limited_key(&server, "acme", &["--quota-per-month", "1000"]);
+    // New connections land on both shards (SO_REUSEPORT); each shard leases its own block of
+    // the quota, and the header must count checks, not leases.
+    for _ in 0..10 {
+        let request = text_request(&key, r#"{"text":"hello"}"#);
+        assert_eq!(raw_request(server.addr, &request).unwrap().status, 200);
+    }
+    // Shards share what they spent on their janitor tick; after one, every shard knows all.
+    for i in 1..=3 {
+        std::thread::sleep(Duration::from_millis(1000));
+        let request = text_request(&key, r#"{"text":"hello"}"#);
+        let response = raw_request(server.addr, &request).unwrap();
+        assert_eq!(header_u64(&response, "x-quota-used"), 10 + i);
+    }
+}
+
+#[test]
 fn the_quota_survives_restarts() {
     let data = tempfile::tempdir().unwrap();
     let start = || {

@@ -17,11 +17,15 @@
 pub mod vet;
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::net::TcpStream;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
 use url::Url;
 
 use crate::error::{ApiError, ErrorKind};
@@ -52,9 +56,24 @@ fn refused(reason: impl Into<String>) -> ApiError {
 }
 
 impl Downloader {
-    pub fn new(allow_private: bool, bytes_max: usize) -> Downloader {
+    /// `extra_roots`: test only, a PEM file of further trusted authorities.
+    pub fn new(
+        allow_private: bool,
+        extra_roots: Option<&Path>,
+        bytes_max: usize,
+    ) -> anyhow::Result<Downloader> {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        if let Some(path) = extra_roots {
+            for cert in CertificateDer::pem_file_iter(path)
+                .with_context(|| format!("reading {}", path.display()))?
+            {
+                let cert = cert.with_context(|| format!("reading {}", path.display()))?;
+                roots
+                    .add(cert)
+                    .with_context(|| format!("a certificate in {}", path.display()))?;
+            }
+        }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -65,11 +84,11 @@ impl Downloader {
             Err(error) => panic!("TLS client configuration: {error}"),
         };
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Downloader {
+        Ok(Downloader {
             tls: futures_rustls::TlsConnector::from(Arc::new(config)),
             allow_private,
             bytes_max,
-        }
+        })
     }
 
     /// Downloads `url` under the rules above, into `out`.

@@ -28,11 +28,13 @@ pub struct BucketSpec {
     pub burst: u32,
 }
 
-/// Quota units granted, and the organization's count in the ledger after the grant.
+/// Quota units granted, the organization's count in the ledger after the grant, and the
+/// checks it is known to have spent (see [`LeaseSource::report_spent`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QuotaGrant {
     pub units: u64,
     pub used: u64,
+    pub spent: u64,
 }
 
 /// The shared side of the limits.
@@ -63,6 +65,11 @@ pub trait LeaseSource: Send + Sync {
     fn return_quota(&self, org: &str, month: u32, units: u64) -> anyhow::Result<()>;
     /// The ledger's count (may block).
     fn quota_used(&self, org: &str, month: u32) -> anyhow::Result<u64>;
+    /// Adds `spent` checks that ran to `org`'s count for `month` and returns the count: what
+    /// every shard has reported, on top of what the ledger held when this process first
+    /// leased for that month. Shards report on their janitor tick, so the `X-Quota-Used` they
+    /// send lags other shards by at most one tick. Does not block.
+    fn report_spent(&self, org: &str, month: u32, spent: u64) -> u64;
 }
 
 /// Map size of the counters environment.
@@ -73,6 +80,8 @@ pub struct LocalLeases {
     permits: Mutex<HashMap<String, u32>>,
     env: Env,
     quota: Database<Str, U64<BigEndian>>,
+    /// Checks spent per ledger key, as reported by the shards (see `report_spent`).
+    spent: Mutex<HashMap<String, u64>>,
 }
 
 impl LocalLeases {
@@ -93,8 +102,16 @@ impl LocalLeases {
             permits: Mutex::default(),
             env,
             quota,
+            spent: Mutex::default(),
         })
     }
+}
+
+/// A poisoned lock still guards consistent counters (every update is a single assignment).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn ledger_key(org: &str, month: u32) -> String {
@@ -109,7 +126,7 @@ impl LeaseSource for LocalLeases {
         want: u32,
         now_ms: i64,
     ) -> (u32, BucketState) {
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut buckets = lock(&self.buckets);
         let entry = buckets
             .entry(key.to_owned())
             .or_insert_with(|| Bucket::full(bucket.burst, now_ms));
@@ -117,14 +134,14 @@ impl LeaseSource for LocalLeases {
     }
 
     fn return_rate(&self, key: &str, bucket: BucketSpec, tokens: u32) {
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut buckets = lock(&self.buckets);
         if let Some(entry) = buckets.get_mut(key) {
             entry.give_back(bucket.burst, tokens);
         }
     }
 
     fn take_permits(&self, org: &str, max: u32, want: u32) -> u32 {
-        let mut permits = self.permits.lock().unwrap_or_else(|e| e.into_inner());
+        let mut permits = lock(&self.permits);
         let leased = permits.entry(org.to_owned()).or_insert(0);
         let granted = want.min(max.saturating_sub(*leased));
         *leased += granted;
@@ -132,7 +149,7 @@ impl LeaseSource for LocalLeases {
     }
 
     fn return_permits(&self, org: &str, returned: u32) {
-        let mut permits = self.permits.lock().unwrap_or_else(|e| e.into_inner());
+        let mut permits = lock(&self.permits);
         if let Some(leased) = permits.get_mut(org) {
             *leased = leased.saturating_sub(returned);
         }
@@ -153,9 +170,13 @@ impl LeaseSource for LocalLeases {
             self.quota.put(&mut txn, &key, &(used + units))?;
         }
         txn.commit()?;
+        // The first lease of this process for the month: what the ledger held is what was
+        // spent before (a graceful stop returns unspent units; a crash loses them, spent).
+        let spent = *lock(&self.spent).entry(key).or_insert(used);
         Ok(QuotaGrant {
             units,
             used: used + units,
+            spent,
         })
     }
 
@@ -173,6 +194,14 @@ impl LeaseSource for LocalLeases {
         let txn = self.env.read_txn()?;
         Ok(self.quota.get(&txn, &ledger_key(org, month))?.unwrap_or(0))
     }
+
+    fn report_spent(&self, org: &str, month: u32, spent: u64) -> u64 {
+        let mut counts = lock(&self.spent);
+        // Shards report only after a grant, which set the base; without one, count from 0.
+        let count = counts.entry(ledger_key(org, month)).or_insert(0);
+        *count += spent;
+        *count
+    }
 }
 
 #[cfg(test)]
@@ -186,11 +215,19 @@ mod tests {
             let leases = LocalLeases::open(dir.path()).unwrap();
             assert_eq!(
                 leases.take_quota("o", 1, 10, 4).unwrap(),
-                QuotaGrant { units: 4, used: 4 }
+                QuotaGrant {
+                    units: 4,
+                    used: 4,
+                    spent: 0
+                }
             );
             assert_eq!(
                 leases.take_quota("o", 1, 10, 8).unwrap(),
-                QuotaGrant { units: 6, used: 10 }
+                QuotaGrant {
+                    units: 6,
+                    used: 10,
+                    spent: 0
+                }
             );
             assert_eq!(leases.take_quota("o", 1, 10, 1).unwrap().units, 0);
             leases.return_quota("o", 1, 3).unwrap();

@@ -63,6 +63,22 @@ struct QuotaLease {
     units: u64,
     /// The ledger's count after the last grant.
     ledger_used: u64,
+    /// The organization's checks spent on all shards, as of the last report to the source.
+    spent_synced: u64,
+    /// Checks spent on this shard since that report.
+    spent_unsynced: u64,
+}
+
+impl QuotaLease {
+    fn new(month: u32) -> QuotaLease {
+        QuotaLease {
+            month,
+            units: 0,
+            ledger_used: 0,
+            spent_synced: 0,
+            spent_unsynced: 0,
+        }
+    }
 }
 
 /// The limit headers of an authenticated answer (SPEC 4.9; semantics in the OpenAPI document).
@@ -256,21 +272,16 @@ impl ShardLimits {
                 ApiError::internal("the quota ledger could not be updated")
             })?;
         let mut quota = self.inner.quota.borrow_mut();
-        let lease = quota.entry(org.to_owned()).or_insert(QuotaLease {
-            month,
-            units: 0,
-            ledger_used: 0,
-        });
+        let lease = quota
+            .entry(org.to_owned())
+            .or_insert_with(|| QuotaLease::new(month));
         if lease.month != month {
             // Units of a past month are not worth returning: that month is over.
-            *lease = QuotaLease {
-                month,
-                units: 0,
-                ledger_used: 0,
-            };
+            *lease = QuotaLease::new(month);
         }
         lease.units += grant.units;
         lease.ledger_used = grant.used;
+        lease.spent_synced = lease.spent_synced.max(grant.spent);
         if lease.units == 0 {
             let retry_s = (ms_until_next_month(now_ms) + 999) / 1000;
             return Err(ApiError::new(
@@ -287,9 +298,11 @@ impl ShardLimits {
     /// returns to the lease (refusals do not count).
     pub fn finish(&self, admission: Admission, ran: bool, now_ms: i64) {
         self.release_permit(&admission.org, now_ms);
-        if !ran {
-            if let Some(lease) = self.inner.quota.borrow_mut().get_mut(&admission.org) {
-                if lease.month == admission.month {
+        if let Some(lease) = self.inner.quota.borrow_mut().get_mut(&admission.org) {
+            if lease.month == admission.month {
+                if ran {
+                    lease.spent_unsynced += 1;
+                } else {
                     lease.units += 1;
                 }
             }
@@ -318,7 +331,7 @@ impl ShardLimits {
             .borrow()
             .get(caller.org.record.name.as_str())
             .filter(|lease| lease.month == month)
-            .map_or(0, |lease| lease.ledger_used.saturating_sub(lease.units));
+            .map_or(0, |lease| lease.spent_synced + lease.spent_unsynced);
         LimitHeaders {
             limit: bucket.burst,
             remaining,
@@ -328,9 +341,17 @@ impl ShardLimits {
         }
     }
 
-    /// Gives back rate tokens and spare permits idle for [`IDLE_RETURN_MS`]. Run every
-    /// [`IDLE_RETURN_MS`] by the shard.
+    /// Gives back rate tokens and spare permits idle for [`IDLE_RETURN_MS`], and reports the
+    /// checks spent since the last tick (so that every shard's `X-Quota-Used` counts the
+    /// others'). Run every [`IDLE_RETURN_MS`] by the shard.
     pub fn return_idle(&self, now_ms: i64) {
+        let month = month_of(now_ms);
+        for (org, lease) in self.inner.quota.borrow_mut().iter_mut() {
+            if lease.month == month {
+                lease.spent_synced = self.source.report_spent(org, month, lease.spent_unsynced);
+                lease.spent_unsynced = 0;
+            }
+        }
         let mut rate = self.inner.rate.borrow_mut();
         rate.retain(|key, lease| {
             if now_ms - lease.touched_ms < IDLE_RETURN_MS {

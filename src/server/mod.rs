@@ -58,8 +58,12 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let leases: Arc<dyn LeaseSource> = Arc::new(LocalLeases::open(&config.server.data_dir)?);
     let downloader = Downloader::new(
         config.testing.allow_private_urls,
+        config.testing.download_extra_roots.as_deref(),
         crate::image::IMAGE_BYTES_MAX,
-    );
+    )?;
+    if let Some(path) = &config.testing.download_extra_roots {
+        tracing::warn!(path = %path.display(), "testing.download_extra_roots is set: downloads trust extra authorities (test only)");
+    }
     if config.testing.allow_private_urls {
         tracing::warn!(
             "testing.allow_private_urls is set: downloads may reach private addresses (test only)"
