@@ -31,8 +31,13 @@ pub enum ContentKind {
     Text,
 }
 
-/// The key the request presents, from the headers and (compatible routes) `api_secret`.
-pub fn presented_key<'a>(head: &'a RequestHead, api_secret: Option<&'a str>) -> ApiResult<&'a str> {
+/// The key the request presents, from the headers and (compatible routes, `compat`)
+/// `api_secret`.
+pub fn presented_key<'a>(
+    head: &'a RequestHead,
+    api_secret: Option<&'a str>,
+    compat: bool,
+) -> ApiResult<&'a str> {
     let bearer = match head.authorization.as_deref() {
         Some(value) => Some(bearer_token(value)?),
         None => None,
@@ -52,9 +57,11 @@ pub fn presented_key<'a>(head: &'a RequestHead, api_secret: Option<&'a str>) -> 
         }
     }
     found.ok_or_else(|| {
-        ApiError::unauthorized(
-            "missing API key: send 'Authorization: Bearer <key>' or 'X-Api-Key: <key>'",
-        )
+        ApiError::unauthorized(if compat {
+            "missing API key: send it in the 'api_secret' field"
+        } else {
+            "missing API key: send 'Authorization: Bearer <key>' or 'X-Api-Key: <key>'"
+        })
     })
 }
 
@@ -200,17 +207,23 @@ mod tests {
     #[test]
     fn key_sources() {
         assert_eq!(
-            presented_key(&head(Some("Bearer k1"), None), None),
+            presented_key(&head(Some("Bearer k1"), None), None, false),
             Ok("k1")
         );
         assert_eq!(
-            presented_key(&head(Some("bearer  k1"), None), None),
+            presented_key(&head(Some("bearer  k1"), None), None, false),
             Ok("k1")
         );
-        assert_eq!(presented_key(&head(None, Some("k2")), None), Ok("k2"));
-        assert_eq!(presented_key(&head(None, None), Some("k3")), Ok("k3"));
         assert_eq!(
-            presented_key(&head(Some("Bearer k"), Some("k")), Some("k")),
+            presented_key(&head(None, Some("k2")), None, false),
+            Ok("k2")
+        );
+        assert_eq!(
+            presented_key(&head(None, None), Some("k3"), false),
+            Ok("k3")
+        );
+        assert_eq!(
+            presented_key(&head(Some("Bearer k"), Some("k")), Some("k"), false),
             Ok("k")
         );
         for (auth, api_key, secret) in [
@@ -219,7 +232,7 @@ mod tests {
             (Some("Bearer a"), Some("b"), None),
             (None, Some("a"), Some("b")),
         ] {
-            let error = presented_key(&head(auth, api_key), secret).unwrap_err();
+            let error = presented_key(&head(auth, api_key), secret, false).unwrap_err();
             assert_eq!(error.kind, ErrorKind::Unauthorized);
         }
     }

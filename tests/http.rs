@@ -264,6 +264,9 @@ fn unknown_paths_and_wrong_methods() {
     let server = Server::start();
     let (status, _, body) = get(&server.url("/v2/nothing"), &[]);
     assert_error(status, &body, 404, "bad_request", false);
+    // Only the compatible routes themselves use the compatible envelope.
+    let (status, _, body) = get(&server.url("/1.0/nothing.json"), &[]);
+    assert_error(status, &body, 404, "bad_request", false);
     let mut response = agent().post(&server.url("/v1/workflows")).send("").unwrap();
     let status = response.status().as_u16();
     let allow = response

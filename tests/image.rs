@@ -270,14 +270,24 @@ fn compatible_post_form_rules() {
     );
     assert_error(status, &answer, 413, "body_too_large", true);
     let (status, answer) = compat_form(&server, &[], Some(("a.jpg", "image/jpeg", &jpeg)));
-    assert_error(status, &answer, 401, "unauthorized", true);
-    // Not a multipart body: 415 on this route.
+    let message = assert_error(status, &answer, 401, "unauthorized", true);
+    assert!(message.contains("api_secret"), "{message}");
+    // Not a multipart body: 415 on this route; a form without a usable boundary: 400.
     let (status, _, answer) = post(
         &server.url("/1.0/check-workflow.json"),
         &[("Content-Type", "image/jpeg"), ("X-Api-Key", &key)],
         &jpeg,
     );
     assert_error(status, &answer, 415, "unsupported_media", true);
+    for content_type in ["multipart/form-data", "multipart/form-data; boundary=\"\""] {
+        let (status, _, answer) = post(
+            &server.url("/1.0/check-workflow.json"),
+            &[("Content-Type", content_type), ("X-Api-Key", &key)],
+            &jpeg,
+        );
+        let message = assert_error(status, &answer, 400, "bad_request", true);
+        assert!(message.contains("boundary"), "{content_type}: {message}");
+    }
 }
 
 #[test]

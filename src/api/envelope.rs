@@ -10,11 +10,10 @@ use crate::error::ApiError;
 use crate::http::response::{HeaderValue, Response};
 use crate::request_id::RequestId;
 
-/// Paths of the compatible routes start with this.
-pub const COMPAT_PREFIX: &str = "/1.0/";
-
+/// Whether `path` is one of the compatible routes (any other path, `/1.0/...` included, gets
+/// the native envelope, as the OpenAPI document says of 404s).
 pub fn is_compat_path(path: &str) -> bool {
-    path.starts_with(COMPAT_PREFIX)
+    super::Route::find(path).is_some_and(super::Route::is_compat)
 }
 
 #[derive(Serialize)]

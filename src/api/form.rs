@@ -17,7 +17,9 @@ use futures_lite::{AsyncRead, AsyncWrite};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::Exchange;
 use crate::http::head::Framing;
-use crate::http::multipart::{boundary_of, FeedError, MultipartParser, PartInfo, PartSink};
+use crate::http::multipart::{
+    boundary_of, ContentTypeError, FeedError, MultipartParser, PartInfo, PartSink,
+};
 use crate::server::shard::Shard;
 
 /// Small fields the compatible routes read.
@@ -155,8 +157,16 @@ pub async fn read_form<S: AsyncRead + AsyncWrite + Unpin>(
     payload: &mut Vec<u8>,
 ) -> ApiResult<Form> {
     let limits = &shard.config.limits;
-    let boundary = boundary_of(exchange.head.content_type.as_deref().unwrap_or(""))
-        .map_err(|reason| ApiError::new(spec.not_multipart, reason))?;
+    let boundary =
+        boundary_of(exchange.head.content_type.as_deref().unwrap_or("")).map_err(|error| {
+            let kind = match error {
+                ContentTypeError::NotMultipart => spec.not_multipart,
+                ContentTypeError::NoBoundary | ContentTypeError::BadBoundary => {
+                    ErrorKind::BadRequest
+                }
+            };
+            ApiError::new(kind, error.message())
+        })?;
     if let Framing::Length(n) = exchange.framing() {
         if n > spec.body_bytes_max as u64 {
             return Err(ApiError::new(

@@ -61,6 +61,11 @@ impl Route {
         Route::ALL.into_iter().find(|route| route.path() == path)
     }
 
+    /// The routes in the shape of the third-party API (compatible envelope, `api_secret`).
+    pub fn is_compat(self) -> bool {
+        matches!(self, Route::CompatText | Route::CompatImage)
+    }
+
     pub fn path(self) -> &'static str {
         match self {
             Route::Health => "/health",
@@ -146,7 +151,8 @@ impl RequestCtx {
         head: &RequestHead,
         api_secret: Option<&str>,
     ) -> ApiResult<Caller> {
-        let key = auth::presented_key(head, api_secret)?;
+        let compat = self.route.is_some_and(Route::is_compat);
+        let key = auth::presented_key(head, api_secret, compat)?;
         self.key_id = keys::parse_id(key).map(str::to_owned);
         let caller = shard.authenticate_key(key)?;
         self.caller = Some(caller.clone());
@@ -183,19 +189,24 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         ),
     };
     let now_ms = shard.now_ms();
+    let mut recorded = true;
+    if let Some(kind) = ctx.route.and_then(Route::check_kind) {
+        let record = journal_record(&ctx, exchange, kind, response.status, refused, now_ms);
+        if shard.journal.append(&record).await.is_err() {
+            recorded = false;
+            let error = ApiError::internal("the check could not be recorded; it was not answered");
+            response = shard.error_answer(&error, &exchange.head.path, &exchange.request_id);
+        }
+    }
+    // A check counts toward the quota once it ran and was recorded; the permit is held until
+    // then.
+    let now_ms = shard.now_ms();
     if let Some(admission) = ctx.admission.take() {
-        let ran = refused.is_none() && ctx.check.is_some();
+        let ran = refused.is_none() && ctx.check.is_some() && recorded;
         shard.limits.finish(admission, ran, now_ms);
     }
     if let Some(caller) = &ctx.caller {
         shard.limits.headers(caller, now_ms).apply(&mut response);
-    }
-    if let Some(kind) = ctx.route.and_then(Route::check_kind) {
-        let record = journal_record(&ctx, exchange, kind, response.status, refused, now_ms);
-        if shard.journal.append(&record).await.is_err() {
-            let error = ApiError::internal("the check could not be recorded; it was not answered");
-            response = shard.error_answer(&error, &exchange.head.path, &exchange.request_id);
-        }
     }
     response
 }

@@ -87,14 +87,19 @@ RL_DESC = {
     ),
     "RateLimit-Remaining": (
         "Checks the key may send now without being limited (tokens left in its bucket after this "
-        "request)."
+        "request), as the answering shard sees it: shards take tokens from the one bucket in "
+        "small blocks, so checks answered by other shards since their last block may not show "
+        "yet. The limit itself is exact: over any window T a key gets at most `RateLimit-Limit` "
+        "+ rate × T checks."
     ),
     "RateLimit-Reset": (
         "Whole seconds until the key's bucket is full again (rounded up); 0 when it is full."
     ),
     "X-Quota-Used": (
         "Checks counted this calendar month (UTC) for the key's organization, this one included. "
-        "Refused requests are not counted."
+        "Refused requests are not counted. Checks answered by the same shard count at once; "
+        "those answered by other shards within about 0.2 s (shards share their counts on a "
+        "0.2 s tick)."
     ),
     "X-Quota-Limit": "The organization's monthly quota of checks (calendar month, UTC).",
 }
@@ -705,9 +710,13 @@ AUTH_401 = (
 )
 
 ORDER_NOTE = (
-    "Order of refusals: the `Origin` header, then the framing and size limits of the request "
-    "itself, then the key (401, 403), then parameters and content (so a key error is reported "
-    "before a bad `url`)."
+    "Order of refusals: the `Origin` header (403); the framing of the request and a "
+    "`Content-Length` over the route's limit (400, 413); on the compatible POST routes, the "
+    "cap on uploads in progress and a full work queue (503), then the form itself (415, 400, "
+    "408, 413), since the key is inside it; then the key (401, 403 `organization_suspended`) "
+    "and its scope (403); then the plan's limits (429); then the parameters and the workflow "
+    "(400, 403 for a workflow outside the key's list); then the content (so a key error is "
+    "reported before a bad `url`)."
 )
 
 
@@ -752,9 +761,9 @@ def status_503(compat, kind):
             "models are not installed)."
         )
     busy = (
-        "`busy`: the shard's work queue is full; or the server is starting and this shard has "
-        "not loaded its models yet. A connection over the shard's connection cap is answered "
-        "503 `busy` at once, before its request is read (so always in ErrorEnvelope), and closed."
+        "`busy`: the shard's work queue is full. A connection over the shard's connection cap is "
+        "answered 503 `busy` at once, before its request is read (so always in ErrorEnvelope), "
+        "and closed."
     )
     if kind in ("image", "text") and compat:
         busy = busy.replace("is full;", "is full; too many uploads are in progress on this "
@@ -785,7 +794,8 @@ def error_responses(route):
     if route == "image":
         r["400"] = err_response(400, False, "\n\n".join([
             FRAMING_400 + " Also: `url` together with a non-empty body; a refused `ref` ("
-            + REF_RULE + ").",
+            + REF_RULE + "); a query parameter given twice or badly percent-encoded; a workflow "
+            "with no checks for images.",
             "`unknown_workflow`: the named workflow does not exist (checked before the key's "
             "workflow list).",
             "`corrupt_media`: the bytes start with the signature of JPEG, PNG, WebP or GIF but do "
@@ -797,15 +807,19 @@ def error_responses(route):
     elif route == "text":
         r["400"] = err_response(400, False, "\n\n".join([
             FRAMING_400 + " Also: malformed JSON (the message gives the line and column), a body "
-            "that is not a JSON object, `text` missing or not a string, another field of the "
-            "wrong type, a refused `ref` (" + REF_RULE + ").",
+            "that is not a JSON object or nests deeper than 16 levels, `text` missing or not a "
+            "string, another field of the wrong type, a refused `ref` (" + REF_RULE + "), a "
+            "workflow with no checks for texts.",
             "`unknown_workflow`: the named workflow does not exist (checked before the key's "
             "workflow list).",
         ]), ["bad_request", "unknown_workflow"], "maybe")
     elif route == "compat_image":
         r["400"] = err_response(400, True, "\n\n".join([
-            FRAMING_400 + " Also: a malformed multipart body (missing or bad boundary, bad part "
-            "headers), neither `media` nor `url` (missing image), both `media` and `url`.",
+            FRAMING_400 + " Also: a malformed multipart body (a `multipart/form-data` content "
+            "type with a missing or bad boundary, bad part headers, an unterminated part), a "
+            "field other than `media` that is not UTF-8, a known field sent twice, neither "
+            "`media` nor `url` (missing image), both `media` and `url`, a workflow with no checks "
+            "for images.",
             "`unknown_workflow`: the named workflow does not exist (checked before the key's "
             "workflow list).",
             "`corrupt_media`: the bytes start with the signature of JPEG, PNG, WebP or GIF but do "
@@ -817,7 +831,8 @@ def error_responses(route):
     elif route == "compat_image_get":
         r["400"] = err_response(400, True, "\n\n".join([
             FRAMING_400 + " Also: no `url` (a query cannot carry an image), and `media` in the "
-            "query (it counts as a missing image).",
+            "query (it counts as a missing image, even beside a `url`); a query parameter given "
+            "twice or badly percent-encoded; a workflow with no checks for images.",
             "`unknown_workflow`: the named workflow does not exist (checked before the key's "
             "workflow list).",
             "`corrupt_media`: the downloaded bytes start with the signature of JPEG, PNG, WebP or "
@@ -831,7 +846,7 @@ def error_responses(route):
             FRAMING_400 + " Also: a body that is not `multipart/form-data` (SPEC 4.6 lists no 415 "
             "for this route), a malformed multipart body (missing or bad boundary, bad part "
             "headers, an unterminated part), no `text` field, a field that is not UTF-8, a known "
-            "field sent twice.",
+            "field sent twice, a workflow with no checks for texts.",
             "`unknown_workflow`: the named workflow does not exist (checked before the key's "
             "workflow list).",
         ]), ["bad_request", "unknown_workflow"], "maybe")
@@ -863,6 +878,15 @@ def error_responses(route):
             "header read timeout (the connection is then closed).",
             ["request_timeout"], "pre")
 
+    if route in ("image", "text"):
+        r["408"] = err_response(
+            408, False,
+            "`request_timeout`: the body was not received within `limits.body_read_timeout_ms` "
+            "(default 30 seconds) of the end of the request head; the connection is then closed. "
+            "Or the request head itself was not received within the server's header read "
+            "timeout (then without the limit headers).",
+            ["request_timeout"], "maybe")
+
     if route in ("image", "compat_image"):
         r["413"] = err_response(413, compat, "\n\n".join(filter(None, [
             (
@@ -883,8 +907,9 @@ def error_responses(route):
             413, True,
             "`image_too_large`: the downloaded image is over 16,384 px wide or high, or over 50 "
             "megapixels (50,000,000 pixels; 12,000,000 on the free plan). A download over "
-            "15,000,000 bytes is 400 `url_refused`.",
-            ["image_too_large"], "maybe")
+            "15,000,000 bytes is 400 `url_refused`.\n\n`body_too_large`: the request has a body "
+            "(this route takes none).",
+            ["image_too_large", "body_too_large"], "maybe")
     elif route == "text":
         r["413"] = err_response(413, False, "\n\n".join([
             "`body_too_large`: the body is over the route's limit, `limits.text_body_bytes_max` "
@@ -938,7 +963,8 @@ def error_responses(route):
         r["503"] = status_503(False, "other")
 
     r["500"] = status_500(compat)
-    r.update(framing_refs(compat, form_timeout=route in ("compat_image", "compat_text")))
+    r.update(framing_refs(compat, form_timeout=route in ("compat_image", "compat_text", "image",
+                                                         "text")))
     return dict(sorted(r.items()))
 
 
@@ -1296,8 +1322,12 @@ DECISIONS = [
     "`internal`; 503 `workflow_unavailable`, `busy`. Each error response lists its types in "
     "`x-error-types`.",
     "408 `request_timeout`: on the compatible POST routes, the form not received within 10 "
-    "seconds of the end of the request head; on every route, the request head not received "
-    "within the header read timeout (the connection is then closed).",
+    "seconds of the end of the request head; on the native check routes, the body not received "
+    "within `limits.body_read_timeout_ms` (default 30 s; the specification lists no status for "
+    "a slow body there, and an answer can still be sent); on every route, the request head not "
+    "received within the header read timeout (the connection is then closed).",
+    "`HEAD` is answered on `GET /health`, `GET /openapi.json` and `GET /v1/workflows`; not on "
+    "`GET /1.0/check-workflow.json`, which runs a check (405 with `Allow: GET, POST`).",
     "414 (URI too long), 417 (an `Expect` other than `100-continue`) and 431 (request head too "
     "large or too many header fields) are `bad_request`.",
     "415 on the JSON route: a body without the JSON content type; on the compatible image route: "
@@ -1305,8 +1335,8 @@ DECISIONS = [
     "its statuses in the specification having no 415).",
     "413 `body_too_large` also for a form field other than `media`/`text` over 64 KiB; "
     "`image_too_large` over 16,384 px on a side or over 50 MP (12 MP on the free plan).",
-    "503 `busy` with `Retry-After`: the work queue is full, too many uploads are in progress "
-    "(compatible POST routes), or the shard has not loaded its models yet. A connection over the "
+    "503 `busy` with `Retry-After`: the work queue is full, or too many uploads are in progress "
+    "(compatible POST routes). A connection over the "
     "shard's connection cap is answered 503 `busy` (ErrorEnvelope) before its request is read, "
     "then closed. `GET /health` answers with Health (503 `unavailable` while starting or "
     "stopping).",

@@ -130,11 +130,11 @@ pub fn split_params(value: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The boundary parameter of a `multipart/form-data` content type, if it is one.
-pub fn boundary_of(content_type: &str) -> Result<String, &'static str> {
+pub fn boundary_of(content_type: &str) -> Result<String, ContentTypeError> {
     let mut params = split_params(content_type);
     let media = params.next().unwrap_or("").trim();
     if !media.eq_ignore_ascii_case("multipart/form-data") {
-        return Err("expected a multipart/form-data body");
+        return Err(ContentTypeError::NotMultipart);
     }
     for param in params {
         let Some((name, value)) = param.split_once('=') else {
@@ -146,12 +146,31 @@ pub fn boundary_of(content_type: &str) -> Result<String, &'static str> {
                 || value.len() > BOUNDARY_BYTES_MAX
                 || !value.bytes().all(is_boundary_char)
             {
-                return Err("invalid multipart boundary");
+                return Err(ContentTypeError::BadBoundary);
             }
             return Ok(value.into_owned());
         }
     }
-    Err("the multipart content type has no boundary")
+    Err(ContentTypeError::NoBoundary)
+}
+
+/// Why a `Content-Type` does not announce a form we can read: the wrong media type (415 where
+/// the route has it), or a multipart type with a missing or invalid boundary (400).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContentTypeError {
+    NotMultipart,
+    NoBoundary,
+    BadBoundary,
+}
+
+impl ContentTypeError {
+    pub fn message(self) -> &'static str {
+        match self {
+            ContentTypeError::NotMultipart => "expected a multipart/form-data body",
+            ContentTypeError::NoBoundary => "the multipart content type has no boundary",
+            ContentTypeError::BadBoundary => "invalid multipart boundary",
+        }
+    }
 }
 
 /// RFC 2046 `bchars`.
@@ -597,10 +616,22 @@ mod tests {
             boundary_of("Multipart/Form-Data;boundary=\"a b\"").unwrap(),
             "a b"
         );
-        assert!(boundary_of("multipart/form-data").is_err());
-        assert!(boundary_of("application/json; boundary=x").is_err());
-        assert!(boundary_of(&format!("multipart/form-data; boundary={}", "a".repeat(71))).is_err());
-        assert!(boundary_of("multipart/form-data; boundary=").is_err());
+        assert_eq!(
+            boundary_of("multipart/form-data"),
+            Err(ContentTypeError::NoBoundary)
+        );
+        assert_eq!(
+            boundary_of("application/json; boundary=x"),
+            Err(ContentTypeError::NotMultipart)
+        );
+        assert_eq!(
+            boundary_of(&format!("multipart/form-data; boundary={}", "a".repeat(71))),
+            Err(ContentTypeError::BadBoundary)
+        );
+        assert_eq!(
+            boundary_of("multipart/form-data; boundary="),
+            Err(ContentTypeError::BadBoundary)
+        );
     }
 
     fn build(fields: &[(String, Vec<u8>)], boundary: &str) -> Vec<u8> {
