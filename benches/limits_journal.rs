@@ -20,6 +20,7 @@ use modgate::auth::Caller;
 use modgate::journal::{Journal, JournalConfig, JournalRecord, SyncPolicy};
 use modgate::limits::lease::LocalLeases;
 use modgate::limits::ShardLimits;
+use modgate::metrics::Metrics;
 use modgate::store::records::{
     KeyRecord, OrgRecord, PlanLimits, PlanOverrides, Scopes, WorkflowAccess,
 };
@@ -143,7 +144,8 @@ fn latency(sync: SyncPolicy, name: &str) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let ex = executor();
     ex.run(async {
-        let journal = Journal::start(dir.path(), 0, journal_config(sync)).unwrap();
+        let journal =
+            Journal::start(dir.path(), 0, journal_config(sync), Metrics::new(true)).unwrap();
         let n = 400;
         let mut times: Vec<Duration> = Vec::with_capacity(n);
         for id in ids(n as u64, 0) {
@@ -178,8 +180,9 @@ fn journal(c: &mut Criterion) {
     ] {
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let ex = executor();
-        let journal =
-            ex.run(async { Journal::start(dir.path(), 0, journal_config(sync)).unwrap() });
+        let journal = ex.run(async {
+            Journal::start(dir.path(), 0, journal_config(sync), Metrics::new(true)).unwrap()
+        });
         let mut next = 0u64;
         const CONCURRENT: u64 = 64;
         group.throughput(Throughput::Elements(CONCURRENT));

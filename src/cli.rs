@@ -67,6 +67,9 @@ enum Command {
     /// Run a workflow's checks over a JSON-lines file of texts or a directory of images,
     /// offline, and report how it would decide (to choose thresholds on your own traffic).
     Eval(EvalArgs),
+    /// Send one check to a running server and print its decision: an image file, or --text,
+    /// or --url.
+    Check(CheckArgs),
     /// Configuration helpers.
     Config {
         /// Print the default configuration, every field commented.
@@ -98,6 +101,44 @@ struct ServeArgs {
     /// Directory of the ONNX Runtime library and models.
     #[arg(long, value_name = "DIR")]
     models: Option<PathBuf>,
+    /// Prometheus listener (GET /metrics, no key), or `off`.
+    #[arg(long, value_name = "ADDR:PORT|off")]
+    metrics_listen: Option<String>,
+    /// Log filter: a level (error, warn, info, debug, trace) or a RUST_LOG-style filter. Wins
+    /// over RUST_LOG and log.level; a SIGHUP then leaves it alone.
+    #[arg(long, value_name = "LEVEL")]
+    log_level: Option<String>,
+    /// Log lines as text (for people) or JSON (one object per line).
+    #[arg(long, value_name = "text|json")]
+    log_format: Option<String>,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// An image file (JPEG, PNG, WebP, GIF).
+    #[arg(value_name = "IMAGE_FILE", conflicts_with_all = ["text", "url"])]
+    image: Option<PathBuf>,
+    /// A text to check instead of an image.
+    #[arg(long, conflicts_with = "url")]
+    text: Option<String>,
+    /// An image address for the server to download.
+    #[arg(long)]
+    url: Option<String>,
+    /// Workflow (default: the server's `default`).
+    #[arg(long)]
+    workflow: Option<String>,
+    /// Your own id for the content, kept in the journal.
+    #[arg(long = "ref", value_name = "REF")]
+    reference: Option<String>,
+    /// The server's address.
+    #[arg(long, env = "MODGATE_SERVER", default_value = "http://127.0.0.1:8080")]
+    server: String,
+    /// The API key (better: the MODGATE_KEY environment variable, out of shell history).
+    #[arg(long, env = "MODGATE_KEY", hide_env_values = true)]
+    key: String,
+    /// Print the server's JSON answer as it is.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -311,6 +352,9 @@ enum PlanCommand {
 /// Entry point of the binary.
 pub fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        crate::logging::install_for_commands();
+    }
     match cli.command {
         Command::Serve(args) => serve(args),
         Command::Org { command } => org(command),
@@ -327,6 +371,16 @@ pub fn main() -> anyhow::Result<()> {
         }
         Command::Journal(args) => journal(args),
         Command::Eval(args) => eval(args),
+        Command::Check(args) => crate::client::run(&crate::client::CheckRequest {
+            image: args.image,
+            text: args.text,
+            url: args.url,
+            workflow: args.workflow,
+            reference: args.reference,
+            server: args.server,
+            key: args.key,
+            json: args.json,
+        }),
         Command::Config { print_defaults } => {
             if !print_defaults {
                 bail!("nothing to do: try `modgate config --print-defaults`");
@@ -338,24 +392,29 @@ pub fn main() -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let mut config = Config::load(args.config.as_deref())?;
-    if let Some(data) = args.data {
-        config.server.data_dir = data;
-    }
-    if let Some(listen) = args.listen {
-        config.server.listen = listen;
-    }
-    if let Some(cores) = args.cores {
-        config.server.cores = cores;
-    }
-    if let Some(models) = args.models {
-        config.server.models_dir = models;
-    }
-    if args.tls_cert.is_some() {
-        config.tls.cert = args.tls_cert;
-        config.tls.key = args.tls_key;
-    }
-    crate::server::run(config)
+    let log_format = match args.log_format.as_deref() {
+        None => None,
+        Some("text") => Some(crate::config::LogFormat::Text),
+        Some("json") => Some(crate::config::LogFormat::Json),
+        Some(other) => bail!("--log-format {other}: expected text or json"),
+    };
+    let overrides = crate::config::Overrides {
+        config_path: args.config,
+        data_dir: args.data,
+        listen: args.listen,
+        cores: args.cores,
+        models_dir: args.models,
+        tls: args.tls_cert.zip(args.tls_key),
+        metrics_listen: args.metrics_listen,
+        log_format,
+    };
+    let config = overrides.load()?;
+    let log = crate::logging::LogControl::install(
+        config.log.format,
+        args.log_level.as_deref(),
+        &config.log.level,
+    )?;
+    crate::server::run(config, overrides, log)
 }
 
 fn eval(args: EvalArgs) -> anyhow::Result<()> {

@@ -33,9 +33,62 @@ pub struct Config {
     pub models: ModelsConfig,
     pub inference: InferenceConfig,
     pub journal: JournalSettings,
+    pub log: LogConfig,
+    pub metrics: MetricsConfig,
+    #[serde(default)]
+    pub workflows: WorkflowsConfig,
     #[serde(default)]
     pub testing: TestingConfig,
     pub plans: BTreeMap<String, PlanLimits>,
+}
+
+/// `[log]`: what is logged (to stderr) and how.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// A level or a filter in the `RUST_LOG` syntax.
+    pub level: String,
+    pub format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `[metrics]`: the Prometheus listener.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// `ADDR:PORT`, or empty for no metrics at all.
+    pub listen: String,
+}
+
+impl MetricsConfig {
+    /// The listener's address; `None` when metrics are off.
+    pub fn address(&self) -> anyhow::Result<Option<SocketAddr>> {
+        if self.listen.is_empty() {
+            return Ok(None);
+        }
+        self.listen
+            .parse()
+            .map(Some)
+            .with_context(|| format!("metrics.listen '{}' is not ADDR:PORT", self.listen))
+    }
+
+    pub fn enabled(&self) -> bool {
+        !self.listen.is_empty()
+    }
+}
+
+/// `[workflows]`: a workflow file kept in step with the store.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowsConfig {
+    /// Imported at start and on SIGHUP.
+    pub file: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -81,6 +134,8 @@ pub struct ServerConfig {
     pub write_timeout_ms: u64,
     pub connections_per_shard_max: usize,
     pub drain_timeout_ms: u64,
+    /// On a fresh data directory, create organization `demo` and print a key for it once.
+    pub demo_key: bool,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -113,6 +168,56 @@ pub struct ModelsConfig {
 pub struct InferenceConfig {
     pub queue_depth_max: usize,
     pub batch_rows_max: usize,
+}
+
+/// The `modgate serve` flags that override the file, kept so that a reload (SIGHUP) reads the
+/// file again under the same flags.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub config_path: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<SocketAddr>,
+    pub cores: Option<usize>,
+    pub models_dir: Option<PathBuf>,
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// `ADDR:PORT`, or `off`.
+    pub metrics_listen: Option<String>,
+    pub log_format: Option<LogFormat>,
+}
+
+impl Overrides {
+    /// The file (or the defaults) with the flags applied, validated.
+    pub fn load(&self) -> anyhow::Result<Config> {
+        let mut config = Config::load(self.config_path.as_deref())?;
+        if let Some(data) = &self.data_dir {
+            config.server.data_dir = data.clone();
+        }
+        if let Some(listen) = self.listen {
+            config.server.listen = listen;
+        }
+        if let Some(cores) = self.cores {
+            config.server.cores = cores;
+        }
+        if let Some(models) = &self.models_dir {
+            config.server.models_dir = models.clone();
+        }
+        if let Some((cert, key)) = &self.tls {
+            config.tls.cert = Some(cert.clone());
+            config.tls.key = Some(key.clone());
+        }
+        if let Some(listen) = &self.metrics_listen {
+            config.metrics.listen = if listen == "off" {
+                String::new()
+            } else {
+                listen.clone()
+            };
+        }
+        if let Some(format) = self.log_format {
+            config.log.format = format;
+        }
+        config.validate()?;
+        Ok(config)
+    }
 }
 
 /// Bounds on configurable limits, so that a typo cannot disable a defence.
@@ -160,8 +265,18 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         models: Option<ModelsShape>,
         inference: Option<InferenceShape>,
         journal: Option<JournalShape>,
+        log: Option<LogShape>,
+        metrics: Option<MetricsConfig>,
+        workflows: Option<WorkflowsConfig>,
         testing: Option<TestingConfig>,
         plans: Option<BTreeMap<String, PlanShape>>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct LogShape {
+        level: Option<String>,
+        format: Option<LogFormat>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -187,6 +302,7 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         write_timeout_ms: Option<u64>,
         connections_per_shard_max: Option<usize>,
         drain_timeout_ms: Option<u64>,
+        demo_key: Option<bool>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -317,6 +433,13 @@ impl Config {
         if self.journal.map_bytes < 1 << 20 {
             bail!("journal.map_bytes must be at least 1 MiB");
         }
+        self.metrics.address()?;
+        if let Err(error) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
+            bail!(
+                "log.level '{}' is not a level or filter: {error}",
+                self.log.level
+            );
+        }
         if self.tls.cert.is_some() != self.tls.key.is_some() {
             bail!("tls.cert and tls.key go together");
         }
@@ -443,6 +566,14 @@ mod tests {
         let mut config = Config::default();
         config.tls.cert = Some("x".into());
         assert!(config.validate().is_err());
+    }
+
+    #[test]
+    fn the_systemd_example_configuration_is_valid() {
+        let text = include_str!("../tuning/systemd/modgate.toml");
+        let config = parse(text, Path::new("tuning/systemd/modgate.toml")).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.server.data_dir, Path::new("/var/lib/modgate"));
     }
 
     #[test]

@@ -192,6 +192,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
                 text: text_models,
                 worker,
                 normalizer: Default::default(),
+                metrics: crate::metrics::Metrics::new(false),
             };
             let mut tally = Tally::default();
             for (index, item) in items.into_iter().enumerate() {

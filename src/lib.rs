@@ -31,9 +31,12 @@
 //! - [`inference`]: ONNX Runtime sessions on a model worker beside each shard.
 //! - [`decision`]: scores and thresholds to accept, review or reject.
 //! - [`eval`]: `modgate eval`, a workflow run offline over a file of texts.
+//! - [`client`]: `modgate check`, one check against a running server, printed for people.
 //! - [`download`]: the `url` downloader and its public-internet-only vetting.
 //! - [`limits`]: rate, concurrency and quota per shard, leased from [`limits::lease`].
 //! - [`journal`]: one LMDB journal per shard, group-committed before answers leave.
+//! - [`metrics`]: per-shard counters, summed by the `/metrics` listener when it is scraped.
+//! - [`logging`]: tracing to stderr (text or JSON), its level reloadable on SIGHUP.
 //! - [`clock`]: the wall clock (injectable for tests).
 //! - [`error`]: the one error type of the request path and its mapping to the wire.
 //! - [`request_id`]: ids unique across shards and restarts.
@@ -42,6 +45,7 @@ pub mod api;
 pub mod auth;
 pub mod checks;
 pub mod cli;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod decision;
@@ -53,6 +57,8 @@ pub mod image;
 pub mod inference;
 pub mod journal;
 pub mod limits;
+pub mod logging;
+pub mod metrics;
 pub mod request_id;
 pub mod server;
 pub mod store;

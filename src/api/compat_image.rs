@@ -71,7 +71,7 @@ pub async fn post<S: AsyncRead + AsyncWrite + Unpin>(
                 ))
             }
             (true, None) => {}
-            (false, Some(url)) => shard.downloader.fetch(url, &mut bytes).await?,
+            (false, Some(url)) => shard.download(url, &mut bytes).await?,
         }
         Ok((caller, workflow))
     }
@@ -125,7 +125,7 @@ pub async fn get<S: AsyncRead + AsyncWrite + Unpin>(
         return Err(crate::inference::worker::busy());
     }
     let mut bytes = shard.image_buffers.take();
-    if let Err(error) = shard.downloader.fetch(url, &mut bytes).await {
+    if let Err(error) = shard.download(url, &mut bytes).await {
         shard.image_buffers.give(bytes);
         return Err(error);
     }

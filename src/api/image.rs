@@ -24,6 +24,7 @@ use crate::http::query;
 use crate::http::response::Response;
 use crate::image::probe::probe;
 use crate::image::{IMAGE_BYTES_MAX, IMAGE_SIDE_MAX};
+use crate::metrics::Model;
 use crate::server::shard::Shard;
 use crate::store::records::WorkflowRecord;
 
@@ -98,7 +99,7 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
             (Some(_), false) => Err(ApiError::bad_request(
                 "send either a body or a `url`, not both",
             )),
-            (Some(url), true) => shard.downloader.fetch(url, &mut bytes).await,
+            (Some(url), true) => shard.download(url, &mut bytes).await,
             (None, _) => Ok(()),
         }
     }
@@ -173,7 +174,20 @@ pub async fn check_image(
         .check_image(&workflow.definition.image_checks, bytes, probed)
         .await;
     shard.image_buffers.give(bytes);
-    let (board, _timings) = scored?;
+    let (board, stages) = scored?;
+    if let Some(format) = stages.format {
+        shard
+            .metrics
+            .image_stages(format, stages.decode_us, stages.resize_us);
+    }
+    for (model, us) in [Model::OpenNsfw, Model::Nsfwjs]
+        .into_iter()
+        .zip(stages.model_us)
+    {
+        if let Some(us) = us {
+            shard.metrics.model_run(model, us);
+        }
+    }
     let decision = decide(&workflow.definition, &board);
     ctx.check = Some(CheckSummary {
         workflow: workflow.name.clone(),

@@ -57,6 +57,19 @@ impl Route {
         Route::CompatImage,
     ];
 
+    /// The route's place in [`Route::ALL`] (for per-route counters).
+    pub fn index(self) -> usize {
+        match self {
+            Route::Health => 0,
+            Route::OpenApi => 1,
+            Route::Workflows => 2,
+            Route::Text => 3,
+            Route::CompatText => 4,
+            Route::Image => 5,
+            Route::CompatImage => 6,
+        }
+    }
+
     pub fn find(path: &str) -> Option<Route> {
         Route::ALL.into_iter().find(|route| route.path() == path)
     }
@@ -181,7 +194,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         check: None,
     };
     let result = dispatch(shard, exchange, &mut ctx).await;
-    let (mut response, refused) = match result {
+    let (mut response, mut refused) = match result {
         Ok(response) => (response, None),
         Err(error) => (
             shard.error_answer(&error, &exchange.head.path, &exchange.request_id),
@@ -194,6 +207,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         let record = journal_record(&ctx, exchange, kind, response.status, refused, now_ms);
         if shard.journal.append(&record).await.is_err() {
             recorded = false;
+            refused = Some(ErrorKind::Internal);
             let error = ApiError::internal("the check could not be recorded; it was not answered");
             response = shard.error_answer(&error, &exchange.head.path, &exchange.request_id);
         }
@@ -208,7 +222,57 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
     if let Some(caller) = &ctx.caller {
         shard.limits.headers(caller, now_ms).apply(&mut response);
     }
+    let elapsed_us = ctx.started.elapsed().as_micros() as u64;
+    shard
+        .metrics
+        .request(ctx.route, response.status, refused, elapsed_us);
+    if let (Some(check), Some(kind), None) =
+        (&ctx.check, ctx.route.and_then(Route::check_kind), refused)
+    {
+        shard.metrics.check(&check.workflow, kind, check.action);
+    }
+    log_answer(shard, &ctx, exchange, response.status, refused, elapsed_us);
     response
+}
+
+/// The request's log line: at debug for every answer, at info for refusals. Ids, route,
+/// status and times only: never a key, a secret, a `ref` or a text.
+fn log_answer<S>(
+    shard: &Shard,
+    ctx: &RequestCtx,
+    exchange: &Exchange<'_, S>,
+    status: u16,
+    refused: Option<ErrorKind>,
+    elapsed_us: u64,
+) {
+    let route = ctx.route.map_or("none", Route::path);
+    let request_id = exchange.request_id.as_str();
+    let key_id = ctx.key_id.as_deref().unwrap_or("");
+    match refused {
+        None => tracing::debug!(
+            request_id,
+            shard = shard.index,
+            route,
+            method = ?exchange.head.method,
+            status,
+            key_id,
+            workflow = ctx.check.as_ref().map_or("", |c| c.workflow.as_str()),
+            action = ctx.check.as_ref().map_or("", |c| c.action),
+            time_us = elapsed_us,
+            "answered"
+        ),
+        Some(kind) => tracing::info!(
+            request_id,
+            shard = shard.index,
+            route,
+            method = ?exchange.head.method,
+            status,
+            error_type = kind.wire_type(),
+            key_id,
+            time_us = elapsed_us,
+            "refused"
+        ),
+    }
 }
 
 fn journal_record<'a, S>(

@@ -20,6 +20,7 @@ pub mod toxblock;
 pub mod wordlist;
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::decision::ScoreBoard;
@@ -27,6 +28,7 @@ use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::image::probe::Probe;
 use crate::image::ImageError;
 use crate::inference::{ImageModels, ImageScores, Worker};
+use crate::metrics::{Metrics, Model};
 use crate::text::normalize::Normalizer;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,6 +132,8 @@ pub struct Engine {
     pub image_models: ImageModels,
     /// The shard's normalisation scratch buffers.
     pub normalizer: RefCell<Normalizer>,
+    /// The shard's metrics (model run times).
+    pub metrics: Rc<Metrics>,
 }
 
 impl Engine {
@@ -267,7 +271,8 @@ impl Engine {
             tokenizer.ids(context, &mut context_ids);
         }
         let windows = toxblock::windows(&text_ids, &context_ids);
-        let raw = worker.toxblock(windows).await?;
+        let (raw, run_us) = worker.toxblock(windows).await?;
+        self.metrics.model_run(Model::Toxblock, run_us);
         let mut best = [0.0f32; 6];
         for window in &raw {
             let scaled = toxblock::rescale(window);

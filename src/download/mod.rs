@@ -48,11 +48,88 @@ pub struct Downloader {
     bytes_max: usize,
 }
 
-fn refused(reason: impl Into<String>) -> ApiError {
-    ApiError::new(
-        ErrorKind::UrlRefused,
-        format!("url refused: {}", reason.into()),
-    )
+/// Why a download was refused: a bounded set, for metrics (the message gives the detail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Not a valid http(s) address, or no host.
+    InvalidUrl,
+    /// A scheme other than http and https.
+    Scheme,
+    /// The host is (or resolves to) a non-public address.
+    Address,
+    /// The name does not resolve.
+    Dns,
+    Connect,
+    Tls,
+    /// More than [`REDIRECTS_MAX`] redirects.
+    Redirects,
+    /// An answer other than 200 or a redirect.
+    Status,
+    /// Not `Content-Type: image/*`.
+    ContentType,
+    /// Over the size limit.
+    TooLarge,
+    /// A malformed or cut-off answer.
+    Protocol,
+    /// Not done within [`DOWNLOAD_TIMEOUT`].
+    Timeout,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 12] = [
+        Refusal::InvalidUrl,
+        Refusal::Scheme,
+        Refusal::Address,
+        Refusal::Dns,
+        Refusal::Connect,
+        Refusal::Tls,
+        Refusal::Redirects,
+        Refusal::Status,
+        Refusal::ContentType,
+        Refusal::TooLarge,
+        Refusal::Protocol,
+        Refusal::Timeout,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::InvalidUrl => "invalid_url",
+            Refusal::Scheme => "scheme",
+            Refusal::Address => "address",
+            Refusal::Dns => "dns",
+            Refusal::Connect => "connect",
+            Refusal::Tls => "tls",
+            Refusal::Redirects => "redirects",
+            Refusal::Status => "status",
+            Refusal::ContentType => "content_type",
+            Refusal::TooLarge => "too_large",
+            Refusal::Protocol => "protocol",
+            Refusal::Timeout => "timeout",
+        }
+    }
+}
+
+/// A refused download: why (bounded) and what to tell the caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    pub reason: Refusal,
+    pub message: String,
+}
+
+impl From<Refused> for ApiError {
+    fn from(refused: Refused) -> ApiError {
+        ApiError::new(
+            ErrorKind::UrlRefused,
+            format!("url refused: {}", refused.message),
+        )
+    }
+}
+
+fn refused(reason: Refusal, message: impl Into<String>) -> Refused {
+    Refused {
+        reason,
+        message: message.into(),
+    }
 }
 
 impl Downloader {
@@ -92,45 +169,54 @@ impl Downloader {
     }
 
     /// Downloads `url` under the rules above, into `out`.
-    pub async fn fetch(&self, url: &str, out: &mut Vec<u8>) -> Result<(), ApiError> {
+    pub async fn fetch(&self, url: &str, out: &mut Vec<u8>) -> Result<(), Refused> {
         if url.len() > URL_BYTES_MAX {
-            return Err(refused(format!(
-                "the address is longer than {URL_BYTES_MAX} bytes"
-            )));
+            return Err(refused(
+                Refusal::InvalidUrl,
+                format!("the address is longer than {URL_BYTES_MAX} bytes"),
+            ));
         }
         let deadline = Instant::now() + DOWNLOAD_TIMEOUT;
         match until(deadline, self.follow(url, out, deadline)).await {
             Some(result) => result,
-            None => Err(refused(format!(
-                "the download did not finish within {} s",
-                DOWNLOAD_TIMEOUT.as_secs()
-            ))),
+            None => Err(refused(
+                Refusal::Timeout,
+                format!(
+                    "the download did not finish within {} s",
+                    DOWNLOAD_TIMEOUT.as_secs()
+                ),
+            )),
         }
     }
 
-    async fn follow(
-        &self,
-        url: &str,
-        out: &mut Vec<u8>,
-        deadline: Instant,
-    ) -> Result<(), ApiError> {
-        let mut current =
-            Url::parse(url).map_err(|error| refused(format!("not a valid address ({error})")))?;
+    async fn follow(&self, url: &str, out: &mut Vec<u8>, deadline: Instant) -> Result<(), Refused> {
+        let mut current = Url::parse(url).map_err(|error| {
+            refused(
+                Refusal::InvalidUrl,
+                format!("not a valid address ({error})"),
+            )
+        })?;
         for hop in 0..=REDIRECTS_MAX {
             out.clear();
             match self.get(&current, out, deadline).await? {
                 Fetched::Body => return Ok(()),
                 Fetched::Redirect(location) => {
                     if hop == REDIRECTS_MAX {
-                        return Err(refused(format!("more than {REDIRECTS_MAX} redirects")));
+                        return Err(refused(
+                            Refusal::Redirects,
+                            format!("more than {REDIRECTS_MAX} redirects"),
+                        ));
                     }
-                    current = current
-                        .join(&location)
-                        .map_err(|_| refused("a redirect to an invalid address"))?;
+                    current = current.join(&location).map_err(|_| {
+                        refused(Refusal::InvalidUrl, "a redirect to an invalid address")
+                    })?;
                 }
             }
         }
-        Err(refused(format!("more than {REDIRECTS_MAX} redirects")))
+        Err(refused(
+            Refusal::Redirects,
+            format!("more than {REDIRECTS_MAX} redirects"),
+        ))
     }
 
     /// One request to one vetted address.
@@ -139,19 +225,20 @@ impl Downloader {
         url: &Url,
         out: &mut Vec<u8>,
         deadline: Instant,
-    ) -> Result<Fetched, ApiError> {
+    ) -> Result<Fetched, Refused> {
         let https = match url.scheme() {
             "http" => false,
             "https" => true,
             other => {
-                return Err(refused(format!(
-                    "the scheme '{other}' is not http or https"
-                )))
+                return Err(refused(
+                    Refusal::Scheme,
+                    format!("the scheme '{other}' is not http or https"),
+                ))
             }
         };
         let host = url
             .host()
-            .ok_or_else(|| refused("the address has no host"))?;
+            .ok_or_else(|| refused(Refusal::InvalidUrl, "the address has no host"))?;
         let port = url
             .port_or_known_default()
             .unwrap_or(if https { 443 } else { 80 });
@@ -163,10 +250,10 @@ impl Downloader {
         if !self.allow_private {
             for address in &addresses {
                 if let Some(why) = vet::refusal(address.ip()) {
-                    return Err(refused(format!(
-                        "the host resolves to {why} ({})",
-                        address.ip()
-                    )));
+                    return Err(refused(
+                        Refusal::Address,
+                        format!("the host resolves to {why} ({})", address.ip()),
+                    ));
                 }
             }
         }
@@ -174,7 +261,7 @@ impl Downloader {
         let host_header = match (url.host_str(), url.port()) {
             (Some(name), Some(port)) => format!("{name}:{port}"),
             (Some(name), None) => name.to_owned(),
-            (None, _) => return Err(refused("the address has no host")),
+            (None, _) => return Err(refused(Refusal::InvalidUrl, "the address has no host")),
         };
         let target = match url.query() {
             Some(query) => format!("{}?{query}", url.path()),
@@ -188,7 +275,7 @@ impl Downloader {
             let name = match &host {
                 url::Host::Domain(domain) => {
                     rustls::pki_types::ServerName::try_from(domain.to_string())
-                        .map_err(|_| refused("an invalid host name for TLS"))?
+                        .map_err(|_| refused(Refusal::InvalidUrl, "an invalid host name for TLS"))?
                 }
                 url::Host::Ipv4(v4) => {
                     rustls::pki_types::ServerName::IpAddress(IpAddr::V4(*v4).into())
@@ -197,11 +284,9 @@ impl Downloader {
                     rustls::pki_types::ServerName::IpAddress(IpAddr::V6(*v6).into())
                 }
             };
-            let stream = self
-                .tls
-                .connect(name, stream)
-                .await
-                .map_err(|error| refused(format!("the TLS handshake failed ({error})")))?;
+            let stream = self.tls.connect(name, stream).await.map_err(|error| {
+                refused(Refusal::Tls, format!("the TLS handshake failed ({error})"))
+            })?;
             exchange(stream, request.as_bytes(), out, self.bytes_max).await
         } else {
             exchange(stream, request.as_bytes(), out, self.bytes_max).await
@@ -215,7 +300,7 @@ enum Fetched {
 }
 
 /// Resolves `domain` on the shard's blocking threads (getaddrinfo blocks).
-async fn resolve(domain: &str, port: u16) -> Result<Vec<SocketAddr>, ApiError> {
+async fn resolve(domain: &str, port: u16) -> Result<Vec<SocketAddr>, Refused> {
     let name = domain.to_owned();
     let resolved = glommio::executor()
         .spawn_blocking(move || {
@@ -226,14 +311,18 @@ async fn resolve(domain: &str, port: u16) -> Result<Vec<SocketAddr>, ApiError> {
         .await;
     match resolved {
         Ok(addresses) if !addresses.is_empty() => Ok(addresses),
-        Ok(_) => Err(refused(format!("the host '{domain}' has no address"))),
-        Err(error) => Err(refused(format!(
-            "the host '{domain}' could not be resolved ({error})"
-        ))),
+        Ok(_) => Err(refused(
+            Refusal::Dns,
+            format!("the host '{domain}' has no address"),
+        )),
+        Err(error) => Err(refused(
+            Refusal::Dns,
+            format!("the host '{domain}' could not be resolved ({error})"),
+        )),
     }
 }
 
-async fn connect(addresses: &[SocketAddr], deadline: Instant) -> Result<TcpStream, ApiError> {
+async fn connect(addresses: &[SocketAddr], deadline: Instant) -> Result<TcpStream, Refused> {
     let mut last = String::from("no address");
     for address in addresses {
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -242,7 +331,10 @@ async fn connect(addresses: &[SocketAddr], deadline: Instant) -> Result<TcpStrea
             Err(error) => last = format!("{address}: {error}"),
         }
     }
-    Err(refused(format!("the connection failed ({last})")))
+    Err(refused(
+        Refusal::Connect,
+        format!("the connection failed ({last})"),
+    ))
 }
 
 /// Sends `request`, reads the answer: the body into `out`, or a redirect.
@@ -251,8 +343,10 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     request: &[u8],
     out: &mut Vec<u8>,
     bytes_max: usize,
-) -> Result<Fetched, ApiError> {
-    let io = |error: std::io::Error| refused(format!("the connection failed ({error})"));
+) -> Result<Fetched, Refused> {
+    let io = |error: std::io::Error| {
+        refused(Refusal::Connect, format!("the connection failed ({error})"))
+    };
     stream.write_all(request).await.map_err(io)?;
     stream.flush().await.map_err(io)?;
     let mut buffer = vec![0u8; 16 * 1024];
@@ -260,7 +354,10 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     let (head_len, status, location, content_type, framing) = loop {
         let n = stream.read(&mut buffer[filled..]).await.map_err(io)?;
         if n == 0 {
-            return Err(refused("the server closed the connection before answering"));
+            return Err(refused(
+                Refusal::Protocol,
+                "the server closed the connection before answering",
+            ));
         }
         filled += n;
         let mut fields = [httparse::EMPTY_HEADER; 64];
@@ -277,7 +374,10 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                 };
                 let framing = body_framing(response.headers)?;
                 if header("content-encoding").is_some_and(|c| !c.eq_ignore_ascii_case("identity")) {
-                    return Err(refused("the image is sent with a content coding"));
+                    return Err(refused(
+                        Refusal::Protocol,
+                        "the image is sent with a content coding",
+                    ));
                 }
                 break (
                     len,
@@ -292,34 +392,54 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                     buffer.resize(RESPONSE_HEAD_BYTES_MAX, 0);
                 }
             }
-            Ok(httparse::Status::Partial) => return Err(refused("the response head is too large")),
+            Ok(httparse::Status::Partial) => {
+                return Err(refused(Refusal::Protocol, "the response head is too large"))
+            }
             Err(error) => {
-                return Err(refused(format!(
-                    "the server's answer is not HTTP ({error})"
-                )))
+                return Err(refused(
+                    Refusal::Protocol,
+                    format!("the server's answer is not HTTP ({error})"),
+                ))
             }
         }
     };
     match status {
         200 => {}
         301 | 302 | 303 | 307 | 308 => {
-            let location =
-                location.ok_or_else(|| refused(format!("a {status} redirect without Location")))?;
+            let location = location.ok_or_else(|| {
+                refused(
+                    Refusal::Protocol,
+                    format!("a {status} redirect without Location"),
+                )
+            })?;
             return Ok(Fetched::Redirect(location));
         }
-        other => return Err(refused(format!("the server answered {other}"))),
+        other => {
+            return Err(refused(
+                Refusal::Status,
+                format!("the server answered {other}"),
+            ))
+        }
     }
     let image_type = content_type
         .as_deref()
         .and_then(|value| value.split(';').next())
         .is_some_and(|media| media.trim().to_ascii_lowercase().starts_with("image/"));
     if !image_type {
-        return Err(refused(format!(
-            "the content type is {}, not image/*",
-            content_type.as_deref().unwrap_or("missing")
-        )));
+        return Err(refused(
+            Refusal::ContentType,
+            format!(
+                "the content type is {}, not image/*",
+                content_type.as_deref().unwrap_or("missing")
+            ),
+        ));
     }
-    let too_large = || refused(format!("the image is over {bytes_max} bytes"));
+    let too_large = || {
+        refused(
+            Refusal::TooLarge,
+            format!("the image is over {bytes_max} bytes"),
+        )
+    };
     let leftover = buffer[head_len..filled].to_vec();
     match framing {
         BodyFraming::Length(length) => {
@@ -331,7 +451,10 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
             while out.len() < length as usize {
                 let n = stream.read(&mut buffer).await.map_err(io)?;
                 if n == 0 {
-                    return Err(refused("the download ended before its Content-Length"));
+                    return Err(refused(
+                        Refusal::Protocol,
+                        "the download ended before its Content-Length",
+                    ));
                 }
                 let take = n.min(length as usize - out.len());
                 out.extend_from_slice(&buffer[..take]);
@@ -343,9 +466,9 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
             loop {
                 let mut at = 0;
                 while at < pending.len() {
-                    let (used, step) = decoder
-                        .step(&pending[at..])
-                        .map_err(|error| refused(format!("a bad chunked body ({error})")))?;
+                    let (used, step) = decoder.step(&pending[at..]).map_err(|error| {
+                        refused(Refusal::Protocol, format!("a bad chunked body ({error})"))
+                    })?;
                     if let Step::Data { start, end } = step {
                         if out.len() + (end - start) > bytes_max {
                             return Err(too_large());
@@ -359,7 +482,10 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                 }
                 let n = stream.read(&mut buffer).await.map_err(io)?;
                 if n == 0 {
-                    return Err(refused("the download ended inside a chunked body"));
+                    return Err(refused(
+                        Refusal::Protocol,
+                        "the download ended inside a chunked body",
+                    ));
                 }
                 pending = buffer[..n].to_vec();
             }
@@ -387,7 +513,7 @@ enum BodyFraming {
     UntilClose,
 }
 
-fn body_framing(headers: &[httparse::Header<'_>]) -> Result<BodyFraming, ApiError> {
+fn body_framing(headers: &[httparse::Header<'_>]) -> Result<BodyFraming, Refused> {
     let mut length = None;
     let mut chunked = false;
     for header in headers {
@@ -395,14 +521,17 @@ fn body_framing(headers: &[httparse::Header<'_>]) -> Result<BodyFraming, ApiErro
         if header.name.eq_ignore_ascii_case("content-length") {
             let parsed: u64 = value
                 .parse()
-                .map_err(|_| refused("an invalid Content-Length"))?;
+                .map_err(|_| refused(Refusal::Protocol, "an invalid Content-Length"))?;
             if length.is_some_and(|seen| seen != parsed) {
-                return Err(refused("conflicting Content-Length"));
+                return Err(refused(Refusal::Protocol, "conflicting Content-Length"));
             }
             length = Some(parsed);
         } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
             if !value.eq_ignore_ascii_case("chunked") {
-                return Err(refused(format!("an unsupported transfer coding '{value}'")));
+                return Err(refused(
+                    Refusal::Protocol,
+                    format!("an unsupported transfer coding '{value}'"),
+                ));
             }
             chunked = true;
         }

@@ -30,6 +30,8 @@ pub enum Format {
 }
 
 impl Format {
+    pub const ALL: [Format; 4] = [Format::Jpeg, Format::Png, Format::Webp, Format::Gif];
+
     pub fn name(self) -> &'static str {
         match self {
             Format::Jpeg => "JPEG",

@@ -65,8 +65,10 @@ pub struct ImageScores {
     pub nsfwjs: Option<[f32; 5]>,
     pub format: Option<Format>,
     pub decode_us: u64,
-    pub resize_us: u64,
-    pub inference_us: u64,
+    /// Time to make each model's input (open-NSFW, nsfwjs), for the models that ran.
+    pub resize_us: [Option<u64>; 2],
+    /// This image's share of each model's batch run (open-NSFW, nsfwjs).
+    pub model_us: [Option<u64>; 2],
 }
 
 /// An image job's answer: the scores, or why the image does not decode; and the caller's
@@ -78,10 +80,13 @@ pub struct ImageOutcome {
 
 type Reply<T> = oneshot::Sender<Result<T, String>>;
 
+/// tox-block's raw sigmoid outputs per window, and this job's share of the run, microseconds.
+pub type ToxblockOutcome = (Vec<[f32; 6]>, u64);
+
 struct ToxblockJob {
     /// `ids.len() / 100` windows of 100 token ids.
     ids: Vec<i32>,
-    reply: Reply<Vec<[f32; 6]>>,
+    reply: Reply<ToxblockOutcome>,
 }
 
 struct ImageJob {
@@ -158,7 +163,7 @@ impl Worker {
     }
 
     /// Scores `ids` (`n × 100` token ids) with tox-block: raw sigmoid outputs per window.
-    pub async fn toxblock(&self, ids: Vec<i32>) -> ApiResult<Vec<[f32; 6]>> {
+    pub async fn toxblock(&self, ids: Vec<i32>) -> ApiResult<ToxblockOutcome> {
         let (reply, result) = oneshot::channel();
         let _pending = self.submit(Job::Toxblock(ToxblockJob { ids, reply }))?;
         match result.await {
@@ -291,11 +296,16 @@ fn run_toxblock_batch(session: Option<&mut Session>, batch: Vec<ToxblockJob>) {
         .iter()
         .flat_map(|job| job.ids.iter().copied())
         .collect();
-    match toxblock_probs(session, all) {
+    let started = Instant::now();
+    let result = toxblock_probs(session, all);
+    let share_us = started.elapsed().as_micros() as u64 / batch.len().max(1) as u64;
+    match result {
         Ok(scores) => {
             let mut at = 0;
             for (job, count) in batch.into_iter().zip(counts) {
-                let _ = job.reply.send(Ok(scores[at..at + count].to_vec()));
+                let _ = job
+                    .reply
+                    .send(Ok((scores[at..at + count].to_vec(), share_us)));
                 at += count;
             }
         }
@@ -342,13 +352,10 @@ fn run_image_batch(sessions: &mut Sessions, batch: Vec<ImageJob>) {
         let result = open_nsfw_probs(session, open_nsfw_inputs);
         let share = started.elapsed().as_micros() as u64 / images;
         for (row, &index) in open_nsfw_rows.iter().enumerate() {
-            set_score(
-                &mut prepared[index],
-                &result,
-                share,
-                "open-NSFW",
-                |scores, all| scores.open_nsfw = all.get(row).copied(),
-            );
+            set_score(&mut prepared[index], &result, "open-NSFW", |scores, all| {
+                scores.open_nsfw = all.get(row).copied();
+                scores.model_us[0] = Some(share);
+            });
         }
     }
     if let (false, Some(session)) = (nsfwjs_rows.is_empty(), sessions.nsfwjs.as_mut()) {
@@ -356,13 +363,10 @@ fn run_image_batch(sessions: &mut Sessions, batch: Vec<ImageJob>) {
         let result = nsfwjs_probs(session, nsfwjs_inputs);
         let share = started.elapsed().as_micros() as u64 / images;
         for (row, &index) in nsfwjs_rows.iter().enumerate() {
-            set_score(
-                &mut prepared[index],
-                &result,
-                share,
-                "nsfwjs",
-                |scores, all| scores.nsfwjs = all.get(row).copied(),
-            );
+            set_score(&mut prepared[index], &result, "nsfwjs", |scores, all| {
+                scores.nsfwjs = all.get(row).copied();
+                scores.model_us[1] = Some(share);
+            });
         }
     }
     for Prepared { job, scores } in prepared {
@@ -376,15 +380,11 @@ fn run_image_batch(sessions: &mut Sessions, batch: Vec<ImageJob>) {
 fn set_score<T>(
     prepared: &mut Prepared,
     result: &Result<Vec<T>, String>,
-    share_us: u64,
     model: &str,
     set: impl FnOnce(&mut ImageScores, &Vec<T>),
 ) {
     match (result, prepared.scores.as_mut()) {
-        (Ok(all), Ok(scores)) => {
-            set(scores, all);
-            scores.inference_us += share_us;
-        }
+        (Ok(all), Ok(scores)) => set(scores, all),
         (Err(error), Ok(_)) => {
             tracing::error!(%error, model, "image model run failed");
             prepared.scores = Err(ImageError::Corrupt(format!("{model} could not score it")));
@@ -414,23 +414,25 @@ fn prepare(
         decode_us: started.elapsed().as_micros() as u64,
         ..ImageScores::default()
     };
-    let started = Instant::now();
     let open_nsfw = job.models.open_nsfw && sessions.open_nsfw.is_some();
     if open_nsfw {
+        let started = Instant::now();
         let at = open_nsfw_inputs.len();
         open_nsfw_inputs.resize(at + INPUT_LEN, 0.0);
         if let Err(error) = opennsfw_input(&image, &mut open_nsfw_inputs[at..]) {
             open_nsfw_inputs.truncate(at);
             return Err(error);
         }
+        scores.resize_us[0] = Some(started.elapsed().as_micros() as u64);
     }
     let nsfwjs = job.models.nsfwjs && sessions.nsfwjs.is_some();
     if nsfwjs {
+        let started = Instant::now();
         let at = nsfwjs_inputs.len();
         nsfwjs_inputs.resize(at + INPUT_LEN, 0.0);
         nsfwjs_input(&image, &mut nsfwjs_inputs[at..]);
+        scores.resize_us[1] = Some(started.elapsed().as_micros() as u64);
     }
-    scores.resize_us = started.elapsed().as_micros() as u64;
     Ok((scores, open_nsfw, nsfwjs))
 }
 

@@ -24,12 +24,14 @@ use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::task::{Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use heed::types::{Bytes, SerdeBincode, Str};
 use heed::{BytesEncode, Database, Env, EnvFlags, EnvOpenOptions};
 use serde::{Deserialize, Serialize};
+
+use crate::metrics::Metrics;
 
 /// One journal record. Borrowed when written, owned when read.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -128,9 +130,10 @@ pub struct Journal {
     /// Encoded records waiting for the next commit.
     pending: RefCell<Vec<PendingRecord>>,
     committer: RefCell<Option<Waker>>,
-    /// Records and commits so far, for the metrics.
-    pub records_total: Cell<u64>,
-    pub commits_total: Cell<u64>,
+    /// The shard's metrics: commits, batch sizes, commit and fsync times.
+    metrics: Rc<Metrics>,
+    /// Commits so far; the interval syncer fsyncs only when this moved.
+    commits: Cell<u64>,
 }
 
 #[derive(Debug)]
@@ -143,6 +146,7 @@ impl Journal {
         data_dir: &Path,
         shard: usize,
         config: JournalConfig,
+        metrics: Rc<Metrics>,
     ) -> anyhow::Result<Rc<Journal>> {
         let no_sync = matches!(config.sync, SyncPolicy::Interval(_));
         let (env, db) = open_env(&shard_dir(data_dir, shard), config.map_bytes, no_sync)?;
@@ -152,21 +156,32 @@ impl Journal {
             config,
             pending: RefCell::default(),
             committer: RefCell::default(),
-            records_total: Cell::new(0),
-            commits_total: Cell::new(0),
+            metrics,
+            commits: Cell::new(0),
         });
         glommio::spawn_local(journal.clone().commit_loop()).detach();
         if let SyncPolicy::Interval(every) = config.sync {
-            let env = journal.env.clone();
+            let syncing = journal.clone();
             glommio::spawn_local(async move {
+                let mut synced_commits = 0;
                 loop {
                     glommio::timer::sleep(every).await;
-                    let env = env.clone();
+                    // Nothing committed since the last fsync: nothing to make durable.
+                    let commits = syncing.commits.get();
+                    if commits == synced_commits {
+                        continue;
+                    }
+                    synced_commits = commits;
+                    let env = syncing.env.clone();
+                    let started = Instant::now();
                     let synced = glommio::executor()
                         .spawn_blocking(move || env.force_sync())
                         .await;
-                    if let Err(error) = synced {
-                        tracing::error!(%error, "journal fsync failed");
+                    match synced {
+                        Ok(()) => syncing
+                            .metrics
+                            .journal_fsync(started.elapsed().as_micros() as u64),
+                        Err(error) => tracing::error!(%error, "journal fsync failed"),
                     }
                 }
             })
@@ -223,8 +238,9 @@ impl Journal {
                     slots.push(record.slot);
                 }
             }
-            let count = records.len() as u64;
+            let count = records.len();
             let (env, db) = (self.env.clone(), self.db);
+            let started = Instant::now();
             let committed = glommio::executor()
                 .spawn_blocking(move || -> heed::Result<()> {
                     let mut txn = env.write_txn()?;
@@ -236,8 +252,7 @@ impl Journal {
                 .await;
             let ok = match committed {
                 Ok(()) => {
-                    self.records_total.set(self.records_total.get() + count);
-                    self.commits_total.set(self.commits_total.get() + 1);
+                    self.commits.set(self.commits.get() + 1);
                     true
                 }
                 Err(error) => {
@@ -245,6 +260,8 @@ impl Journal {
                     false
                 }
             };
+            self.metrics
+                .journal_commit(count, started.elapsed().as_micros() as u64, ok);
             for slot in slots {
                 slot.outcome.set(Some(ok));
                 if let Some(waker) = slot.waker.borrow_mut().take() {

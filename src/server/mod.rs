@@ -8,8 +8,13 @@
 //!
 //! Stop: the first SIGTERM or SIGINT turns `/health` to 503 at once, closes every listener,
 //! closes idle connections and gives requests in flight `drain_timeout_ms`; then the process
-//! exits 0. A second signal exits at once with status 1.
+//! exits 0. A second signal exits at once with status 1. SIGHUP reloads what can change
+//! without a restart ([`reload`]).
+//!
+//! The `/metrics` listener ([`crate::metrics::scrape`]) is bound with the others, before
+//! anything is announced.
 
+pub mod reload;
 pub mod shard;
 pub mod tls;
 
@@ -22,10 +27,12 @@ use glommio::{CpuSet, LocalExecutorPoolBuilder, PoolPlacement};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::checks::TextModels;
-use crate::config::Config;
+use crate::config::{Config, Overrides};
 use crate::download::Downloader;
 use crate::inference::{self, WorkerConfig, WorkerModels};
 use crate::limits::lease::{LeaseSource, LocalLeases};
+use crate::logging::LogControl;
+use crate::metrics::scrape::{self, ProcessState};
 use crate::store::records::{Scopes, WorkflowAccess};
 use crate::store::Store;
 use crate::workflow;
@@ -38,13 +45,20 @@ pub const LISTEN_BACKLOG: i32 = 4096;
 /// The organization created on a fresh data directory, so that a new user can try a request.
 pub const DEMO_ORG: &str = "demo";
 
-pub fn run(config: Config) -> anyhow::Result<()> {
+/// Runs the server on `config` (read under `overrides`, kept for SIGHUP) until a stop signal.
+pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Result<()> {
     config.validate()?;
     if let Err(error) = rlimit::increase_nofile_limit(u64::MAX) {
         tracing::warn!(%error, "could not raise the open-file limit");
     }
     let store = Store::open(&config.server.data_dir)?;
     bootstrap(&store, &config)?;
+    if let Some(file) = &config.workflows.file {
+        let changed = reload::import_workflows(&store, file)?;
+        if !changed.is_empty() {
+            tracing::info!(workflows = %changed.join(", "), "imported from workflows.file");
+        }
+    }
 
     let cpus = allowed_cpus()?;
     let shards = match config.server.cores {
@@ -77,8 +91,30 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         _ => None,
     };
     let (fds, addr) = bind_listeners(config.server.listen, shards)?;
+    let metrics_listener = match config.metrics.address()? {
+        Some(address) => Some(
+            std::net::TcpListener::bind(address)
+                .with_context(|| format!("binding the metrics listener {address}"))?,
+        ),
+        None => None,
+    };
     let state = Arc::new(ServerState::new(shards));
-    spawn_signal_thread(state.clone())?;
+    spawn_signal_thread(
+        state.clone(),
+        reload::Reloader {
+            overrides,
+            log,
+            store: store.clone(),
+            running: config.clone(),
+        },
+    )?;
+    if let Some(listener) = metrics_listener {
+        let address = listener.local_addr()?;
+        let process: Arc<dyn ProcessState> = state.clone();
+        scrape::spawn_listener(listener, state.metrics.clone(), process)
+            .context("starting the metrics listener")?;
+        announce(format_args!("metrics on http://{address}/metrics"));
+    }
 
     let scheme = if tls.is_some() { "https" } else { "http" };
     announce(format_args!(
@@ -164,7 +200,7 @@ fn bootstrap(store: &Store, config: &Config) -> anyhow::Result<()> {
             .map_err(|error| anyhow!("shipped workflows: {error}"))?;
         store.import_workflows(&defs, now_ms)?;
     }
-    if store.orgs()?.is_empty() {
+    if config.server.demo_key && store.orgs()?.is_empty() {
         let plan = if config.plans.contains_key("free") {
             "free".to_owned()
         } else {
@@ -230,15 +266,25 @@ fn bind_listeners(addr: SocketAddr, count: usize) -> anyhow::Result<(Vec<RawFd>,
     Ok((fds, bound))
 }
 
-fn spawn_signal_thread(state: Arc<ServerState>) -> anyhow::Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+/// SIGTERM and SIGINT stop the server (a second one exits at once); SIGHUP reloads.
+fn spawn_signal_thread(
+    state: Arc<ServerState>,
+    mut reloader: reload::Reloader,
+) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
         .context("installing signal handlers")?;
     std::thread::Builder::new()
         .name("modgate-signals".into())
         .spawn(move || {
             let mut seen = 0;
             for signal in signals.forever() {
+                if signal == SIGHUP {
+                    let outcome = reloader.reload();
+                    tracing::info!(outcome = %outcome, "SIGHUP");
+                    announce(format_args!("{outcome}"));
+                    continue;
+                }
                 seen += 1;
                 if seen == 1 {
                     tracing::info!(signal, "stopping: draining connections");

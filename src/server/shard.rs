@@ -33,6 +33,8 @@ use crate::inference::{ImageModels, Worker, WorkerConfig, WorkerModels};
 use crate::journal::Journal;
 use crate::limits::lease::LeaseSource;
 use crate::limits::{ShardLimits, IDLE_RETURN_MS};
+use crate::metrics::scrape::{answer_scrapes, MetricsHub, ProcessState};
+use crate::metrics::{Gauges, Metrics, ShardSnapshot};
 use crate::request_id::{RequestId, RequestIdGen};
 use crate::store::view::{StoreView, Workflows};
 use crate::store::Store;
@@ -40,6 +42,8 @@ use crate::store::Store;
 /// State shared by all shards and the signal thread. Not touched per request.
 pub struct ServerState {
     pub shards: usize,
+    /// The shards' mailboxes for `/metrics` scrapes.
+    pub metrics: Arc<MetricsHub>,
     ready_shards: AtomicUsize,
     stopping: AtomicBool,
     /// One waker per shard's stop watcher (not per connection).
@@ -50,6 +54,7 @@ impl ServerState {
     pub fn new(shards: usize) -> Self {
         ServerState {
             shards,
+            metrics: Arc::default(),
             ready_shards: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
             stop_wakers: Mutex::new(Vec::new()),
@@ -91,6 +96,16 @@ impl ServerState {
 
     pub fn is_ready(&self) -> bool {
         !self.is_stopping() && self.ready_shards.load(Ordering::Relaxed) == self.shards
+    }
+}
+
+impl ProcessState for ServerState {
+    fn shards(&self) -> usize {
+        self.shards
+    }
+
+    fn is_ready(&self) -> bool {
+        ServerState::is_ready(self)
     }
 }
 
@@ -195,6 +210,7 @@ pub struct ShardParts {
     pub limits: ShardLimits,
     pub journal: Rc<Journal>,
     pub downloader: Downloader,
+    pub metrics: Rc<Metrics>,
 }
 
 pub struct Shard {
@@ -215,6 +231,8 @@ pub struct Shard {
     pub clock: Clock,
     pub limits: ShardLimits,
     pub journal: Rc<Journal>,
+    /// This shard's counters; read by scrapes through [`Shard::metrics_snapshot`].
+    pub metrics: Rc<Metrics>,
 }
 
 impl Shard {
@@ -230,8 +248,10 @@ impl Shard {
             limits,
             journal,
             downloader,
+            metrics,
         } = parts;
         Ok(Shard {
+            metrics,
             clock: config.clock(),
             limits,
             journal,
@@ -275,6 +295,34 @@ impl Shard {
     pub fn error_answer(&self, error: &ApiError, path: &str, request_id: &RequestId) -> Response {
         api::envelope::error_response(error, path, request_id, self.now_ms())
     }
+
+    /// Downloads `url` into `out` (the rules of [`Downloader`]), counting bytes and refusals.
+    pub async fn download(&self, url: &str, out: &mut Vec<u8>) -> ApiResult<()> {
+        match self.downloader.fetch(url, out).await {
+            Ok(()) => {
+                self.metrics.download(Ok(out.len()));
+                Ok(())
+            }
+            Err(refused) => {
+                self.metrics.download(Err(refused.reason));
+                Err(refused.into())
+            }
+        }
+    }
+
+    /// What a `/metrics` scrape gets from this shard.
+    pub fn metrics_snapshot(&self) -> ShardSnapshot {
+        ShardSnapshot {
+            shard: self.index,
+            counters: self.metrics.counters(),
+            gauges: Gauges {
+                // The accept loop holds a slot of its own while it runs.
+                open_connections: self.conns.open.get().saturating_sub(1),
+                uploads_in_progress: self.uploads.get(),
+                model_queue_depth: self.engine.worker.as_ref().map_or(0, |w| w.pending()),
+            },
+        }
+    }
 }
 
 impl ConnHost for Shard {
@@ -301,7 +349,19 @@ impl ConnHost for Shard {
         self.conns.poll(slot, cx)
     }
 
+    /// Refusals before routing (a malformed, oversized or slow head): counted and logged here,
+    /// since they never reach [`api::handle`].
     fn error_response(&self, error: &ApiError, path: &str, request_id: &RequestId) -> Response {
+        let status = error.kind.status();
+        self.metrics.request(None, status, Some(error.kind), 0);
+        tracing::info!(
+            request_id = request_id.as_str(),
+            shard = self.index,
+            route = "none",
+            status,
+            error_type = error.kind.wire_type(),
+            "refused before routing"
+        );
         self.error_answer(error, path, request_id)
     }
 
@@ -328,7 +388,13 @@ pub async fn run(
     let listener = unsafe { TcpListener::from_raw_fd(listener_fd) };
     let limits = ShardLimits::new(resources.leases.clone(), state.shards);
     let downloader = resources.downloader.clone();
-    let journal = match Journal::start(&config.server.data_dir, index, config.journal_config()) {
+    let metrics = Metrics::new(config.metrics.enabled());
+    let journal = match Journal::start(
+        &config.server.data_dir,
+        index,
+        config.journal_config(),
+        metrics.clone(),
+    ) {
         Ok(journal) => journal,
         Err(error) => {
             tracing::error!(
@@ -339,7 +405,7 @@ pub async fn run(
             return;
         }
     };
-    let engine = match start_engine(index, resources).await {
+    let engine = match start_engine(index, resources, metrics.clone()).await {
         Ok(engine) => engine,
         Err(error) => {
             tracing::error!(shard = index, %error, "shard could not load its models");
@@ -356,6 +422,7 @@ pub async fn run(
             limits,
             journal,
             downloader,
+            metrics,
         },
     ) {
         Ok(shard) => Rc::new(shard),
@@ -363,6 +430,11 @@ pub async fn run(
             tracing::error!(shard = index, %error, "shard could not start");
             return;
         }
+    };
+    let scrapes = {
+        let shard = shard.clone();
+        let mailbox = state.metrics.register();
+        glommio::spawn_local(answer_scrapes(mailbox, move || shard.metrics_snapshot()))
     };
     state.shard_ready();
 
@@ -430,6 +502,7 @@ pub async fn run(
     }
     drop(watcher);
     drop(janitor);
+    drop(scrapes);
     // A graceful stop leaves nothing behind: unspent quota back to the ledger, the journal
     // fsynced (the interval policy may have commits not yet on disk). Blocking here is fine:
     // the shard serves nothing any more.
@@ -439,7 +512,11 @@ pub async fn run(
 
 /// Starts the shard's model worker (if a model runtime is there) and waits until its
 /// sessions are loaded: the shard reports ready only after that.
-async fn start_engine(index: usize, resources: ShardResources) -> Result<Engine, String> {
+async fn start_engine(
+    index: usize,
+    resources: ShardResources,
+    metrics: Rc<Metrics>,
+) -> Result<Engine, String> {
     let ShardResources {
         leases: _,
         downloader: _,
@@ -472,6 +549,7 @@ async fn start_engine(index: usize, resources: ShardResources) -> Result<Engine,
         text: text_models,
         worker,
         normalizer: Default::default(),
+        metrics,
     })
 }
 
@@ -495,6 +573,7 @@ async fn serve(
 
 /// Answers a connection over the cap with 503 and closes it, without reading its request.
 async fn refuse_over_cap(shard: Rc<Shard>, mut stream: TcpStream) {
+    shard.metrics.connection_refused();
     let request_id = shard.next_request_id();
     let error = ApiError::new(
         ErrorKind::Busy,

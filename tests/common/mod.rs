@@ -3,6 +3,8 @@
 //! validate answers against.
 #![allow(dead_code)]
 
+pub mod prometheus;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -25,6 +27,9 @@ pub struct Options {
     pub data: Option<std::path::PathBuf>,
     /// Models directory (default: the repository's `models/`).
     pub models: Option<std::path::PathBuf>,
+    /// Keep the server's stderr (in [`Server::output`]) and leave `RUST_LOG` unset, so that
+    /// the configuration's `[log]` decides.
+    pub capture_logs: bool,
 }
 
 pub struct Server {
@@ -36,6 +41,12 @@ pub struct Server {
     /// The key printed on a fresh data directory (organization `demo`, plan `free`).
     pub demo_key: Option<String>,
     pub stdout: Vec<String>,
+    /// The `/metrics` listener (tests get one on a free port unless they configure it).
+    pub metrics_addr: Option<SocketAddr>,
+    /// Lines the server wrote after it started listening (stdout), and its stderr when
+    /// [`Options::capture_logs`] is set.
+    pub output: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    pub config_path: std::path::PathBuf,
 }
 
 impl Server {
@@ -63,6 +74,9 @@ impl Server {
                 ));
             }
         }
+        if !config.contains("[metrics]") {
+            config.push_str("\n[metrics]\nlisten = \"127.0.0.1:0\"\n");
+        }
         std::fs::write(&config_path, &config).expect("config");
         let mut command = Command::new(BIN);
         command
@@ -73,9 +87,12 @@ impl Server {
             .args(["--cores", &options.cores.unwrap_or(2).to_string()])
             .arg("--models")
             .arg(options.models.clone().unwrap_or_else(|| MODELS.into()))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .env("RUST_LOG", "warn");
+            .stdout(Stdio::piped());
+        if options.capture_logs {
+            command.stderr(Stdio::piped()).env_remove("RUST_LOG");
+        } else {
+            command.stderr(Stdio::inherit()).env("RUST_LOG", "warn");
+        }
         if let Some((cert, key)) = &options.tls {
             command
                 .arg("--tls-cert")
@@ -84,10 +101,20 @@ impl Server {
                 .arg(key);
         }
         let mut child = command.spawn().expect("spawn modgate");
+        let output = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let output = output.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    output.lock().unwrap().push(line);
+                }
+            });
+        }
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
         let mut seen = Vec::new();
         let mut demo_key = None;
+        let mut metrics_addr = None;
         let addr = loop {
             let line = lines
                 .next()
@@ -96,6 +123,9 @@ impl Server {
             if let Some(key) = line.strip_prefix("demo key: ") {
                 demo_key = Some(key.to_owned());
             }
+            if let Some(rest) = line.strip_prefix("metrics on http://") {
+                metrics_addr = rest.trim_end_matches("/metrics").parse().ok();
+            }
             if let Some(rest) = line.strip_prefix("modgate listening on ") {
                 let url = rest.split_whitespace().next().expect("address");
                 let host = url.split("://").nth(1).expect("scheme");
@@ -103,8 +133,15 @@ impl Server {
             }
             seen.push(line);
         };
-        // Drain the rest of stdout so that the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        // Keep the rest of stdout (and never let the server block on a full pipe).
+        {
+            let output = output.clone();
+            std::thread::spawn(move || {
+                for line in lines.map_while(Result::ok) {
+                    output.lock().unwrap().push(line);
+                }
+            });
+        }
         let server = Server {
             child: Some(child),
             addr,
@@ -112,6 +149,9 @@ impl Server {
             data,
             demo_key,
             stdout: seen,
+            metrics_addr,
+            output,
+            config_path,
         };
         if options.tls.is_none() {
             server.wait_healthy();
@@ -121,6 +161,37 @@ impl Server {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
+    }
+
+    /// `GET /metrics`, checked by the strict reader.
+    pub fn scrape(&self) -> prometheus::Exposition {
+        let addr = self.metrics_addr.expect("a metrics listener");
+        let response = raw_request(
+            addr,
+            b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        )
+        .expect("scrape");
+        assert_eq!(response.status, 200);
+        assert_eq!(
+            response.header("content-type"),
+            Some("text/plain; version=0.0.4; charset=utf-8")
+        );
+        let text = String::from_utf8(response.body).expect("UTF-8");
+        prometheus::parse(&text).unwrap_or_else(|problem| panic!("{problem}\n{text}"))
+    }
+
+    /// Waits up to `timeout` for a line of [`Server::output`] that `matches`.
+    pub fn wait_output(&self, timeout: Duration, matches: impl Fn(&str) -> bool) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(line) = self.output.lock().unwrap().iter().find(|l| matches(l)) {
+                return Some(line.clone());
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     pub fn pid(&self) -> u32 {

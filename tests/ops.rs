@@ -1,0 +1,463 @@
+//! Operating modgate: `/metrics` (strict Prometheus text, counters that move, bounded
+//! labels), structured logs and their reload on SIGHUP, the configuration's refusals, and
+//! `modgate check`.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::prometheus::{self, Exposition};
+use common::*;
+use serde_json::Value;
+
+fn text_check(server: &Server, key: &str, body: &str) -> u16 {
+    post(
+        &server.url("/v1/text"),
+        &[("X-Api-Key", key), ("Content-Type", "application/json")],
+        body.as_bytes(),
+    )
+    .0
+}
+
+fn value(exposition: &Exposition, name: &str, labels: &[(&str, &str)]) -> f64 {
+    exposition.value(name, labels).unwrap_or(0.0)
+}
+
+#[test]
+fn metrics_are_strict_prometheus_text_and_move_with_requests() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let before = server.scrape();
+    assert_eq!(value(&before, "modgate_shards", &[]), 2.0);
+    assert_eq!(value(&before, "modgate_shards_answering", &[]), 2.0);
+    assert_eq!(value(&before, "modgate_ready", &[]), 1.0);
+
+    for _ in 0..3 {
+        assert_eq!(text_check(&server, &key, r#"{"text":"hello there"}"#), 200);
+    }
+    assert_eq!(text_check(&server, &key, r#"{"text":"#), 400);
+    let (status, _, _) = post(
+        &server.url("/v1/image"),
+        &[
+            ("X-Api-Key", &key),
+            ("Content-Type", "application/octet-stream"),
+        ],
+        &testimage("png_rgb_coffee_16x12.png"),
+    );
+    assert_eq!(status, 200);
+    let (status, _, _) = get(&server.url("/nowhere"), &[]);
+    assert_eq!(status, 404);
+
+    let after = server.scrape();
+    let moved = |name: &str, labels: &[(&str, &str)]| {
+        value(&after, name, labels) - value(&before, name, labels)
+    };
+    let text_ok = [("route", "/v1/text"), ("status", "200")];
+    assert_eq!(moved("modgate_requests_total", &text_ok), 3.0);
+    assert_eq!(
+        moved(
+            "modgate_requests_total",
+            &[("route", "/v1/text"), ("status", "400")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        moved(
+            "modgate_errors_total",
+            &[("route", "/v1/text"), ("type", "bad_request")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        moved(
+            "modgate_requests_total",
+            &[("route", "none"), ("status", "404")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        moved(
+            "modgate_checks_total",
+            &[
+                ("kind", "text"),
+                ("workflow", "default"),
+                ("action", "accept")
+            ]
+        ),
+        3.0
+    );
+    assert_eq!(
+        moved(
+            "modgate_checks_total",
+            &[
+                ("kind", "image"),
+                ("workflow", "default"),
+                ("action", "accept")
+            ]
+        ),
+        1.0
+    );
+    assert_eq!(
+        moved(
+            "modgate_request_duration_seconds_count",
+            &[("route", "/v1/text")]
+        ),
+        4.0
+    );
+    assert!(
+        value(
+            &after,
+            "modgate_request_duration_seconds_sum",
+            &[("route", "/v1/image")]
+        ) > 0.0
+    );
+    assert_eq!(
+        moved(
+            "modgate_image_decode_duration_seconds_count",
+            &[("format", "png")]
+        ),
+        1.0
+    );
+    for model in ["open_nsfw", "nsfwjs"] {
+        assert_eq!(
+            moved("modgate_model_duration_seconds_count", &[("model", model)]),
+            1.0
+        );
+        assert_eq!(
+            moved(
+                "modgate_image_resize_duration_seconds_count",
+                &[("model", model)]
+            ),
+            1.0
+        );
+    }
+    // Every check and refused check is journaled: 5 records in at least one commit.
+    assert_eq!(moved("modgate_journal_commit_records_sum", &[]), 5.0);
+    assert!(moved("modgate_journal_commits_total", &[("outcome", "ok")]) >= 1.0);
+    assert_eq!(after.types["modgate_requests_total"], "counter");
+    assert_eq!(after.types["modgate_request_duration_seconds"], "histogram");
+    assert_eq!(after.types["modgate_open_connections"], "gauge");
+    for shard in ["0", "1"] {
+        assert!(after
+            .value("modgate_open_connections", &[("shard", shard)])
+            .is_some());
+    }
+
+    // The listener serves only /metrics, without a key, and never to browsers.
+    let addr = server.metrics_addr.unwrap();
+    let other = raw_request(addr, b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    assert_eq!(other.status, 404);
+    let browser = raw_request(
+        addr,
+        b"GET /metrics HTTP/1.1\r\nHost: t\r\nOrigin: https://x\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(browser.status, 403);
+}
+
+#[test]
+fn metric_labels_stay_bounded_whatever_callers_send() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let mut sent = Vec::new();
+    let mut burst = |round: u32| {
+        for i in 0..12 {
+            let mut random = [0u8; 6];
+            getrandom::fill(&mut random).unwrap();
+            let tag: String = random.iter().map(|b| format!("{b:02x}")).collect();
+            let reference = format!("ref-{round}-{i}-{tag}");
+            let body = format!(r#"{{"text":"hello","ref":"{reference}","workflow":"default"}}"#);
+            assert_eq!(text_check(&server, &key, &body), 200);
+            // Refused downloads: a private address and an unknown scheme, each with a
+            // never-seen path.
+            for url in [
+                format!("http://10.{}.{}.1/{tag}.png", random[0], random[1]),
+                format!("ftp://example.com/{tag}.png"),
+            ] {
+                let target = format!(
+                    "/v1/image?ref={reference}&url={}",
+                    url.replace(':', "%3A").replace('/', "%2F")
+                );
+                let (status, _, _) = post(&server.url(&target), &[("X-Api-Key", &key)], b"");
+                assert_eq!(status, 400);
+                sent.push(url);
+            }
+            // A workflow name nobody defined is refused, not counted under its name.
+            let unknown = format!(r#"{{"text":"x","workflow":"wf-{tag}"}}"#);
+            assert_eq!(text_check(&server, &key, &unknown), 400);
+            sent.push(reference);
+            sent.push(format!("wf-{tag}"));
+        }
+    };
+    burst(1);
+    let first = server.scrape();
+    burst(2);
+    let second = server.scrape();
+    assert_eq!(
+        first.series(),
+        second.series(),
+        "new label values appeared after new refs, urls and workflow names"
+    );
+    for sample in &second.samples {
+        for label in sample.labels.values() {
+            assert!(
+                !sent
+                    .iter()
+                    .any(|s| s.contains(label.as_str()) && label.len() > 3),
+                "caller input in a label: {label}"
+            );
+            assert!(!label.contains(&key[8..20]), "a key id in a label");
+        }
+    }
+    assert_eq!(
+        value(
+            &second,
+            "modgate_download_refusals_total",
+            &[("reason", "address")]
+        ),
+        24.0
+    );
+    assert_eq!(
+        value(
+            &second,
+            "modgate_download_refusals_total",
+            &[("reason", "scheme")]
+        ),
+        24.0
+    );
+}
+
+#[test]
+fn metrics_can_be_turned_off() {
+    let server = Server::start_with(Options {
+        config: "[metrics]\nlisten = \"\"\n".into(),
+        ..Options::default()
+    });
+    assert!(server.metrics_addr.is_none());
+    assert!(!server.stdout.iter().any(|line| line.contains("metrics on")));
+}
+
+#[test]
+fn a_configuration_with_an_unknown_field_is_refused_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("modgate.toml");
+    std::fs::write(
+        &config,
+        "[server]\ncores = 1\n\n[limits]\nbody_read_timeout = 5\n",
+    )
+    .unwrap();
+    let output = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("modgate.toml"), "{stderr}");
+    assert!(stderr.contains("line 5"), "{stderr}");
+    assert!(stderr.contains("body_read_timeout"), "{stderr}");
+    // And a value out of its bounds is refused with the field named.
+    std::fs::write(&config, "[plans.pro]\ntext_chars_max = 50000\n").unwrap();
+    let output = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&config)
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("plans.pro.text_chars_max"));
+}
+
+/// The JSON log lines of `server` that carry `request_id`.
+fn log_lines_of(server: &Server, request_id: &str) -> Vec<Value> {
+    server
+        .output
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["request_id"] == request_id)
+        .collect()
+}
+
+#[test]
+fn sighup_reloads_the_log_level_and_workflow_thresholds() {
+    let dir = tempfile::tempdir().unwrap();
+    let workflows = dir.path().join("workflows.toml");
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/defaults/workflows.toml"
+    ))
+    .unwrap();
+    std::fs::write(&workflows, &shipped).unwrap();
+    let server = Server::start_with(Options {
+        config: format!(
+            "[log]\nlevel = \"info\"\nformat = \"json\"\n[workflows]\nfile = \"{}\"\n",
+            workflows.display()
+        ),
+        capture_logs: true,
+        ..Options::default()
+    });
+    let key = server.demo_key.clone().unwrap();
+    let secret_text = "my-very-private-sentence-7f3a";
+    let check = || {
+        let body = format!(r#"{{"text":"{secret_text} you fucking idiot","ref":"r-77"}}"#);
+        let (status, headers, answer) = post(
+            &server.url("/v1/text"),
+            &[("X-Api-Key", &key), ("Content-Type", "application/json")],
+            body.as_bytes(),
+        );
+        assert_eq!(status, 200);
+        (headers.get("x-request-id").unwrap().to_owned(), answer)
+    };
+
+    // At info, an answered check writes no line; a refusal writes one, with its fields.
+    let profanity_reject = |answer: &Value| {
+        answer["summary"]["reject_reason"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|reason| reason["id"] == "profanity")
+            .map(|reason| reason["threshold"].as_f64().unwrap())
+    };
+    let (quiet, answer) = check();
+    assert_eq!(answer["workflow_version"], 1);
+    assert_eq!(profanity_reject(&answer), Some(0.9), "{answer}");
+    let (status, headers, _) = post(&server.url("/v1/text"), &[("X-Api-Key", &key)], b"{}");
+    assert_eq!(status, 415);
+    let refused_id = headers.get("x-request-id").unwrap().to_owned();
+    server
+        .wait_output(Duration::from_secs(5), |line| line.contains(&refused_id))
+        .expect("a line for the refusal");
+    let refusal = &log_lines_of(&server, &refused_id)[0];
+    assert_eq!(refusal["level"], "INFO");
+    assert_eq!(refusal["status"], 415);
+    assert_eq!(refusal["error_type"], "unsupported_media");
+    assert_eq!(refusal["route"], "/v1/text");
+    assert!(refusal["shard"].is_u64() && refusal["time_us"].is_u64());
+    assert!(log_lines_of(&server, &quiet).is_empty());
+
+    // Debug level and a higher profanity reject threshold, then SIGHUP.
+    let config = std::fs::read_to_string(&server.config_path).unwrap();
+    std::fs::write(
+        &server.config_path,
+        config.replace("level = \"info\"", "level = \"debug\""),
+    )
+    .unwrap();
+    let lowered = shipped.replacen(
+        "profanity = { review = 0.7, reject = 0.9 }",
+        "profanity = { review = 0.7, reject = 0.95 }",
+        1,
+    );
+    assert_ne!(lowered, shipped);
+    std::fs::write(&workflows, lowered).unwrap();
+    server.signal(1);
+    let outcome = server
+        .wait_output(Duration::from_secs(5), |line| line.starts_with("reloaded:"))
+        .expect("the reload says what it did");
+    assert!(outcome.contains("log.level info -> debug"), "{outcome}");
+    assert!(outcome.contains("workflows default v2"), "{outcome}");
+
+    let (loud, answer) = check();
+    assert_eq!(answer["workflow_version"], 2);
+    assert_eq!(profanity_reject(&answer), Some(0.95), "{answer}");
+    server
+        .wait_output(Duration::from_secs(5), |line| line.contains(&loud))
+        .expect("a debug line per answer after the reload");
+    let line = &log_lines_of(&server, &loud)[0];
+    assert_eq!(line["level"], "DEBUG");
+    assert_eq!(line["status"], 200);
+    assert_eq!(line["workflow"], "default");
+
+    // Nothing the caller must keep private reaches the log.
+    for line in server.output.lock().unwrap().iter() {
+        assert!(!line.contains(secret_text), "a text in the log: {line}");
+        assert!(
+            !line.contains(&key[21..]),
+            "a key secret in the log: {line}"
+        );
+        assert!(!line.contains("r-77"), "a ref in the log: {line}");
+    }
+}
+
+fn check_command(server: &Server, key: &str, args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(BIN)
+        .arg("check")
+        .args(args)
+        .env("MODGATE_SERVER", server.url(""))
+        .env("MODGATE_KEY", key)
+        .output()
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_check_client_prints_decisions() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let (ok, out, err) = check_command(
+        &server,
+        &key,
+        &[
+            "--text",
+            "you are a fucking idiot, write to bob@example.com",
+        ],
+    );
+    assert!(ok, "{err}");
+    let first = out.lines().next().unwrap();
+    assert!(first.starts_with("REJECT  (workflow default v1"), "{out}");
+    assert!(out.contains("reject: Profanity (profanity)"), "{out}");
+    assert!(
+        out.contains("review: E-mail address (pii_email) 0.95 >= 0.90"),
+        "{out}"
+    );
+    assert!(out.contains("scores:\n  profanity"), "{out}");
+    assert!(out.contains('█'), "{out}");
+
+    let image = format!(
+        "{}/models/image/testimages/jpeg_baseline_chelsea_451x300.jpg",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (ok, out, err) = check_command(&server, &key, &[&image, "--workflow", "default"]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("ACCEPT  (workflow default v1"), "{out}");
+    for category in ["nudity", "suggestive", "drawn_nudity"] {
+        assert!(out.contains(&format!("  {category} ")), "{out}");
+    }
+
+    let (ok, out, _) = check_command(&server, &key, &["--text", "hello", "--json"]);
+    assert!(ok);
+    let answer: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_schema("Answer", &answer);
+
+    // A refusal fails the command and says why.
+    let (ok, _, err) = check_command(&server, "mg_live_nope", &["--text", "hello"]);
+    assert!(!ok);
+    assert!(err.contains("401 unauthorized"), "{err}");
+}
+
+#[test]
+fn the_metrics_checker_refuses_what_it_should() {
+    let good = "# HELP a_total x\n# TYPE a_total counter\na_total{k=\"v\\\"\"} 1\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 2\n";
+    prometheus::parse(good).unwrap();
+    for bad in [
+        "a_total 1\n",
+        "# TYPE a counter\na 1\n",
+        "# TYPE a_total counter\na_total{k=v} 1\n",
+        "# TYPE a_total counter\na_total 1\na_total 2\n",
+        "# TYPE a_total counter\na_total x\n",
+        "# TYPE h histogram\nh_bucket{le=\"1\"} 3\nh_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 2\n",
+        "# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 1\n",
+        "# TYPE a gauge\n# TYPE b gauge\na 1\nb 1\na{x=\"1\"} 1\n",
+    ] {
+        assert!(prometheus::parse(bad).is_err(), "accepted: {bad}");
+    }
+}
