@@ -45,5 +45,39 @@ fn chunked(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, head_parsing, chunked);
+/// What a request adds to its shard's metrics: one answer (route, status, time) and one check.
+fn metrics_per_request(c: &mut Criterion) {
+    use modgate::api::Route;
+    use modgate::error::ErrorKind;
+    use modgate::metrics::Metrics;
+    let metrics = Metrics::new(true);
+    let mut group = c.benchmark_group("metrics");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("answer_and_check", |b| {
+        b.iter(|| {
+            metrics.request(Some(Route::Text), 200, None, std::hint::black_box(850));
+            metrics.check("default", "text", "accept");
+        })
+    });
+    group.bench_function("refusal", |b| {
+        b.iter(|| {
+            metrics.request(
+                Some(Route::Image),
+                429,
+                Some(ErrorKind::RateLimited),
+                std::hint::black_box(40),
+            )
+        })
+    });
+    let off = Metrics::new(false);
+    group.bench_function("answer_and_check_off", |b| {
+        b.iter(|| {
+            off.request(Some(Route::Text), 200, None, std::hint::black_box(850));
+            off.check("default", "text", "accept");
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, head_parsing, chunked, metrics_per_request);
 criterion_main!(benches);
