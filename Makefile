@@ -10,10 +10,11 @@ fetch:
 serve: fetch
 	cargo run --release -- serve
 
-# The whole test suite: unit, property and integration tests against the real server.
+# The whole test suite: unit, property and integration tests against the real server, and the
+# load tool's own tests (a workspace member).
 test: fetch
-	cargo test --all-targets
+	cargo test --workspace --all-targets
 
 lint:
-	cargo fmt --check
-	cargo clippy --all-targets -- -D warnings
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings

@@ -19,14 +19,20 @@
 //!   and leases shrink as the quota nears its end); a graceful stop gives them back.
 //!
 //! One keep-alive connection can use a key's whole rate: its shard simply leases again.
+//!
+//! Quota leases are durable ledger writes (an fsync, milliseconds), so no check should wait
+//! for one: when a lease falls to a quarter of its last grant, the next one is taken in the
+//! background, and only one refill per organization is ever in flight; checks that find the
+//! lease empty wait for that refill instead of each writing the ledger.
 
 pub mod bucket;
 pub mod lease;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Poll, Waker};
 
 use bucket::BucketState;
 use lease::{BucketSpec, LeaseSource};
@@ -67,6 +73,10 @@ struct QuotaLease {
     spent_synced: u64,
     /// Checks spent on this shard since that report.
     spent_unsynced: u64,
+    /// Units of the last grant: a refill starts when `units` falls to a quarter of it.
+    last_grant: u64,
+    /// The refill in flight, if any (at most one per organization and shard).
+    refill: Option<Rc<Refill>>,
 }
 
 impl QuotaLease {
@@ -77,9 +87,46 @@ impl QuotaLease {
             ledger_used: 0,
             spent_synced: 0,
             spent_unsynced: 0,
+            last_grant: 0,
+            refill: None,
         }
     }
 }
+
+/// A quota refill in flight, and the checks waiting for it.
+#[derive(Default)]
+struct Refill {
+    /// Units granted, or `Err` if the ledger could not be written; `None` while in flight.
+    outcome: Cell<Option<Result<u64, ()>>>,
+    waiters: RefCell<Vec<Waker>>,
+}
+
+impl Refill {
+    fn finish(&self, outcome: Result<u64, ()>) {
+        self.outcome.set(Some(outcome));
+        for waker in self.waiters.borrow_mut().drain(..) {
+            waker.wake();
+        }
+    }
+
+    async fn wait(&self) -> Result<u64, ()> {
+        std::future::poll_fn(|cx| match self.outcome.get() {
+            Some(outcome) => Poll::Ready(outcome),
+            None => {
+                let mut waiters = self.waiters.borrow_mut();
+                if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                    waiters.push(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+/// A lease is refilled in the background once its units fall to `1 / QUOTA_REFILL_AT` of its
+/// last grant.
+pub const QUOTA_REFILL_AT: u64 = 4;
 
 /// The limit headers of an authenticated answer (SPEC 4.9; semantics in the OpenAPI document).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -245,53 +292,91 @@ impl ShardLimits {
     }
 
     async fn reserve_quota(&self, org: &str, month: u32, limit: u64, now_ms: i64) -> ApiResult<()> {
-        {
-            let mut quota = self.inner.quota.borrow_mut();
-            if let Some(lease) = quota.get_mut(org) {
-                if lease.month == month && lease.units > 0 {
+        loop {
+            let refill = {
+                let mut quota = self.inner.quota.borrow_mut();
+                let lease = quota
+                    .entry(org.to_owned())
+                    .or_insert_with(|| QuotaLease::new(month));
+                if lease.month != month {
+                    // Units of a past month are not worth returning: that month is over.
+                    *lease = QuotaLease::new(month);
+                }
+                if lease.units > 0 {
                     lease.units -= 1;
+                    if lease.refill.is_none() && lease.units <= lease.last_grant / QUOTA_REFILL_AT {
+                        // Ahead of need: no check waits for this one.
+                        lease.refill =
+                            Some(self.start_refill(org, month, limit, lease.ledger_used));
+                    }
                     return Ok(());
                 }
+                match &lease.refill {
+                    Some(refill) => refill.clone(),
+                    None => {
+                        let refill = self.start_refill(org, month, limit, lease.ledger_used);
+                        lease.refill = Some(refill.clone());
+                        refill
+                    }
+                }
+            };
+            match refill.wait().await {
+                Ok(0) => {
+                    let retry_s = (ms_until_next_month(now_ms) + 999) / 1000;
+                    return Err(ApiError::new(
+                        ErrorKind::QuotaExceeded,
+                        format!("the monthly quota of {limit} checks is used up"),
+                    )
+                    .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32));
+                }
+                Ok(_) => {} // units arrived: take one (unless others took them all first)
+                Err(()) => return Err(ApiError::internal("the quota ledger could not be updated")),
             }
         }
-        let ledger_used = self
-            .inner
-            .quota
-            .borrow()
-            .get(org)
-            .filter(|lease| lease.month == month)
-            .map_or(0, |lease| lease.ledger_used);
+    }
+
+    /// Takes a quota lease for `org` in the background (a durable ledger write on the shard's
+    /// blocking threads); the returned [`Refill`] says when it is in.
+    fn start_refill(&self, org: &str, month: u32, limit: u64, ledger_used: u64) -> Rc<Refill> {
+        let refill = Rc::new(Refill::default());
         let want = self.quota_lease_size(limit, ledger_used);
-        let source = self.source.clone();
-        let owned_org = org.to_owned();
-        let grant = glommio::executor()
-            .spawn_blocking(move || source.take_quota(&owned_org, month, limit, want))
-            .await
-            .map_err(|error| {
-                tracing::error!(%error, "quota ledger write failed");
-                ApiError::internal("the quota ledger could not be updated")
-            })?;
-        let mut quota = self.inner.quota.borrow_mut();
-        let lease = quota
-            .entry(org.to_owned())
-            .or_insert_with(|| QuotaLease::new(month));
-        if lease.month != month {
-            // Units of a past month are not worth returning: that month is over.
-            *lease = QuotaLease::new(month);
-        }
-        lease.units += grant.units;
-        lease.ledger_used = grant.used;
-        lease.spent_synced = lease.spent_synced.max(grant.spent);
-        if lease.units == 0 {
-            let retry_s = (ms_until_next_month(now_ms) + 999) / 1000;
-            return Err(ApiError::new(
-                ErrorKind::QuotaExceeded,
-                format!("the monthly quota of {limit} checks is used up"),
-            )
-            .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32));
-        }
-        lease.units -= 1;
-        Ok(())
+        let (source, inner, owned_org, task_refill) = (
+            self.source.clone(),
+            self.inner.clone(),
+            org.to_owned(),
+            refill.clone(),
+        );
+        glommio::spawn_local(async move {
+            let ledger_org = owned_org.clone();
+            let grant = glommio::executor()
+                .spawn_blocking(move || source.take_quota(&ledger_org, month, limit, want))
+                .await;
+            let mut quota = inner.quota.borrow_mut();
+            let lease = quota.get_mut(&owned_org);
+            let outcome = match grant {
+                Ok(grant) => {
+                    if let Some(lease) = lease.filter(|lease| lease.month == month) {
+                        lease.units += grant.units;
+                        lease.ledger_used = grant.used;
+                        lease.spent_synced = lease.spent_synced.max(grant.spent);
+                        lease.last_grant = grant.units;
+                        lease.refill = None;
+                    }
+                    Ok(grant.units)
+                }
+                Err(error) => {
+                    tracing::error!(%error, "quota ledger write failed");
+                    if let Some(lease) = quota.get_mut(&owned_org) {
+                        lease.refill = None;
+                    }
+                    Err(())
+                }
+            };
+            drop(quota);
+            task_refill.finish(outcome);
+        })
+        .detach();
+        refill
     }
 
     /// Ends a check: the permit goes back; the quota unit is spent if the check ran, else it
