@@ -1,6 +1,6 @@
 //! Text checks per KiB: normalisation, the word list, the linear model and the PII scanners,
-//! as the `default` workflow runs them on a shard (tox-block is a model run: see the load
-//! tool and `modgate eval` for its cost).
+//! as the `default` workflow runs them on a shard; and tox-block's model run (the `advanced`
+//! workflow).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use modgate::checks::{pii, profanity_svm::ProfanitySvm, wordlist::WordList};
@@ -56,5 +56,40 @@ fn text_checks(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, text_checks);
+/// One tox-block run (the `advanced` workflow's model): one 100-token window, and the 8
+/// windows of a long text in one batch.
+fn toxblock_runs(c: &mut Criterion) {
+    use modgate::inference;
+    let models = concat!(env!("CARGO_MANIFEST_DIR"), "/models");
+    let library = format!("{models}/cache/libonnxruntime.so.1.31.1");
+    let Ok(environment) = inference::load_runtime(std::path::Path::new(&library)) else {
+        eprintln!("tox-block benches skipped: run `python3 models/fetch.py` first");
+        return;
+    };
+    let dir = std::path::Path::new(models);
+    let mut session = inference::open_session(
+        &environment,
+        &inference::verify_model(dir, &inference::TOXBLOCK).unwrap(),
+    )
+    .unwrap();
+    let (text_models, _) = modgate::checks::TextModels::load(dir).unwrap();
+    let tokenizer = text_models.tox_tokenizer.unwrap();
+    let mut ids = Vec::new();
+    tokenizer.ids(&sample_kib().repeat(4), &mut ids);
+    let windows = modgate::checks::toxblock::windows(&ids, &[]);
+    let one: Vec<i32> = windows[..100].to_vec();
+    let eight: Vec<i32> = windows.iter().copied().cycle().take(800).collect();
+    let mut group = c.benchmark_group("model");
+    group.sample_size(30);
+    group.bench_function("toxblock_1_window", |b| {
+        b.iter(|| inference::toxblock_probs(&mut session, one.clone()).unwrap())
+    });
+    group.throughput(Throughput::Elements(8));
+    group.bench_function("toxblock_batch_of_8_windows", |b| {
+        b.iter(|| inference::toxblock_probs(&mut session, eight.clone()).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, text_checks, toxblock_runs);
 criterion_main!(benches);

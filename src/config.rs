@@ -136,6 +136,12 @@ pub struct ServerConfig {
     pub drain_timeout_ms: u64,
     /// On a fresh data directory, create organization `demo` and print a key for it once.
     pub demo_key: bool,
+    /// glommio: memory each shard registers with io_uring for storage I/O, bytes.
+    pub io_memory_bytes: usize,
+    /// glommio: submission queue depth of each shard's rings.
+    pub ring_depth: usize,
+    /// glommio: how long an idle shard spins before it sleeps, microseconds (0: no spin).
+    pub spin_before_park_us: u64,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -226,6 +232,11 @@ pub const HEAD_BYTES_MAX_RANGE: std::ops::RangeInclusive<usize> = 1024..=1 << 20
 /// computed from them never overflow.
 pub const TIMEOUT_MS_MAX: u64 = 86_400_000;
 pub const CONNECTIONS_PER_SHARD_MAX_RANGE: std::ops::RangeInclusive<usize> = 1..=1 << 20;
+/// glommio allocates at least 64 KiB; more than 1 GiB per shard is a typo.
+pub const IO_MEMORY_BYTES_RANGE: std::ops::RangeInclusive<usize> = 64 << 10..=1 << 30;
+pub const RING_DEPTH_RANGE: std::ops::RangeInclusive<usize> = 1..=32_768;
+/// Spinning longer than a second is never a latency win.
+pub const SPIN_US_MAX: u64 = 1_000_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -303,6 +314,9 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         connections_per_shard_max: Option<usize>,
         drain_timeout_ms: Option<u64>,
         demo_key: Option<bool>,
+        io_memory_bytes: Option<usize>,
+        ring_depth: Option<usize>,
+        spin_before_park_us: Option<u64>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -434,6 +448,15 @@ impl Config {
             bail!("journal.map_bytes must be at least 1 MiB");
         }
         self.metrics.address()?;
+        if !IO_MEMORY_BYTES_RANGE.contains(&self.server.io_memory_bytes) {
+            bail!("server.io_memory_bytes must be in {IO_MEMORY_BYTES_RANGE:?}");
+        }
+        if !RING_DEPTH_RANGE.contains(&self.server.ring_depth) {
+            bail!("server.ring_depth must be in {RING_DEPTH_RANGE:?}");
+        }
+        if self.server.spin_before_park_us > SPIN_US_MAX {
+            bail!("server.spin_before_park_us must be at most {SPIN_US_MAX}");
+        }
         if let Err(error) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             bail!(
                 "log.level '{}' is not a level or filter: {error}",

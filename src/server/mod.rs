@@ -137,8 +137,16 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         batch_rows_max: config.inference.batch_rows_max,
     };
     let config = Arc::new(config);
-    let handles = LocalExecutorPoolBuilder::new(placement)
+    let mut pool = LocalExecutorPoolBuilder::new(placement)
         .name("modgate-shard")
+        .io_memory(config.server.io_memory_bytes)
+        .ring_depth(config.server.ring_depth);
+    if config.server.spin_before_park_us > 0 {
+        pool = pool.spin_before_park(std::time::Duration::from_micros(
+            config.server.spin_before_park_us,
+        ));
+    }
+    let handles = pool
         // Blocking work of a shard (journal commits, quota leases, name resolution) runs
         // here; several threads, so that a slow DNS answer never holds a journal commit.
         .blocking_thread_pool_placement(PoolPlacement::Unbound(BLOCKING_THREADS_PER_SHARD))
