@@ -592,6 +592,22 @@ mod tests {
     }
 
     #[test]
+    fn the_tuning_profiles_are_valid() {
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tuning/profiles"));
+        let mut count = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let config = parse(&text, &path).unwrap_or_else(|e| panic!("{e:#}"));
+            config
+                .validate()
+                .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+            count += 1;
+        }
+        assert!(count >= 4);
+    }
+
+    #[test]
     fn the_systemd_example_configuration_is_valid() {
         let text = include_str!("../tuning/systemd/modgate.toml");
         let config = parse(text, Path::new("tuning/systemd/modgate.toml")).unwrap();

@@ -34,6 +34,8 @@ pub struct Search {
 #[derive(Clone, Debug, Serialize)]
 pub struct Step {
     pub rate: f64,
+    /// Answers in the step's measured time.
+    pub completed: u64,
     pub throughput_per_s: f64,
     pub p99_us: u64,
     pub errors: u64,
@@ -84,6 +86,7 @@ pub fn find_max(
         let passed = passes(&report, rate, search);
         let step = Step {
             rate,
+            completed: report.completed,
             throughput_per_s: report.throughput_per_s,
             p99_us: report.latency.p99_us,
             errors: report.errors,
