@@ -417,6 +417,33 @@ impl Config {
                 self.limits.body_read_timeout_ms,
             ),
             ("limits.form_timeout_ms", self.limits.form_timeout_ms),
+            ("journal.sync_interval_ms", self.journal.sync_interval_ms),
+        ] {
+            if value == 0 {
+                bail!("{name} must be above 0");
+            }
+        }
+        // Counts and sizes where 0 would refuse everything or stall a loop.
+        for (name, value) in [
+            ("journal.batch_records_max", self.journal.batch_records_max),
+            (
+                "limits.text_body_bytes_max",
+                self.limits.text_body_bytes_max,
+            ),
+            (
+                "limits.text_form_bytes_max",
+                self.limits.text_form_bytes_max,
+            ),
+            (
+                "limits.form_field_bytes_max",
+                self.limits.form_field_bytes_max,
+            ),
+            (
+                "limits.uploads_per_shard_max",
+                self.limits.uploads_per_shard_max,
+            ),
+            ("inference.queue_depth_max", self.inference.queue_depth_max),
+            ("inference.batch_rows_max", self.inference.batch_rows_max),
         ] {
             if value == 0 {
                 bail!("{name} must be above 0");
@@ -589,6 +616,19 @@ mod tests {
         let mut config = Config::default();
         config.tls.cert = Some("x".into());
         assert!(config.validate().is_err());
+        // Zeros that would stall the journal's loops or refuse every request.
+        let zeroed: [fn(&mut Config); 4] = [
+            |c| c.journal.sync_interval_ms = 0,
+            |c| c.journal.batch_records_max = 0,
+            |c| c.inference.batch_rows_max = 0,
+            |c| c.limits.uploads_per_shard_max = 0,
+        ];
+        for zero in zeroed {
+            let mut config = Config::default();
+            zero(&mut config);
+            let error = config.validate().unwrap_err().to_string();
+            assert!(error.ends_with("must be above 0"), "{error}");
+        }
     }
 
     #[test]

@@ -527,3 +527,36 @@ fn origin_comes_before_framing_errors() {
     .unwrap();
     assert_error(response.status, &response.json(), 403, "forbidden", false);
 }
+
+/// Regression (review): Origin is refused before the head's size limits and grammar too.
+#[test]
+fn origin_comes_before_head_limits_and_grammar() {
+    let server = Server::start_with(Options {
+        config: "[server]\nhead_bytes_max = 4096\nuri_bytes_max = 1024\n".into(),
+        ..Options::default()
+    });
+    let many_fields: String = (0..100).map(|i| format!("X-F{i}: 1\r\n")).collect();
+    let heads = [
+        format!("GET /health HTTP/1.1\r\nHost: t\r\nOrigin: x\r\n{many_fields}\r\n"),
+        format!(
+            "GET /health?{} HTTP/1.1\r\nHost: t\r\nOrigin: x\r\n\r\n",
+            "a".repeat(2000)
+        ),
+        format!(
+            "GET /health HTTP/1.1\r\nOrigin: x\r\nX-Big: {}\r\n\r\n",
+            "b".repeat(5000)
+        ),
+        "GET /health HTTP/1.1\r\nHost: t\r\nOrigin: x\r\nBad Name: 1\r\n\r\n".to_owned(),
+    ];
+    for head in heads {
+        let response = raw_request(server.addr, head.as_bytes()).unwrap();
+        assert_error(response.status, &response.json(), 403, "forbidden", false);
+    }
+    // A compatible path: the compatible envelope.
+    let long_compat = format!(
+        "GET /1.0/check-workflow.json?url={} HTTP/1.1\r\nHost: t\r\nOrigin: x\r\n\r\n",
+        "a".repeat(2000)
+    );
+    let response = raw_request(server.addr, long_compat.as_bytes()).unwrap();
+    assert_error(response.status, &response.json(), 403, "forbidden", true);
+}

@@ -114,15 +114,43 @@ fn refused_check_requests_are_recorded_with_status_and_type() {
     server.admin_ok(&["key", "revoke", &revoked_key.1]);
     let (status, revoked) = check(&server, &revoked_key.0, &json!({"text": "x"}));
     assert_eq!(status, 401);
+    // Refused once the workflow is known: the record names it.
+    let (free_key, _) = server.new_key("smallco", "free", &[]);
+    let (status, paid_only) = check(
+        &server,
+        &free_key,
+        &json!({"text": "x", "workflow": "advanced"}),
+    );
+    assert_eq!(status, 403);
+    let (status, too_long) = check(&server, &free_key, &json!({"text": "x".repeat(5001)}));
+    assert_eq!(status, 413);
+    // Refused before routing (its framing), on a check route: recorded too.
+    let framing = raw_request(
+        server.addr,
+        b"POST /v1/text HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+    )
+    .unwrap();
+    assert_eq!(framing.status, 400);
+    let framing = framing.header("x-request-id").unwrap().to_owned();
     // Not a check route: not journaled.
     let (status, _, _) = get(&server.url("/v1/workflows"), &[("X-Api-Key", &key)]);
     assert_eq!(status, 200);
+    let refused = raw_request(server.addr, b"GET /health HTTP/1.1\r\nBad Name: 1\r\n\r\n").unwrap();
+    assert_eq!(refused.status, 400);
     let records = journal_json(&server.data, &[]);
     let by_id: HashMap<&str, &Value> = records
         .iter()
         .map(|r| (r["request_id"].as_str().unwrap(), r))
         .collect();
-    assert_eq!(records.len(), 3);
+    assert_eq!(records.len(), 6);
+    assert_eq!(by_id[paid_only.as_str()]["status"], 403);
+    assert_eq!(by_id[paid_only.as_str()]["workflow"], "advanced");
+    assert_eq!(by_id[too_long.as_str()]["error_type"], "text_too_long");
+    assert_eq!(by_id[too_long.as_str()]["workflow"], "default");
+    assert_eq!(by_id[too_long.as_str()]["workflow_version"], 1);
+    assert_eq!(by_id[framing.as_str()]["route"], "/v1/text");
+    assert_eq!(by_id[framing.as_str()]["error_type"], "bad_request");
+    assert_eq!(by_id[framing.as_str()]["key_id"], Value::Null);
     assert_eq!(by_id[bad_ref.as_str()]["error_type"], "bad_request");
     assert_eq!(by_id[bad_ref.as_str()]["key_id"], key_id.as_str());
     assert_eq!(by_id[bad_ref.as_str()]["action"], Value::Null);

@@ -191,6 +191,24 @@ fn too_many_concurrent_checks() {
 }
 
 #[test]
+fn one_check_at_a_time_is_never_refused_whichever_shard_serves_it() {
+    // A cap below the shard count: no shard may keep a permit after its check, or the other
+    // would refuse a check while nothing is in progress.
+    let server = Server::start_with(Options {
+        cores: Some(2),
+        ..Options::default()
+    });
+    let key = limited_key(&server, "acme", &["--concurrent-max", "1"]);
+    let mut conns = [conn_on_shard(server.addr, 0), conn_on_shard(server.addr, 1)];
+    for i in 0..10 {
+        let conn = &mut conns[i % 2];
+        conn.send(&text_request(&key, r#"{"text":"hello"}"#));
+        let response = conn.read_response().unwrap();
+        assert_eq!(response.status, 200, "check {i} on shard {}", i % 2);
+    }
+}
+
+#[test]
 fn quota_counts_checks_that_ran_and_resets_with_the_month() {
     let (server, offset) = server_with_clock("", 2);
     let key = limited_key(&server, "acme", &["--quota-per-month", "5"]);
@@ -255,6 +273,58 @@ fn quota_used_counts_every_shards_checks() {
 }
 
 #[test]
+fn the_last_units_of_a_quota_are_not_held_by_an_idle_shard() {
+    let server = Server::start_with(Options {
+        cores: Some(2),
+        ..Options::default()
+    });
+    let key = limited_key(&server, "acme", &["--quota-per-month", "3"]);
+    let mut first = conn_on_shard(server.addr, 0);
+    let mut second = conn_on_shard(server.addr, 1);
+    for i in 1..=2 {
+        first.send(&text_request(&key, r#"{"text":"hello"}"#));
+        let response = first.read_response().unwrap();
+        assert_eq!(response.status, 200, "check {i} on shard 0");
+    }
+    // The third unit is free in the ledger: shard 0 must not have taken it ahead of need
+    // (nor held it until it idles, QUOTA_IDLE_RETURN_MS). Shards share their counts on the
+    // janitor tick (IDLE_RETURN_MS): after two, shard 1 knows shard 0's checks.
+    std::thread::sleep(Duration::from_millis(450));
+    second.send(&text_request(&key, r#"{"text":"hello"}"#));
+    let response = second.read_response().unwrap();
+    assert_eq!(response.status, 200, "the last unit, on shard 1");
+    assert_eq!(header_u64(&response, "x-quota-used"), 3);
+    second.send(&text_request(&key, r#"{"text":"hello"}"#));
+    let refused = second.read_response().unwrap();
+    assert_eq!(refused.status, 429);
+    assert_eq!(header_u64(&refused, "x-quota-used"), 3);
+}
+
+#[test]
+fn units_left_on_an_idle_shard_go_back_to_the_ledger() {
+    let server = Server::start_with(Options {
+        cores: Some(2),
+        ..Options::default()
+    });
+    // Leases of 100 / (4 × 2) = 12 units: shard 0 spends one and holds the rest.
+    let key = limited_key(&server, "acme", &["--quota-per-month", "100"]);
+    let mut first = conn_on_shard(server.addr, 0);
+    first.send(&text_request(&key, r#"{"text":"hello"}"#));
+    assert_eq!(first.read_response().unwrap().status, 200);
+    // Then the organization uses up the rest on shard 1: all of it, once shard 0's idle units
+    // are back (QUOTA_IDLE_RETURN_MS, 1 s).
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut second = conn_on_shard(server.addr, 1);
+    for i in 2..=100 {
+        second.send(&text_request(&key, r#"{"text":"hello"}"#));
+        let response = second.read_response().unwrap();
+        assert_eq!(response.status, 200, "check {i} of 100");
+    }
+    second.send(&text_request(&key, r#"{"text":"hello"}"#));
+    assert_eq!(second.read_response().unwrap().status, 429);
+}
+
+#[test]
 fn the_quota_survives_restarts() {
     let data = tempfile::tempdir().unwrap();
     let start = || {
@@ -279,6 +349,16 @@ fn the_quota_survives_restarts() {
     server.signal(15);
     assert!(server.wait_exit(Duration::from_secs(10)).success());
     let mut server = start();
+    // Before any check: every shard reads the count from the ledger.
+    for shard in 0..2 {
+        let mut conn = conn_on_shard(server.addr, shard);
+        conn.send(
+            format!("GET /v1/workflows HTTP/1.1\r\nHost: t\r\nX-Api-Key: {key}\r\n\r\n").as_bytes(),
+        );
+        let response = conn.read_response().unwrap();
+        assert_eq!(response.status, 200);
+        assert_eq!(header_u64(&response, "x-quota-used"), 6, "shard {shard}");
+    }
     let mut conn = RawConn::connect(server.addr);
     conn.send(&text_request(&key, r#"{"text":"hello"}"#));
     let response = conn.read_response().unwrap();

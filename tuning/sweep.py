@@ -19,7 +19,6 @@ Values are TOML (quote strings). The table goes to stdout and to tuning/results/
 import argparse
 import datetime
 import json
-import os
 import pathlib
 import re
 import shutil
@@ -31,7 +30,6 @@ import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BIN = ROOT / "target" / "release"
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def toml_value(value):
@@ -56,12 +54,6 @@ def write_toml(table, prefix=""):
         if isinstance(value, dict):
             lines.append(write_toml(value, f"{prefix}.{key}" if prefix else key))
     return "\n".join(lines) + "\n"
-
-
-def cpu_seconds(pid):
-    # Threads included: utime and stime of the process (fields 14 and 15).
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def start_server(config_path, data, cpus):
@@ -133,28 +125,24 @@ def main():
                            capture_output=True, check=True)
             report_path = work / "report.json"
             command = [str(BIN / "modgate-load"), "--server", url, "--key", key, "--scenario", args.scenario,
-                       "--cpu", args.load_cpu, "--quiet", "--json", str(report_path)]
+                       "--cpu", args.load_cpu, "--quiet", "--json", str(report_path),
+                       "--server-pid", str(server.pid)]
             if args.rate is not None:
                 command += ["--rate", str(args.rate), "--duration", args.duration]
             else:
                 command += ["--find-max", "--p99", args.p99, "--step", args.duration]
-            before = cpu_seconds(server.pid)
             subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-            cpu = cpu_seconds(server.pid) - before
             report = json.loads(report_path.read_text())
-            steps = None
-            if args.p99:
-                steps = report["steps"]
+            if args.rate is None:
                 report = report.get("best") or {}
             latency = report.get("latency", {})
-            # With --find-max the CPU covers every step (warm-ups aside): divide by all answers.
-            if steps is None:
-                answered = max(1, report.get("completed", 0))
-            else:
-                answered = max(1, sum(step["completed"] for step in steps))
+            # The server's CPU over the measured window only (warm-up and drain left out), per
+            # answer, as modgate-load measured it from the server's threads' schedstat.
+            cpu = report.get("server_cpu_us_per_answer")
             rows.append([raw, f"{report.get('throughput_per_s', 0):.1f}", ms(latency.get("p50_us", 0)),
                          ms(latency.get("p90_us", 0)), ms(latency.get("p99_us", 0)), ms(latency.get("p999_us", 0)),
-                         ms(latency.get("max_us", 0)), str(report.get("errors", "")), f"{cpu * 1e6 / answered:.1f}"])
+                         ms(latency.get("max_us", 0)), str(report.get("errors", "")),
+                         "" if cpu is None else f"{cpu:.1f}"])
             print(" | ".join(rows[-1]), file=sys.stderr)
         finally:
             server.terminate()

@@ -39,6 +39,8 @@ pub struct Step {
     pub throughput_per_s: f64,
     pub p99_us: u64,
     pub errors: u64,
+    /// The server's CPU time per answer, microseconds (with `--server-pid`).
+    pub server_cpu_us_per_answer: Option<f64>,
     pub passed: bool,
 }
 
@@ -90,6 +92,7 @@ pub fn find_max(
             throughput_per_s: report.throughput_per_s,
             p99_us: report.latency.p99_us,
             errors: report.errors,
+            server_cpu_us_per_answer: report.server_cpu_us_per_answer,
             passed,
         };
         on_step(&step);

@@ -62,6 +62,8 @@ pub struct RunConfig {
     /// Print a progress line every second (stderr).
     pub progress: bool,
     pub seed: u64,
+    /// The server's process, to measure its CPU time over the window.
+    pub server_pid: Option<u32>,
 }
 
 impl RunConfig {
@@ -77,6 +79,7 @@ impl RunConfig {
             cpu: None,
             progress: false,
             seed: 0x5eed,
+            server_pid: None,
         }
     }
 }
@@ -88,6 +91,8 @@ pub struct RunResult {
     pub window: Duration,
     /// Connections opened (the open loop opens more when the server falls behind).
     pub connections_opened: u64,
+    /// The server's CPU time over the window, microseconds (with `server_pid`).
+    pub server_cpu_us: Option<u64>,
 }
 
 /// Runs `requests` against the server; blocks until done.
@@ -165,6 +170,8 @@ impl Engine {
         let counted = self.counted(due);
         if counted {
             self.stats.borrow_mut().sent();
+        } else if due < self.measure_from {
+            self.stats.borrow_mut().warmup_sent();
         }
         if self.queue.borrow().len() >= self.config.queue_max {
             if counted {
@@ -228,8 +235,8 @@ impl Engine {
                 if answer.close {
                     *connection = None;
                 }
+                let latency_us = job.due.elapsed().as_micros() as u64;
                 if counted {
-                    let latency_us = job.due.elapsed().as_micros() as u64;
                     self.stats.borrow_mut().answered(
                         job.kind,
                         request.kind.expected_status(),
@@ -237,12 +244,17 @@ impl Engine {
                         answer.error_type,
                         latency_us,
                     );
+                } else if job.due < self.measure_from {
+                    let ok = answer.status == request.kind.expected_status();
+                    self.stats.borrow_mut().warmup_answered(ok, latency_us);
                 }
             }
             Err(_) => {
                 *connection = None;
                 if counted {
                     self.stats.borrow_mut().transport_error(job.kind);
+                } else if job.due < self.measure_from {
+                    self.stats.borrow_mut().warmup_error();
                 }
             }
         }
@@ -266,6 +278,8 @@ async fn closed_loop_worker(engine: Rc<Engine>, end: Instant) {
         }
         if engine.counted(due) {
             engine.stats.borrow_mut().sent();
+        } else {
+            engine.stats.borrow_mut().warmup_sent();
         }
         let kind = engine.pick();
         engine.send(&mut connection, Job { kind, due }).await;
@@ -376,6 +390,17 @@ async fn drive(config: RunConfig, requests: Vec<Prepared>) -> RunResult {
         })
     };
 
+    // The server's CPU time at the window's edges.
+    let server_cpu = config.server_pid.map(|pid| {
+        glommio::spawn_local(async move {
+            sleep_until(measure_from).await;
+            let from = crate::server_cpu::process_cpu_ns(pid).ok()?;
+            sleep_until(measure_until).await;
+            let until = crate::server_cpu::process_cpu_ns(pid).ok()?;
+            Some(until.saturating_sub(from) / 1000)
+        })
+    });
+
     match config.load {
         Load::Open { rate, arrivals } => {
             dispatch(engine.clone(), rate, arrivals, measure_until).await;
@@ -394,6 +419,10 @@ async fn drive(config: RunConfig, requests: Vec<Prepared>) -> RunResult {
         }
     }
     ticker.await;
+    let server_cpu_us = match server_cpu {
+        Some(task) => task.await,
+        None => None,
+    };
 
     // Drain: what is queued or in flight gets `drain_timeout`.
     let deadline = Instant::now() + config.drain_timeout;
@@ -415,6 +444,14 @@ async fn drive(config: RunConfig, requests: Vec<Prepared>) -> RunResult {
         stats,
         window: config.duration,
         connections_opened: engine.connections_opened.get(),
+        server_cpu_us,
+    }
+}
+
+async fn sleep_until(at: Instant) {
+    let now = Instant::now();
+    if at > now {
+        glommio::timer::sleep(at - now).await;
     }
 }
 

@@ -15,6 +15,7 @@
 //! - [`stats`]: histograms, counts and the per-second timeline.
 //! - [`report`]: the table, the JSON and the SVG.
 //! - [`find_max`]: the highest rate under a p99 target.
+//! - [`server_cpu`]: the server's CPU time per answer (`--server-pid`).
 
 pub mod client;
 pub mod find_max;
@@ -23,6 +24,7 @@ pub mod image_server;
 pub mod prepare;
 pub mod report;
 pub mod scenario;
+pub mod server_cpu;
 pub mod stats;
 
 use std::net::{SocketAddr, ToSocketAddrs};

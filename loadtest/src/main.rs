@@ -55,6 +55,10 @@ struct Args {
     /// No progress line.
     #[arg(long)]
     quiet: bool,
+    /// The server's process id: the report gives its CPU time per answer over the measured
+    /// window (from /proc; the server must run on this machine).
+    #[arg(long)]
+    server_pid: Option<u32>,
     /// Find the highest arrival rate whose p99 stays under --p99.
     #[arg(long, requires = "p99")]
     find_max: bool,
@@ -125,6 +129,7 @@ fn real_main() -> anyhow::Result<()> {
     config.connections_max = args.connections_max;
     config.cpu = args.cpu;
     config.progress = !args.quiet;
+    config.server_pid = args.server_pid;
 
     if args.find_max {
         let p99 = duration(args.p99.as_deref().unwrap_or("50ms"))?;
@@ -139,10 +144,12 @@ fn real_main() -> anyhow::Result<()> {
             precision: 1.05,
             arrivals,
         };
-        config.progress = false;
         let result = find_max(&config, &requests, &scenario.name, &search, |step| {
+            let cpu = step.server_cpu_us_per_answer.map_or(String::new(), |us| {
+                format!("  server CPU {us:.1} µs/answer")
+            });
             eprintln!(
-                "rate {:>9.1}/s  throughput {:>9.1}/s  p99 {:>10}  errors {:>6}  {}",
+                "rate {:>9.1}/s  throughput {:>9.1}/s  p99 {:>10}  errors {:>6}  {}{cpu}",
                 step.rate,
                 step.throughput_per_s,
                 ms(step.p99_us),

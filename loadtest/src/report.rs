@@ -66,6 +66,23 @@ pub struct RequestReport {
     pub transport_errors: u64,
 }
 
+/// A route's answers while they are added up.
+struct RouteTally {
+    latency: Histogram<u64>,
+    statuses: BTreeMap<u16, u64>,
+    errors: u64,
+}
+
+/// The answers of one route, whichever requests of the scenario went there.
+#[derive(Clone, Debug, Serialize)]
+pub struct RouteReport {
+    pub route: String,
+    pub latency: Percentiles,
+    pub statuses: BTreeMap<u16, u64>,
+    /// Unexpected answers and requests without one.
+    pub errors: u64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub scenario: String,
@@ -84,7 +101,12 @@ pub struct Report {
     pub errors: u64,
     pub connections_opened: u64,
     pub latency: Percentiles,
+    /// The server's CPU time over the measured window divided by the answers in it,
+    /// microseconds (with `--server-pid`).
+    pub server_cpu_us_per_answer: Option<f64>,
     pub requests: Vec<RequestReport>,
+    /// Latency and answers per route (the requests of a route merged).
+    pub routes: Vec<RouteReport>,
     /// Answers by route and status: what the server's journal should hold for check routes.
     pub by_route_status: BTreeMap<String, BTreeMap<u16, u64>>,
     pub statuses: BTreeMap<u16, u64>,
@@ -116,7 +138,19 @@ impl Report {
         let mut statuses = BTreeMap::new();
         let mut error_types = BTreeMap::new();
         let mut reports = Vec::new();
+        let mut routes: BTreeMap<&str, RouteTally> = BTreeMap::new();
         for (request, kind) in requests.iter().zip(&stats.kinds) {
+            let route = routes.entry(request.route).or_insert_with(|| RouteTally {
+                latency: crate::stats::histogram(),
+                statuses: BTreeMap::new(),
+                errors: 0,
+            });
+            // Same bounds on both sides: adding cannot fail.
+            let _ = route.latency.add(&kind.latency);
+            for (&status, &count) in &kind.statuses {
+                *route.statuses.entry(status).or_default() += count;
+            }
+            route.errors += kind.unexpected + kind.transport_errors;
             for (&status, &count) in &kind.statuses {
                 *by_route_status
                     .entry(request.route.to_owned())
@@ -159,7 +193,20 @@ impl Report {
             errors: stats.errors(),
             connections_opened: result.connections_opened,
             latency: Percentiles::of(&stats.all),
+            server_cpu_us_per_answer: result
+                .server_cpu_us
+                .filter(|_| stats.completed > 0)
+                .map(|us| us as f64 / stats.completed as f64),
             requests: reports,
+            routes: routes
+                .into_iter()
+                .map(|(route, tally)| RouteReport {
+                    route: route.to_owned(),
+                    latency: Percentiles::of(&tally.latency),
+                    statuses: tally.statuses,
+                    errors: tally.errors,
+                })
+                .collect(),
             by_route_status,
             statuses,
             error_types,
@@ -203,6 +250,9 @@ impl Report {
             self.unfinished,
             self.connections_opened
         );
+        if let Some(us) = self.server_cpu_us_per_answer {
+            let _ = writeln!(out, "server CPU   {us:.1} µs per answer");
+        }
         let statuses: Vec<String> = self
             .statuses
             .iter()
@@ -221,6 +271,7 @@ impl Report {
             .requests
             .iter()
             .map(|r| r.name.len())
+            .chain(self.routes.iter().map(|r| r.route.len()))
             .max()
             .unwrap_or(0)
             .max(8);
@@ -250,6 +301,14 @@ impl Report {
                 request.unexpected + request.transport_errors,
             );
         }
+        let _ = writeln!(
+            out,
+            "\n{:<width$} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",
+            "route", "answers", "p50", "p90", "p99", "p99.9", "max", "errors"
+        );
+        for route in &self.routes {
+            row(&mut out, &route.route, &route.latency, route.errors);
+        }
         out
     }
 
@@ -259,11 +318,12 @@ impl Report {
         const PANEL: f64 = 260.0;
         const LEFT: f64 = 70.0;
         const RIGHT: f64 = 20.0;
+        const HEIGHT: f64 = 680.0;
         let plot_width = WIDTH - LEFT - RIGHT;
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"640\" font-family=\"sans-serif\" font-size=\"12\">"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" font-family=\"sans-serif\" font-size=\"12\">"
         );
         let _ = writeln!(out, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
         let _ = writeln!(
@@ -315,6 +375,18 @@ impl Report {
                 points.join(" ")
             );
         }
+        // Second ticks: about ten along the axis.
+        let every = (seconds / 10.0).ceil().max(1.0) as usize;
+        for second in (0..=self.timeline.len()).step_by(every) {
+            let x = LEFT + second as f64 / seconds * plot_width;
+            let _ = writeln!(
+                out,
+                "<line x1=\"{x:.1}\" y1=\"{}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#333333\"/><text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{second}</text>",
+                top + PANEL,
+                top + PANEL + 4.0,
+                top + PANEL + 16.0
+            );
+        }
         legend(
             &mut out,
             LEFT + plot_width - 150.0,
@@ -323,7 +395,7 @@ impl Report {
         );
 
         // Panel 2: the percentile curve, x = log10(1 / (1 - p)).
-        let top = 360.0;
+        let top = 370.0;
         let x_of = |p: f64| (1.0 / (1.0 - p / 100.0)).log10().min(5.0) / 5.0 * plot_width + LEFT;
         let y_max = self
             .percentile_curve
@@ -469,6 +541,7 @@ mod tests {
             stats,
             window: Duration::from_secs(1),
             connections_opened: 2,
+            server_cpu_us: Some(5050),
         };
         let report = Report::new(
             "t",
@@ -481,12 +554,18 @@ mod tests {
         );
         assert_eq!(report.by_route_status["/v1/text"][&200], 100);
         assert_eq!(report.by_route_status["/v1/text"][&401], 1);
+        assert_eq!(report.routes.len(), 1);
+        assert_eq!(report.routes[0].latency.count, 101);
+        assert_eq!(report.routes[0].latency.max_us, report.latency.max_us);
+        assert_eq!(report.server_cpu_us_per_answer, Some(50.0));
         assert_eq!(report.errors, 0);
         assert_eq!(report.latency.count, 101);
         assert!(report.latency.p50_us >= 1000 && report.latency.p99_us <= 2000);
         let table = report.table();
         assert!(table.contains("answers      200: 100  401: 1"), "{table}");
         assert!(table.contains("error types  unauthorized: 1"));
+        assert!(table.contains("server CPU   50.0 µs per answer"), "{table}");
+        assert!(table.contains("\nroute "), "{table}");
         let svg = report.svg();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert_eq!(svg.matches("<polyline").count(), 4);

@@ -101,6 +101,25 @@ impl Stats {
         self.window_sent += 1;
     }
 
+    /// A warm-up request: shown in the second's progress line, not counted.
+    pub fn warmup_sent(&mut self) {
+        self.window_sent += 1;
+    }
+
+    /// A warm-up request without an answer: shown, not counted.
+    pub fn warmup_error(&mut self) {
+        self.window_errors += 1;
+    }
+
+    /// A warm-up answer (`ok`: the status the request expected): shown, not counted.
+    pub fn warmup_answered(&mut self, ok: bool, latency_us: u64) {
+        record(&mut self.window, latency_us);
+        self.window_completed += 1;
+        if !ok {
+            self.window_errors += 1;
+        }
+    }
+
     /// An answer to a request of `kind` that expected `expected`, `latency_us` after it was
     /// due.
     pub fn answered(

@@ -14,6 +14,7 @@ use futures_lite::{AsyncRead, AsyncWrite};
 use super::answer::Shape;
 use super::form::{read_form, FormSpec, UploadSlot};
 use super::image::{authorize_image, check_image, ImageQuery};
+use super::text::DEFAULT_WORKFLOW;
 use super::RequestCtx;
 use crate::auth::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
@@ -52,6 +53,10 @@ pub async fn post<S: AsyncRead + AsyncWrite + Unpin>(
         caller.require_scope(ContentKind::Image)?;
         ctx.admit(shard, &caller).await?;
         let workflows = shard.workflows()?;
+        ctx.note_workflow(
+            &workflows,
+            form.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW),
+        );
         let workflow = authorize_image(&caller, form.workflow.as_deref(), &workflows)?.clone();
         match (form.payload_present, &form.url) {
             (true, Some(_)) => {
@@ -106,6 +111,10 @@ pub async fn get<S: AsyncRead + AsyncWrite + Unpin>(
     caller.require_scope(ContentKind::Image)?;
     ctx.admit(shard, &caller).await?;
     let workflows = shard.workflows()?;
+    ctx.note_workflow(
+        &workflows,
+        query.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW),
+    );
     let workflow = authorize_image(&caller, query.workflow.as_deref(), &workflows)?.clone();
     if query.media {
         return Err(ApiError::bad_request(

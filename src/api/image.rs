@@ -80,6 +80,10 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
         ctx.reference = Some(reference.clone());
     }
     let workflows = shard.workflows()?;
+    ctx.note_workflow(
+        &workflows,
+        query.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW),
+    );
     let workflow = authorize_image(&caller, query.workflow.as_deref(), &workflows)?;
     if shard
         .engine

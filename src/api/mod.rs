@@ -20,6 +20,7 @@ pub mod text;
 pub mod workflows;
 
 use std::borrow::Cow;
+use std::rc::Rc;
 use std::time::Instant;
 
 use futures_lite::{AsyncRead, AsyncWrite};
@@ -32,8 +33,11 @@ use crate::http::head::{Framing, Method, RequestHead};
 use crate::http::response::Response;
 use crate::journal::JournalRecord;
 use crate::limits::Admission;
+use crate::request_id::RequestId;
 use crate::server::shard::Shard;
 use crate::store::keys;
+use crate::store::records::WorkflowRecord;
+use crate::store::view::Workflows;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Route {
@@ -153,6 +157,9 @@ pub struct RequestCtx {
     pub caller: Option<Caller>,
     pub admission: Option<Admission>,
     pub reference: Option<String>,
+    /// The workflow the request names, once it is known to exist: a refusal after that point
+    /// (a workflow the key may not use, a text too long) is journaled with it.
+    pub workflow: Option<Rc<WorkflowRecord>>,
     pub check: Option<CheckSummary>,
 }
 
@@ -170,6 +177,11 @@ impl RequestCtx {
         let caller = shard.authenticate_key(key)?;
         self.caller = Some(caller.clone());
         Ok(caller)
+    }
+
+    /// Notes the workflow named `name` if it exists (see [`RequestCtx::workflow`]).
+    pub fn note_workflow(&mut self, workflows: &Workflows, name: &str) {
+        self.workflow = workflows.get(name).cloned();
     }
 
     /// Admits a check under the caller's plan (429s).
@@ -191,6 +203,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         caller: None,
         admission: None,
         reference: None,
+        workflow: None,
         check: None,
     };
     let result = dispatch(shard, exchange, &mut ctx).await;
@@ -248,12 +261,13 @@ fn log_answer<S>(
     let route = ctx.route.map_or("none", Route::path);
     let request_id = exchange.request_id.as_str();
     let key_id = ctx.key_id.as_deref().unwrap_or("");
+    let method = exchange.head.method.as_str();
     match refused {
         None => tracing::debug!(
             request_id,
             shard = shard.index,
             route,
-            method = ?exchange.head.method,
+            method,
             status,
             key_id,
             workflow = ctx.check.as_ref().map_or("", |c| c.workflow.as_str()),
@@ -261,17 +275,69 @@ fn log_answer<S>(
             time_us = elapsed_us,
             "answered"
         ),
+        // A failure of the server's own (5xx) is an error of ours; 503 `busy` is load.
+        Some(kind) if status >= 500 && kind != ErrorKind::Busy => tracing::warn!(
+            request_id,
+            shard = shard.index,
+            route,
+            method,
+            status,
+            error_type = kind.wire_type(),
+            key_id,
+            time_us = elapsed_us,
+            "failed"
+        ),
         Some(kind) => tracing::info!(
             request_id,
             shard = shard.index,
             route,
-            method = ?exchange.head.method,
+            method,
             status,
             error_type = kind.wire_type(),
             key_id,
             time_us = elapsed_us,
             "refused"
         ),
+    }
+}
+
+/// Journals a request to a check route that was refused before routing (its head was
+/// malformed, too large or too slow): no key, no workflow, the status and error type. A
+/// journal that cannot take the record is logged; the refusal is answered regardless.
+pub async fn journal_head_refusal(
+    shard: &Shard,
+    error: &ApiError,
+    path: &str,
+    request_id: &RequestId,
+) {
+    let Some(route) = Route::find(path) else {
+        return;
+    };
+    let Some(kind) = route.check_kind() else {
+        return;
+    };
+    let record = JournalRecord {
+        request_id: Cow::Borrowed(request_id.as_str()),
+        unix_ms: shard.now_ms(),
+        route: Cow::Borrowed(route.path()),
+        kind: Cow::Borrowed(kind),
+        key_id: None,
+        org: None,
+        reference: None,
+        workflow: None,
+        workflow_version: None,
+        status: error.kind.status(),
+        error_type: Some(Cow::Borrowed(error.kind.wire_type())),
+        action: None,
+        scores: Vec::new(),
+        unchecked: Vec::new(),
+        time_ms: 0,
+    };
+    if shard.journal.append(&record).await.is_err() {
+        tracing::error!(
+            request_id = request_id.as_str(),
+            "a refused check request could not be journaled"
+        );
     }
 }
 
@@ -295,8 +361,13 @@ fn journal_record<'a, S>(
             .as_ref()
             .map(|caller| Cow::Borrowed(caller.org.record.name.as_str())),
         reference: ctx.reference.as_deref().map(Cow::Borrowed),
-        workflow: check.map(|c| Cow::Borrowed(c.workflow.as_str())),
-        workflow_version: check.map(|c| c.version),
+        workflow: check
+            .map(|c| c.workflow.as_str())
+            .or_else(|| ctx.workflow.as_ref().map(|w| w.name.as_str()))
+            .map(Cow::Borrowed),
+        workflow_version: check
+            .map(|c| c.version)
+            .or_else(|| ctx.workflow.as_ref().map(|w| w.version)),
         status,
         error_type: refused.map(|kind| Cow::Borrowed(kind.wire_type())),
         action: check.map(|c| Cow::Borrowed(c.action)),

@@ -135,6 +135,8 @@ pub async fn check_text(
     ctx: &mut RequestCtx,
     check: TextCheck<'_>,
 ) -> ApiResult<Response> {
+    let workflows = shard.workflows()?;
+    ctx.note_workflow(&workflows, check.workflow);
     let chars_max = caller.org.limits.text_chars_max as usize;
     if check.text.len() > chars_max && check.text.chars().count() > chars_max {
         return Err(ApiError::new(
@@ -142,7 +144,6 @@ pub async fn check_text(
             format!("`text` is over the {chars_max} characters of this plan"),
         ));
     }
-    let workflows = shard.workflows()?;
     let workflow = caller.authorize(ContentKind::Text, check.workflow, &workflows)?;
     if workflow.definition.text_checks.is_empty() {
         return Err(ApiError::bad_request(format!(

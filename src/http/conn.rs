@@ -71,9 +71,15 @@ pub trait ConnHost {
     fn is_stopping(&self) -> bool;
     /// Ready once the server stops; registers `cx`'s waker under `slot` otherwise.
     fn poll_stop(&self, slot: usize, cx: &mut Context<'_>) -> Poll<()>;
-    /// The error answer for `error`, in the envelope of the route at `path` (may be empty when
-    /// the path is not known).
-    fn error_response(&self, error: &ApiError, path: &str, request_id: &RequestId) -> Response;
+    /// The answer to a head refused before routing (`error`), in the envelope of the route at
+    /// `path` (empty when the path is not known). A refused request to a check route is
+    /// journaled like any other refused check before it is answered.
+    fn refuse_head(
+        &self,
+        error: &ApiError,
+        path: &str,
+        request_id: &RequestId,
+    ) -> impl Future<Output = Response>;
     /// Answers one request. The handler reads as much of the body as it needs.
     fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
@@ -416,7 +422,7 @@ where
             HeadRead::Close => break,
             HeadRead::Refuse(error, path) => {
                 let request_id = host.next_request_id();
-                let response = host.error_response(&error, &path, &request_id);
+                let response = host.refuse_head(&error, &path, &request_id).await;
                 write_response(
                     &mut io,
                     host,
@@ -605,8 +611,9 @@ impl ConnHost for NoHost {
     fn poll_stop(&self, _: usize, _: &mut Context<'_>) -> Poll<()> {
         match *self {}
     }
-    fn error_response(&self, _: &ApiError, _: &str, _: &RequestId) -> Response {
-        match *self {}
+    #[allow(clippy::manual_async_fn)]
+    fn refuse_head(&self, _: &ApiError, _: &str, _: &RequestId) -> impl Future<Output = Response> {
+        async move { match *self {} }
     }
     #[allow(clippy::manual_async_fn)]
     fn handle<S: AsyncRead + AsyncWrite + Unpin>(

@@ -48,6 +48,18 @@ pub enum Method {
     Other,
 }
 
+impl Method {
+    /// The method as it is written on the wire (`OTHER` for the ones no route takes).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Other => "OTHER",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Version {
     Http10,
@@ -131,7 +143,40 @@ impl fmt::Display for HeadError {
 ///
 /// `Ok(None)` means "need more bytes"; it is only returned while `buf` is shorter than
 /// `head_bytes_max`, so a caller that reads at most that much never buffers more.
+///
+/// A head refused for any reason that also carries an `Origin` line is refused as a
+/// browser's (403) instead: browsers are turned away before anything else is said to them.
 pub fn parse_head(
+    buf: &[u8],
+    limits: &HeadLimits,
+) -> Result<Option<(RequestHead, usize)>, HeadError> {
+    parse_head_fields(buf, limits).map_err(|error| {
+        if error != HeadError::Origin && has_origin_line(buf) {
+            HeadError::Origin
+        } else {
+            error
+        }
+    })
+}
+
+/// Whether the head at the start of `buf` has a line that names the `Origin` field, read
+/// from the raw bytes (the head may be too large, too long or malformed for httparse). Only
+/// the head counts: bytes after the blank line that ends it belong to a body.
+fn has_origin_line(buf: &[u8]) -> bool {
+    const NAME: &[u8] = b"origin:";
+    let blank_line_at =
+        |i: usize| buf[i] == b'\n' && matches!(&buf[i + 1..], [b'\n', ..] | [b'\r', b'\n', ..]);
+    let head_end = (0..buf.len())
+        .find(|&i| blank_line_at(i))
+        .unwrap_or(buf.len());
+    // Field lines follow a line feed: the request line is skipped.
+    buf[..head_end]
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .any(|line| line.len() >= NAME.len() && line[..NAME.len()].eq_ignore_ascii_case(NAME))
+}
+
+fn parse_head_fields(
     buf: &[u8],
     limits: &HeadLimits,
 ) -> Result<Option<(RequestHead, usize)>, HeadError> {
@@ -536,6 +581,59 @@ mod tests {
         assert_eq!(
             parse(b"GET / HTTP/1.1\r\nOrigin: x\r\nExpect: nope\r\nHost: a\r\n\r\n"),
             Err(HeadError::Origin)
+        );
+    }
+
+    #[test]
+    fn origin_wins_over_limits_and_grammar() {
+        let limits = HeadLimits {
+            head_bytes_max: 256,
+            uri_bytes_max: 32,
+        };
+        let long_target = format!(
+            "GET /{} HTTP/1.1\r\nOrigin: x\r\nHost: a\r\n\r\n",
+            "a".repeat(64)
+        );
+        assert_eq!(
+            parse_head(long_target.as_bytes(), &limits),
+            Err(HeadError::Origin)
+        );
+        let huge = format!(
+            "GET / HTTP/1.1\r\norigin: x\r\nX: {}\r\n\r\n",
+            "b".repeat(300)
+        );
+        assert_eq!(parse_head(huge.as_bytes(), &limits), Err(HeadError::Origin));
+        let many: String = (0..HEADER_COUNT_MAX + 1)
+            .map(|i| format!("X-{i}: 1\r\n"))
+            .collect();
+        let many = format!("GET / HTTP/1.1\r\nORIGIN: x\r\n{many}\r\n");
+        let big = HeadLimits {
+            head_bytes_max: 1 << 20,
+            uri_bytes_max: 32,
+        };
+        assert_eq!(parse_head(many.as_bytes(), &big), Err(HeadError::Origin));
+        assert_eq!(
+            parse_head(
+                b"GET / HTTP/1.1\r\nOrigin: x\r\nBad Name: 1\r\n\r\n",
+                &limits
+            ),
+            Err(HeadError::Origin)
+        );
+        // An Origin line after the head is a body's bytes, not a field.
+        assert_eq!(
+            parse_head(
+                b"GET / HTTP/1.1\r\nBad Name: 1\r\n\r\nOrigin: x\r\n",
+                &limits
+            ),
+            Err(HeadError::Malformed("invalid header name"))
+        );
+        // Not a field named Origin.
+        assert_eq!(
+            parse_head(
+                b"GET / HTTP/1.1\r\nX-Origin: x\r\nBad Name: 1\r\n\r\n",
+                &limits
+            ),
+            Err(HeadError::Malformed("invalid header name"))
         );
     }
 

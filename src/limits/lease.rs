@@ -37,6 +37,13 @@ pub struct QuotaGrant {
     pub spent: u64,
 }
 
+/// Permits granted, and how many of the organization's `max` were still free after the grant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PermitGrant {
+    pub granted: u32,
+    pub free: u32,
+}
+
 /// The shared side of the limits.
 pub trait LeaseSource: Send + Sync {
     /// Up to `want` tokens from `key`'s bucket at `now_ms`.
@@ -50,7 +57,7 @@ pub trait LeaseSource: Send + Sync {
     /// Gives back unspent tokens.
     fn return_rate(&self, key: &str, bucket: BucketSpec, tokens: u32);
     /// Up to `want` permits of `org`, of `max` in all.
-    fn take_permits(&self, org: &str, max: u32, want: u32) -> u32;
+    fn take_permits(&self, org: &str, max: u32, want: u32) -> PermitGrant;
     fn return_permits(&self, org: &str, permits: u32);
     /// Up to `want` units of `org`'s quota of `limit` in `month`. May block (a durable write):
     /// call it off the reactor.
@@ -65,6 +72,10 @@ pub trait LeaseSource: Send + Sync {
     fn return_quota(&self, org: &str, month: u32, units: u64) -> anyhow::Result<()>;
     /// The ledger's count (may block).
     fn quota_used(&self, org: &str, month: u32) -> anyhow::Result<u64>;
+    /// The checks `org` is known to have spent in `month` (what [`Self::report_spent`]
+    /// returns), for a shard that has no lease of its own yet. Reads the ledger the first time
+    /// (a read transaction: no write, no fsync).
+    fn quota_spent(&self, org: &str, month: u32) -> u64;
     /// Adds `spent` checks that ran to `org`'s count for `month` and returns the count: what
     /// every shard has reported, on top of what the ledger held when this process first
     /// leased for that month. Shards report on their janitor tick, so the `X-Quota-Used` they
@@ -140,12 +151,15 @@ impl LeaseSource for LocalLeases {
         }
     }
 
-    fn take_permits(&self, org: &str, max: u32, want: u32) -> u32 {
+    fn take_permits(&self, org: &str, max: u32, want: u32) -> PermitGrant {
         let mut permits = lock(&self.permits);
         let leased = permits.entry(org.to_owned()).or_insert(0);
         let granted = want.min(max.saturating_sub(*leased));
         *leased += granted;
-        granted
+        PermitGrant {
+            granted,
+            free: max.saturating_sub(*leased),
+        }
     }
 
     fn return_permits(&self, org: &str, returned: u32) {
@@ -195,6 +209,22 @@ impl LeaseSource for LocalLeases {
         Ok(self.quota.get(&txn, &ledger_key(org, month))?.unwrap_or(0))
     }
 
+    fn quota_spent(&self, org: &str, month: u32) -> u64 {
+        let key = ledger_key(org, month);
+        if let Some(count) = lock(&self.spent).get(&key) {
+            return *count;
+        }
+        // Read outside the lock; a grant that seeds the count meanwhile wins (`or_insert`).
+        let used = match self.quota_used(org, month) {
+            Ok(used) => used,
+            Err(error) => {
+                tracing::warn!(%error, "reading the quota ledger failed");
+                return 0;
+            }
+        };
+        *lock(&self.spent).entry(key).or_insert(used)
+    }
+
     fn report_spent(&self, org: &str, month: u32, spent: u64) -> u64 {
         let mut counts = lock(&self.spent);
         // Shards report only after a grant, which set the base; without one, count from 0.
@@ -230,22 +260,52 @@ mod tests {
                 }
             );
             assert_eq!(leases.take_quota("o", 1, 10, 1).unwrap().units, 0);
+            assert_eq!(leases.quota_spent("o", 1), 0);
             leases.return_quota("o", 1, 3).unwrap();
             // Another month, another count.
             assert_eq!(leases.take_quota("o", 2, 10, 1).unwrap().used, 1);
         }
         let leases = LocalLeases::open(dir.path()).unwrap();
         assert_eq!(leases.quota_used("o", 1).unwrap(), 7);
+        // A fresh process counts what the ledger held as spent, and reports add to it.
+        assert_eq!(leases.quota_spent("o", 1), 7);
+        assert_eq!(leases.report_spent("o", 1, 2), 9);
+        assert_eq!(leases.quota_spent("o", 1), 9);
     }
 
     #[test]
     fn permits_are_conserved() {
         let dir = tempfile::tempdir().unwrap();
         let leases = LocalLeases::open(dir.path()).unwrap();
-        assert_eq!(leases.take_permits("o", 3, 2), 2);
-        assert_eq!(leases.take_permits("o", 3, 2), 1);
-        assert_eq!(leases.take_permits("o", 3, 1), 0);
+        let grant = |want| leases.take_permits("o", 3, want);
+        assert_eq!(
+            grant(2),
+            PermitGrant {
+                granted: 2,
+                free: 1
+            }
+        );
+        assert_eq!(
+            grant(2),
+            PermitGrant {
+                granted: 1,
+                free: 0
+            }
+        );
+        assert_eq!(
+            grant(1),
+            PermitGrant {
+                granted: 0,
+                free: 0
+            }
+        );
         leases.return_permits("o", 2);
-        assert_eq!(leases.take_permits("o", 3, 5), 2);
+        assert_eq!(
+            grant(5),
+            PermitGrant {
+                granted: 2,
+                free: 0
+            }
+        );
     }
 }

@@ -12,11 +12,18 @@
 //!   Leases cannot add to that; tokens idle in one shard's lease can only make the limit
 //!   stricter elsewhere, for at most [`IDLE_RETURN_MS`] before they go back.
 //! - Concurrency: permits are conserved: an organization never has more than
-//!   `concurrent_max` checks in progress. A spare permit idle on another shard can make a 429
-//!   come early, for at most [`IDLE_RETURN_MS`].
-//! - Quota: units are counted in the ledger when leased, so the quota is never exceeded; a
-//!   crash loses the units leased and not spent (at most one lease per shard and organization,
-//!   and leases shrink as the quota nears its end); a graceful stop gives them back.
+//!   `concurrent_max` checks in progress. A shard keeps a spare permit after a check only
+//!   when, at its last grant, at least one permit per shard was still free; so a spare idle on
+//!   another shard can make a 429 come early only while the organization is far from its cap,
+//!   and for at most [`IDLE_RETURN_MS`]. An organization near its cap (or with a cap below
+//!   the shard count) gets every permit back at once.
+//! - Quota: units are counted in the ledger when leased, so the quota is never exceeded.
+//!   Leases shrink as the quota nears its end (a quarter of what is left, shared by the
+//!   shards), and below [`QUOTA_REFILL_AT`] units are taken only when a check needs one, so
+//!   near the end no shard holds units ahead of need. Units left idle on a shard for
+//!   [`QUOTA_IDLE_RETURN_MS`] go back to the ledger; a graceful stop gives them all back; a
+//!   crash loses the units leased and not spent (at most one lease per shard and
+//!   organization).
 //!
 //! One keep-alive connection can use a key's whole rate: its shard simply leases again.
 //!
@@ -42,8 +49,11 @@ use crate::clock::{month_of, ms_until_next_month};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::response::{HeaderValue, Response};
 
-/// Leases idle for this long go back to the source.
+/// Rate tokens and spare permits idle for this long go back to the source.
 pub const IDLE_RETURN_MS: i64 = 200;
+/// Quota units idle on a shard for this long go back to the ledger (a durable write, so
+/// less eagerly than rate tokens).
+pub const QUOTA_IDLE_RETURN_MS: i64 = 1_000;
 /// The largest quota lease.
 pub const QUOTA_LEASE_MAX: u64 = 1000;
 /// Leases kept per shard before the idle ones are dropped (bounds memory).
@@ -62,6 +72,9 @@ struct PermitLease {
     held: u32,
     in_use: u32,
     touched_ms: i64,
+    /// At the last grant, at least one permit per shard was still free: keeping a spare here
+    /// cannot starve another shard.
+    keep_spare: bool,
 }
 
 struct QuotaLease {
@@ -77,10 +90,11 @@ struct QuotaLease {
     last_grant: u64,
     /// The refill in flight, if any (at most one per organization and shard).
     refill: Option<Rc<Refill>>,
+    touched_ms: i64,
 }
 
 impl QuotaLease {
-    fn new(month: u32) -> QuotaLease {
+    fn new(month: u32, now_ms: i64) -> QuotaLease {
         QuotaLease {
             month,
             units: 0,
@@ -89,7 +103,17 @@ impl QuotaLease {
             spent_unsynced: 0,
             last_grant: 0,
             refill: None,
+            touched_ms: now_ms,
         }
+    }
+
+    /// Whether to take the next lease before this one runs dry. Only for leases of at least
+    /// [`QUOTA_REFILL_AT`] units: smaller ones mean the quota is nearly used up, and a lease
+    /// taken ahead of need would hold units another shard may be refused for.
+    fn wants_refill(&self) -> bool {
+        self.refill.is_none()
+            && self.last_grant >= QUOTA_REFILL_AT
+            && self.units <= self.last_grant / QUOTA_REFILL_AT
     }
 }
 
@@ -125,7 +149,7 @@ impl Refill {
 }
 
 /// A lease is refilled in the background once its units fall to `1 / QUOTA_REFILL_AT` of its
-/// last grant.
+/// last grant (leases smaller than this are refilled only when empty).
 pub const QUOTA_REFILL_AT: u64 = 4;
 
 /// The limit headers of an authenticated answer (SPEC 4.9; semantics in the OpenAPI document).
@@ -265,9 +289,11 @@ impl ShardLimits {
             lease.in_use += 1;
             return Ok(());
         }
-        if self.source.take_permits(org, max, 1) == 1 {
+        let grant = self.source.take_permits(org, max, 1);
+        if grant.granted == 1 {
             lease.held += 1;
             lease.in_use += 1;
+            lease.keep_spare = grant.free >= self.shards;
             return Ok(());
         }
         Err(ApiError::new(
@@ -282,11 +308,13 @@ impl ShardLimits {
         if let Some(lease) = permits.get_mut(org) {
             lease.in_use = lease.in_use.saturating_sub(1);
             lease.touched_ms = now_ms;
-            // Keep one spare for the next check of this organization; more go back at once.
+            // Keep one spare for the next check of this organization while permits are
+            // plentiful (see the module's guarantees); the rest go back at once.
             let spare = lease.held - lease.in_use;
-            if spare > 1 {
-                self.source.return_permits(org, spare - 1);
-                lease.held -= spare - 1;
+            let keep = u32::from(lease.keep_spare);
+            if spare > keep {
+                self.source.return_permits(org, spare - keep);
+                lease.held -= spare - keep;
             }
         }
     }
@@ -297,14 +325,15 @@ impl ShardLimits {
                 let mut quota = self.inner.quota.borrow_mut();
                 let lease = quota
                     .entry(org.to_owned())
-                    .or_insert_with(|| QuotaLease::new(month));
+                    .or_insert_with(|| QuotaLease::new(month, now_ms));
                 if lease.month != month {
                     // Units of a past month are not worth returning: that month is over.
-                    *lease = QuotaLease::new(month);
+                    *lease = QuotaLease::new(month, now_ms);
                 }
+                lease.touched_ms = now_ms;
                 if lease.units > 0 {
                     lease.units -= 1;
-                    if lease.refill.is_none() && lease.units <= lease.last_grant / QUOTA_REFILL_AT {
+                    if lease.wants_refill() {
                         // Ahead of need: no check waits for this one.
                         lease.refill =
                             Some(self.start_refill(org, month, limit, lease.ledger_used));
@@ -385,6 +414,7 @@ impl ShardLimits {
         self.release_permit(&admission.org, now_ms);
         if let Some(lease) = self.inner.quota.borrow_mut().get_mut(&admission.org) {
             if lease.month == admission.month {
+                lease.touched_ms = now_ms;
                 if ran {
                     lease.spent_unsynced += 1;
                 } else {
@@ -409,14 +439,7 @@ impl ShardLimits {
             }
             None => (bucket.burst, 0),
         };
-        let month = month_of(now_ms);
-        let quota_used = self
-            .inner
-            .quota
-            .borrow()
-            .get(caller.org.record.name.as_str())
-            .filter(|lease| lease.month == month)
-            .map_or(0, |lease| lease.spent_synced + lease.spent_unsynced);
+        let quota_used = self.quota_spent(&caller.org.record.name, month_of(now_ms), now_ms);
         LimitHeaders {
             limit: bucket.burst,
             remaining,
@@ -426,16 +449,62 @@ impl ShardLimits {
         }
     }
 
-    /// Gives back rate tokens and spare permits idle for [`IDLE_RETURN_MS`], and reports the
-    /// checks spent since the last tick (so that every shard's `X-Quota-Used` counts the
-    /// others'). Run every [`IDLE_RETURN_MS`] by the shard.
+    /// `org`'s checks this month as this shard knows them: its own, and the others' as of
+    /// their last report. A shard that has not served `org` yet asks the source (which read
+    /// the ledger once), and keeps the answer for the next time.
+    fn quota_spent(&self, org: &str, month: u32, now_ms: i64) -> u64 {
+        let mut quota = self.inner.quota.borrow_mut();
+        if let Some(lease) = quota.get(org).filter(|lease| lease.month == month) {
+            return lease.spent_synced + lease.spent_unsynced;
+        }
+        let spent = self.source.quota_spent(org, month);
+        if quota.len() >= LEASES_MAX {
+            quota.retain(|_, lease| lease.units > 0 || lease.refill.is_some());
+        }
+        let mut lease = QuotaLease::new(month, now_ms);
+        lease.spent_synced = spent;
+        quota.insert(org.to_owned(), lease);
+        spent
+    }
+
+    /// Gives back rate tokens and spare permits idle for [`IDLE_RETURN_MS`] and quota units
+    /// idle for [`QUOTA_IDLE_RETURN_MS`], and reports the checks spent since the last tick
+    /// (so that every shard's `X-Quota-Used` counts the others'). Run every
+    /// [`IDLE_RETURN_MS`] by the shard.
     pub fn return_idle(&self, now_ms: i64) {
         let month = month_of(now_ms);
+        let mut idle_units = Vec::new();
         for (org, lease) in self.inner.quota.borrow_mut().iter_mut() {
-            if lease.month == month {
-                lease.spent_synced = self.source.report_spent(org, month, lease.spent_unsynced);
-                lease.spent_unsynced = 0;
+            if lease.month != month {
+                continue;
             }
+            lease.spent_synced = self.source.report_spent(org, month, lease.spent_unsynced);
+            lease.spent_unsynced = 0;
+            if lease.units > 0
+                && lease.refill.is_none()
+                && now_ms - lease.touched_ms >= QUOTA_IDLE_RETURN_MS
+            {
+                idle_units.push((org.clone(), lease.units));
+                lease.units = 0;
+                lease.last_grant = 0;
+            }
+        }
+        if !idle_units.is_empty() {
+            let source = self.source.clone();
+            glommio::spawn_local(async move {
+                let returned = glommio::executor()
+                    .spawn_blocking(move || {
+                        for (org, units) in idle_units {
+                            source.return_quota(&org, month, units)?;
+                        }
+                        anyhow::Ok(())
+                    })
+                    .await;
+                if let Err(error) = returned {
+                    tracing::warn!(%error, "could not return idle quota units");
+                }
+            })
+            .detach();
         }
         let mut rate = self.inner.rate.borrow_mut();
         rate.retain(|key, lease| {

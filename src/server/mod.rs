@@ -288,9 +288,16 @@ fn spawn_signal_thread(
             let mut seen = 0;
             for signal in signals.forever() {
                 if signal == SIGHUP {
-                    let outcome = reloader.reload();
-                    tracing::info!(outcome = %outcome, "SIGHUP");
-                    announce(format_args!("{outcome}"));
+                    match reloader.reload() {
+                        Ok(outcome) => {
+                            tracing::info!(outcome = %outcome, "SIGHUP");
+                            announce(format_args!("{outcome}"));
+                        }
+                        Err(outcome) => {
+                            tracing::warn!(outcome = %outcome, "SIGHUP");
+                            announce(format_args!("{outcome}"));
+                        }
+                    }
                     continue;
                 }
                 seen += 1;

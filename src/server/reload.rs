@@ -26,10 +26,11 @@ pub struct Reloader {
 
 impl Reloader {
     /// Reloads; returns the line that says what happened.
-    pub fn reload(&mut self) -> String {
+    /// Reloads; the line says what changed, and `Err` carries it when something was refused.
+    pub fn reload(&mut self) -> Result<String, String> {
         let next = match self.overrides.load() {
             Ok(next) => next,
-            Err(error) => return format!("reload refused, nothing changed: {error:#}"),
+            Err(error) => return Err(format!("reload refused, nothing changed: {error:#}")),
         };
         let mut applied = Vec::new();
         let mut problems = Vec::new();
@@ -88,10 +89,15 @@ impl Reloader {
                 restart.join(", ")
             ));
         }
+        let refused = !problems.is_empty();
         for problem in problems {
             line.push_str(&format!("; {problem}"));
         }
-        line
+        if refused {
+            Err(line)
+        } else {
+            Ok(line)
+        }
     }
 }
 

@@ -349,9 +349,9 @@ impl ConnHost for Shard {
         self.conns.poll(slot, cx)
     }
 
-    /// Refusals before routing (a malformed, oversized or slow head): counted and logged here,
-    /// since they never reach [`api::handle`].
-    fn error_response(&self, error: &ApiError, path: &str, request_id: &RequestId) -> Response {
+    /// Refusals before routing (a malformed, oversized or slow head): counted, logged and, on
+    /// a check route, journaled here, since they never reach [`api::handle`].
+    async fn refuse_head(&self, error: &ApiError, path: &str, request_id: &RequestId) -> Response {
         let status = error.kind.status();
         self.metrics.request(None, status, Some(error.kind), 0);
         tracing::info!(
@@ -360,8 +360,10 @@ impl ConnHost for Shard {
             route = "none",
             status,
             error_type = error.kind.wire_type(),
+            time_us = 0,
             "refused before routing"
         );
+        api::journal_head_refusal(self, error, path, request_id).await;
         self.error_answer(error, path, request_id)
     }
 

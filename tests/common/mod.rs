@@ -418,6 +418,35 @@ pub fn raw_request(addr: SocketAddr, bytes: &[u8]) -> std::io::Result<RawRespons
     conn.read_response()
 }
 
+/// The shard that made a request id (bits 72 to 79 of its 128, SPEC's ULID layout as
+/// `src/request_id.rs` writes it).
+pub fn shard_of_request_id(id: &str) -> u8 {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    let bits = id.bytes().fold(0u128, |bits, c| {
+        let digit = ALPHABET
+            .iter()
+            .position(|&a| a == c)
+            .expect("a Crockford digit");
+        (bits << 5) | digit as u128
+    });
+    (bits >> 72) as u8
+}
+
+/// A keep-alive connection that the kernel handed to shard `shard` (SO_REUSEPORT spreads new
+/// connections by hash, so this opens connections until one lands there).
+pub fn conn_on_shard(addr: SocketAddr, shard: u8) -> RawConn {
+    for _ in 0..200 {
+        let mut conn = RawConn::connect(addr);
+        conn.send(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n");
+        let response = conn.read_response().expect("an answer to /health");
+        let id = response.header("x-request-id").expect("a request id");
+        if shard_of_request_id(id) == shard {
+            return conn;
+        }
+    }
+    panic!("no connection landed on shard {shard}");
+}
+
 /// The OpenAPI document served by the binary under test (the same bytes for every server).
 pub fn openapi() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();

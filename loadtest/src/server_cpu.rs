@@ -1,0 +1,66 @@
+//! The server's CPU time, read from `/proc` at the edges of the measured window, so that a
+//! report can say what each answer cost the server (`--server-pid`).
+//!
+//! Each thread's `/proc/PID/task/TID/schedstat` starts with the nanoseconds it has run on a
+//! CPU; their sum is the process's CPU time at nanosecond resolution (`/proc/PID/stat` counts
+//! in clock ticks of 10 ms, too coarse for short steps). A thread that ends within the
+//! window takes its time with it; modgate's shards, workers and blocking threads live as
+//! long as the server.
+
+use std::io;
+use std::path::Path;
+
+/// The first field of a `schedstat` line: nanoseconds on a CPU.
+pub fn parse_schedstat(line: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(line).ok()?;
+    text.split_ascii_whitespace().next()?.parse().ok()
+}
+
+/// CPU nanoseconds used so far by every thread of process `pid`.
+pub fn process_cpu_ns(pid: u32) -> io::Result<u64> {
+    let tasks = Path::new("/proc").join(pid.to_string()).join("task");
+    let mut total = 0u64;
+    for task in std::fs::read_dir(tasks)? {
+        let path = task?.path().join("schedstat");
+        // A thread may end between the listing and the read: it no longer counts.
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let ns = parse_schedstat(&bytes).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: not a schedstat line", path.display()),
+            )
+        })?;
+        total = total.saturating_add(ns);
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedstat_lines() {
+        assert_eq!(parse_schedstat(b"123456789 2000 17\n"), Some(123_456_789));
+        assert_eq!(parse_schedstat(b"0 0 0"), Some(0));
+        assert_eq!(parse_schedstat(b""), None);
+        assert_eq!(parse_schedstat(b"-1 2 3"), None);
+        assert_eq!(parse_schedstat(b"\xff\xfe"), None);
+    }
+
+    #[test]
+    fn this_process_uses_cpu_while_it_works() {
+        let pid = std::process::id();
+        let before = process_cpu_ns(pid).unwrap();
+        let started = std::time::Instant::now();
+        let mut x = 1u64;
+        while started.elapsed() < std::time::Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let used = process_cpu_ns(pid).unwrap() - before;
+        assert!(used >= 10_000_000, "30 ms of work counted as {used} ns");
+        assert!(process_cpu_ns(u32::MAX).is_err());
+    }
+}
