@@ -141,10 +141,18 @@ fn corrupt_and_truncated_images_are_400() {
         "png_rgb_hubble_320x240.png",
         "webp_lossy_rocket_640x427.webp",
         "gif_animated_2frames_chelsea_200x150.gif",
+        // JPEG decoders fill a cut scan with grey: the missing end-of-image marker tells.
+        "jpeg_baseline_chelsea_451x300.jpg",
+        "jpeg_progressive_coffee_600x400.jpg",
+        // Decoded at a reduced scale (libjpeg's DCT scaling), the other JPEG path.
+        "jpeg_baseline_retina_1152x864_1mp.jpg",
     ] {
         let bytes = testimage(name);
         let (status, answer) = image(&server, &key, "", &bytes[..bytes.len() / 2]);
         assert_error(status, &answer, 400, "corrupt_media", false);
+        // The whole file is fine.
+        let (status, _) = image(&server, &key, "", &bytes);
+        assert_eq!(status, 200, "{name}");
     }
     // A JPEG signature followed by garbage, and a PNG whose IHDR is cut.
     let (status, answer) = image(

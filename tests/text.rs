@@ -139,6 +139,18 @@ fn profanity_and_its_disguises_are_caught_and_innocent_words_are_not() {
             "{bad:?}: {answer}"
         );
     }
+    // Disguised forms get the decision of the plain form: both checks see through them (the
+    // word list on the normalised text, the linear model on it too when it differs).
+    let (_, plain) = text(&server, &keys.free, &json!({ "text": "fuck you" }));
+    for disguised in [
+        "ｆｕｃｋ you",
+        "\u{1D41F}\u{1D42E}\u{1D41C}\u{1D424} you",
+        "ⓕⓤⓒⓚ you",
+        "ƒuck you",
+    ] {
+        let (_, answer) = text(&server, &keys.free, &json!({ "text": disguised }));
+        assert_eq!(action(&answer), action(&plain), "{disguised:?}: {answer}");
+    }
     // (The linear model has quirks of its own, e.g. "We drove through ..." scores 0.78 in the
     // original package too; these sentences test the word matching, not those.)
     for innocent in [
@@ -359,8 +371,15 @@ fn field_rules_of_text_requests() {
     // text: required, a string.
     let (status, answer) = text(&server, free, &json!({"ref": "x"}));
     assert_error(status, &answer, 400, "bad_request", false);
-    let (status, answer) = text(&server, free, &json!({"text": 5}));
-    assert_error(status, &answer, 400, "bad_request", false);
+    for wrong_type in [
+        json!({"text": 5}),
+        json!({"text": "hi", "workflow": 5}),
+        json!({"text": "hi", "ref": ["x"]}),
+    ] {
+        let (status, answer) = text(&server, free, &wrong_type);
+        let message = assert_error(status, &answer, 400, "bad_request", false);
+        assert!(message.contains("wrong type"), "{wrong_type}: {message}");
+    }
     let (status, answer) = text(&server, free, &json!(["text"]));
     assert_error(status, &answer, 400, "bad_request", false);
 }

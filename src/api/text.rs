@@ -73,8 +73,8 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
                 "the JSON body nests deeper than {JSON_DEPTH_MAX} levels"
             )));
         }
-        let request: TextRequest<'_> = simd_json::serde::from_slice(&mut body)
-            .map_err(|error| ApiError::bad_request(format!("malformed JSON body: {error}")))?;
+        let request: TextRequest<'_> =
+            simd_json::serde::from_slice(&mut body).map_err(|error| malformed_json(&error))?;
         let text = request
             .text
             .as_deref()
@@ -126,6 +126,30 @@ pub struct TextCheck<'a> {
     pub reference: Option<&'a str>,
     pub shape: Shape,
     pub request_id: &'a str,
+}
+
+/// The 400 for a body simd-json refused. Its type errors carry no position (the deserializer
+/// does not know one), so they are said in words.
+fn malformed_json(error: &simd_json::Error) -> ApiError {
+    use simd_json::ErrorType;
+    let message = match error.error() {
+        ErrorType::ExpectedString
+        | ErrorType::ExpectedMap
+        | ErrorType::ExpectedArray
+        | ErrorType::ExpectedBoolean
+        | ErrorType::ExpectedInteger
+        | ErrorType::ExpectedUnsigned
+        | ErrorType::ExpectedSigned
+        | ErrorType::ExpectedFloat
+        | ErrorType::ExpectedNumber
+        | ErrorType::ExpectedNull
+        | ErrorType::Unexpected(..) => "a field of the body has the wrong type: `text`, \
+            `workflow`, `ref` and `context` are strings"
+            .to_owned(),
+        ErrorType::InvalidUtf8 => "the body is not valid UTF-8".to_owned(),
+        _ => format!("malformed JSON body: {error}"),
+    };
+    ApiError::bad_request(message)
 }
 
 /// Text limits, the workflow, the checks, the decision and the answer.

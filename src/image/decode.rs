@@ -26,6 +26,11 @@ use super::{jpeg, Format, ImageError, Rgb8, IMAGE_SIDE_MAX};
 pub fn decode(bytes: &[u8], probe: &Probe, min_side: usize) -> Result<Rgb8, ImageError> {
     let image = match probe.format {
         Format::Jpeg => {
+            if !super::probe::jpeg_is_complete(bytes) {
+                return Err(ImageError::Corrupt(
+                    "the JPEG is truncated: its image data has no end-of-image marker".into(),
+                ));
+            }
             match jpeg::scale_for(probe.width as usize, probe.height as usize, min_side) {
                 8 => decode_jpeg_full(bytes)?,
                 eighths => jpeg::decode_scaled(bytes, eighths)?,
@@ -123,24 +128,34 @@ fn decode_gif(bytes: &[u8]) -> Result<Rgb8, ImageError> {
     let mut decoder = options.read_info(Cursor::new(bytes)).map_err(corrupt)?;
     let (width, height) = (usize::from(decoder.width()), usize::from(decoder.height()));
     let global = decoder.global_palette().map(<[u8]>::to_vec);
+    // The frame's own size comes first, before its pixels: the limits were checked on the
+    // logical screen, so a frame reaching outside it is refused rather than allocated.
     let frame = decoder
-        .read_next_frame()
+        .next_frame_info()
         .map_err(corrupt)?
         .ok_or_else(|| corrupt("a GIF without a frame"))?;
-    let palette = frame
-        .palette
+    let (left, top) = (usize::from(frame.left), usize::from(frame.top));
+    let (frame_width, frame_height) = (usize::from(frame.width), usize::from(frame.height));
+    if left + frame_width > width || top + frame_height > height {
+        return Err(corrupt(format!(
+            "a GIF frame of {frame_width}x{frame_height} at ({left}, {top}) reaches outside its {width}x{height} screen"
+        )));
+    }
+    let local = frame.palette.clone();
+    let palette = local
         .as_deref()
         .or(global.as_deref())
-        .ok_or_else(|| corrupt("a GIF frame without a palette"))?;
+        .ok_or_else(|| corrupt("a GIF frame without a palette"))?
+        .to_vec();
+    let mut indices = vec![0u8; decoder.buffer_size()];
+    decoder.read_into_buffer(&mut indices).map_err(corrupt)?;
     let mut pixels = vec![0u8; width * height * 3];
-    let (left, top) = (usize::from(frame.left), usize::from(frame.top));
-    let frame_width = usize::from(frame.width);
-    for (row, indices) in frame.buffer.chunks(frame_width.max(1)).enumerate() {
+    for (row, line) in indices.chunks(frame_width.max(1)).enumerate() {
         let y = top + row;
         if y >= height {
             break;
         }
-        for (column, &index) in indices.iter().enumerate() {
+        for (column, &index) in line.iter().enumerate() {
             let x = left + column;
             if x >= width {
                 break;
@@ -228,6 +243,8 @@ mod tests {
     fn truncated_files_are_corrupt_not_panics() {
         for name in [
             "jpeg_baseline_chelsea_451x300.jpg",
+            "jpeg_progressive_coffee_600x400.jpg",
+            "jpeg_baseline_retina_1152x864_1mp.jpg",
             "png_rgb_hubble_320x240.png",
             "webp_lossy_rocket_640x427.webp",
             "gif_animated_2frames_chelsea_200x150.gif",
@@ -235,13 +252,32 @@ mod tests {
             let bytes = testimage(name);
             let found = probe(&bytes).unwrap();
             for cut in [bytes.len() / 2, 64] {
-                let result = decode(&bytes[..cut], &found, 1);
-                // zune-jpeg fills a truncated scan with grey rather than failing; anything
-                // else must be an error, and nothing may panic.
-                if found.format != Format::Jpeg {
+                // At full size and at a reduced scale alike.
+                for min_side in [1, 64] {
+                    let result = decode(&bytes[..cut], &found, min_side);
                     assert!(result.is_err(), "{name} cut at {cut}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_gif_frame_outside_its_screen_is_corrupt() {
+        // A 10x10 screen with a two-colour table, then a frame claiming 16000x3000.
+        let mut gif = b"GIF89a".to_vec();
+        gif.extend_from_slice(&10u16.to_le_bytes());
+        gif.extend_from_slice(&10u16.to_le_bytes());
+        gif.extend_from_slice(&[0x80, 0, 0, 0, 0, 0, 255, 255, 255]);
+        gif.push(0x2C);
+        for value in [0u16, 0, 16_000, 3_000] {
+            gif.extend_from_slice(&value.to_le_bytes());
+        }
+        gif.extend_from_slice(&[0, 2, 2, 0x4C, 0x01, 0, 0x3B]);
+        let found = probe(&gif).unwrap();
+        assert_eq!((found.width, found.height), (10, 10));
+        match decode(&gif, &found, 1) {
+            Err(ImageError::Corrupt(why)) => assert!(why.contains("outside"), "{why}"),
+            other => panic!("{:?}", other.map(|image| (image.width, image.height))),
         }
     }
 

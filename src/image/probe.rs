@@ -111,6 +111,45 @@ fn jpeg_size(bytes: &[u8]) -> Option<(u32, u32)> {
     }
 }
 
+/// Whether a JPEG holds all of its image data: an end-of-image marker (FF D9) after the start
+/// of the first scan. Entropy-coded data never contains FF D9 (a data byte FF is stuffed as
+/// FF 00), so a file cut anywhere in its scans has none there; an EXIF thumbnail's own EOI
+/// comes before the first scan and does not count. Bytes after the EOI (trailers some cameras
+/// append) are allowed. A cut file would otherwise decode with its missing part filled grey
+/// and be scored.
+pub fn jpeg_is_complete(bytes: &[u8]) -> bool {
+    let Some(scan) = jpeg_first_scan(bytes) else {
+        return false;
+    };
+    // From the end: trailers after the EOI are short, the scan data long.
+    bytes[scan..].windows(2).rev().any(|w| w == [0xFF, 0xD9])
+}
+
+/// The offset of the first start-of-scan marker, walking the segments by their lengths.
+fn jpeg_first_scan(bytes: &[u8]) -> Option<usize> {
+    let mut at = 2;
+    loop {
+        while *bytes.get(at)? == 0xFF && *bytes.get(at + 1)? == 0xFF {
+            at += 1;
+        }
+        if *bytes.get(at)? != 0xFF {
+            return None;
+        }
+        match *bytes.get(at + 1)? {
+            0xDA => return Some(at),
+            0xD9 => return None,
+            0xD8 | 0x01 | 0xD0..=0xD7 => at += 2,
+            _ => {
+                let length = be16(bytes, at + 2)? as usize;
+                if length < 2 {
+                    return None;
+                }
+                at += 2 + length;
+            }
+        }
+    }
+}
+
 fn png_size(bytes: &[u8]) -> Option<(u32, u32)> {
     // Signature (8), then the IHDR chunk: length (4) "IHDR" (4) width (4) height (4).
     if bytes.get(12..16)? != b"IHDR" {
@@ -175,6 +214,25 @@ mod tests {
             }
         );
         assert!(matches!(probe(&bomb[..20]), Err(ImageError::Corrupt(_))));
+    }
+
+    #[test]
+    fn a_jpeg_is_complete_with_its_end_of_image_marker() {
+        // SOI, a segment with a thumbnail's EOI inside, SOS, scan data with a stuffed FF, EOI.
+        let whole: &[u8] = &[
+            0xFF, 0xD8, 0xFF, 0xE1, 0x00, 0x06, 0xFF, 0xD9, 0x00, 0x00, 0xFF, 0xDA, 0x00, 0x02,
+            0x12, 0xFF, 0x00, 0x34, 0xFF, 0xD9,
+        ];
+        assert!(jpeg_is_complete(whole));
+        // A trailer after the EOI is fine.
+        assert!(jpeg_is_complete(&[whole, b"TRAILER"].concat()));
+        // Cut anywhere before the EOI: incomplete, though the thumbnail's EOI is there.
+        for cut in 0..whole.len() - 1 {
+            assert!(!jpeg_is_complete(&whole[..cut]), "cut at {cut}");
+        }
+        // No scan at all.
+        assert!(!jpeg_is_complete(&[0xFF, 0xD8, 0xFF, 0xD9]));
+        assert!(!jpeg_is_complete(b""));
     }
 
     #[test]

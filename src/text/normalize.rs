@@ -23,8 +23,7 @@
 //!
 //! Cost: ASCII text takes a fast path without any decomposition table look-up.
 
-use unicode_normalization::char::is_combining_mark;
-use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::char::{decompose_compatible, is_combining_mark};
 
 /// Normalises `text` into `out` (cleared first); see [`Normalizer::normalize`].
 pub fn normalize(text: &str, out: &mut String) -> bool {
@@ -74,16 +73,26 @@ impl Normalizer {
             self.chars
                 .extend(text.bytes().map(|b| char::from(b.to_ascii_lowercase())));
         } else {
-            for c in text.nfkd() {
-                if is_combining_mark(c) || is_invisible(c) {
-                    changed = true;
-                    continue;
-                }
-                for lower in c.to_lowercase() {
-                    let mapped = confusable(lower);
-                    changed |= mapped != lower || !lower.is_ascii();
-                    self.chars.push(mapped);
-                }
+            // Character by character, to know which ones compatibility decomposition changed
+            // (`ｆ` → `f` is a disguise even though the result is plain ASCII). Combining marks
+            // are dropped, so the canonical reordering a whole-string NFKD would do among them
+            // changes nothing here.
+            let chars = &mut self.chars;
+            for original in text.chars() {
+                let mut only_itself = true;
+                decompose_compatible(original, |c| {
+                    only_itself &= c == original;
+                    if is_combining_mark(c) || is_invisible(c) {
+                        changed = true;
+                        return;
+                    }
+                    for lower in c.to_lowercase() {
+                        let mapped = confusable(lower);
+                        changed |= mapped != lower || !lower.is_ascii();
+                        chars.push(mapped);
+                    }
+                });
+                changed |= !only_itself;
             }
         }
         changed |= self.split_words();
@@ -260,6 +269,7 @@ fn confusable(c: char) -> char {
         // Latin look-alikes
         'ı' => 'i',
         'ſ' => 's',
+        'ƒ' => 'f',
         'ɑ' => 'a',
         'ɡ' => 'g',
         'ꞵ' => 'b',
@@ -333,6 +343,17 @@ mod tests {
         assert!(changed("f\u{200B}uck"));
         assert!(changed("fuuuuck"));
         assert!(changed("café"));
+        // Compatibility forms whose plain form is ASCII are disguises too.
+        for disguised in [
+            "ｆｕｃｋ",
+            "\u{1D41F}\u{1D42E}\u{1D41C}\u{1D424}",
+            "ⓕⓤⓒⓚ",
+            "ƒuck",
+        ] {
+            assert!(changed(disguised), "{disguised}");
+            assert_eq!(norm(disguised), "fuck", "{disguised}");
+        }
+        assert!(!changed("plain words only"));
     }
 
     #[test]
