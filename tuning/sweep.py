@@ -2,8 +2,9 @@
 """Sweep one modgate setting with the load tool and write a table.
 
 For each value: start `modgate serve` on a profile with SETTING = value (on --server-cpus),
-create a key, run `modgate-load` (on --load-cpu) at a fixed rate or with --find-max, read the
-server's CPU time from /proc, stop the server. One row per value:
+create a key, run `modgate-load --server-pid` (on --load-cpu) at a fixed rate or with
+--find-max (it reads the server's CPU time over the measured window from /proc), stop the
+server. One row per value:
 
     value | throughput/s | p50 | p90 | p99 | p99.9 | max | errors | server CPU µs/request
 

@@ -72,15 +72,16 @@ pub fn prepare(scenario: &Scenario, target: &Target<'_>) -> anyhow::Result<Vec<P
                 name: request.name.clone(),
                 kind: request.kind,
                 weight: request.weight,
-                route: route_of(request.kind),
+                route: route_of(request.shape()),
                 bytes: Arc::new(bytes),
             })
         })
         .collect()
 }
 
-pub fn route_of(kind: Kind) -> &'static str {
-    match kind {
+/// The route of a request sent the way `shape` sends them ([`RequestSpec::shape`]).
+pub fn route_of(shape: Kind) -> &'static str {
+    match shape {
         Kind::Text | Kind::BadKey | Kind::Malformed => "/v1/text",
         Kind::Image | Kind::Url => "/v1/image",
         Kind::CompatText => "/1.0/text/check-workflow.json",
@@ -103,7 +104,14 @@ fn render(
             .ok_or_else(|| anyhow!("url requests need the image server"))?;
         Ok(format!("http://{server}/{}", request.name))
     };
-    Ok(match request.kind {
+    // A bad key or a malformed body is sent the way its `on` kind sends requests.
+    let key = if request.kind == Kind::BadKey {
+        UNKNOWN_KEY
+    } else {
+        key
+    };
+    let malformed = request.kind == Kind::Malformed;
+    Ok(match request.shape() {
         Kind::Text | Kind::BadKey | Kind::Malformed => {
             let text = text_of(scenario, request)?;
             let mut body = format!(
@@ -111,21 +119,19 @@ fn render(
                 json_string(&text),
                 json_string(workflow)
             );
-            if request.kind == Kind::Malformed {
+            if malformed {
                 body.truncate(body.len() / 2);
             }
-            let key = if request.kind == Kind::BadKey {
-                UNKNOWN_KEY
-            } else {
-                key
-            };
             with_body(
                 &format!("POST /v1/text HTTP/1.1\r\nHost: {host}\r\nX-Api-Key: {key}\r\nContent-Type: application/json\r\n"),
                 body.as_bytes(),
             )
         }
         Kind::Image => {
-            let (image, _, _) = image_of(scenario, request)?;
+            let (mut image, _, _) = image_of(scenario, request)?;
+            if malformed {
+                image.truncate(image.len() / 2);
+            }
             with_body(
                 &format!("POST /v1/image?workflow={} HTTP/1.1\r\nHost: {host}\r\nX-Api-Key: {key}\r\nContent-Type: application/octet-stream\r\n", percent(workflow)),
                 &image,
@@ -147,7 +153,10 @@ fn render(
         .into_bytes(),
         Kind::CompatText => {
             let text = text_of(scenario, request)?;
-            let body = form(&[("api_secret", key.as_bytes()), ("workflow", workflow.as_bytes())], ("text", None, text.as_bytes()));
+            let mut body = form(&[("api_secret", key.as_bytes()), ("workflow", workflow.as_bytes())], ("text", None, text.as_bytes()));
+            if malformed {
+                cut_closing_boundary(&mut body);
+            }
             with_body(
                 &format!("POST /1.0/text/check-workflow.json HTTP/1.1\r\nHost: {host}\r\nContent-Type: multipart/form-data; boundary={BOUNDARY}\r\n"),
                 &body,
@@ -155,10 +164,13 @@ fn render(
         }
         Kind::CompatImage => {
             let (image, content_type, file_name) = image_of(scenario, request)?;
-            let body = form(
+            let mut body = form(
                 &[("api_secret", key.as_bytes()), ("api_user", b"load"), ("workflow", workflow.as_bytes())],
                 ("media", Some((&file_name, content_type)), &image),
             );
+            if malformed {
+                cut_closing_boundary(&mut body);
+            }
             with_body(
                 &format!("POST /1.0/check-workflow.json HTTP/1.1\r\nHost: {host}\r\nContent-Type: multipart/form-data; boundary={BOUNDARY}\r\n"),
                 &body,
@@ -166,6 +178,12 @@ fn render(
         }
         Kind::Health => format!("GET /health HTTP/1.1\r\nHost: {host}\r\n\r\n").into_bytes(),
     })
+}
+
+/// Drops a form's closing boundary: its last part never ends (400).
+fn cut_closing_boundary(body: &mut Vec<u8>) {
+    let closing = format!("\r\n--{BOUNDARY}--\r\n");
+    body.truncate(body.len().saturating_sub(closing.len()));
 }
 
 fn with_body(head: &str, body: &[u8]) -> Vec<u8> {

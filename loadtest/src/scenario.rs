@@ -67,9 +67,10 @@ pub enum Kind {
     CompatImage,
     /// `GET /1.0/check-workflow.json?url=`, from the tool's own image server.
     CompatUrl,
-    /// A text check with a well-formed key that does not exist: 401.
+    /// A check with a well-formed key that does not exist: 401. On the route of `on`.
     BadKey,
-    /// A text check whose JSON is cut short: 400.
+    /// A check whose body is cut short: 400 (JSON cut, an image cut in half, a form without
+    /// its closing boundary). On the route of `on`.
     Malformed,
     /// `GET /health`.
     Health,
@@ -85,18 +86,34 @@ impl Kind {
         }
     }
 
-    pub fn needs_image(self) -> bool {
+    /// Whether a bad key or a malformed body can be sent this way.
+    fn takes_bad_requests(self) -> bool {
         matches!(
             self,
+            Kind::Text | Kind::Image | Kind::CompatText | Kind::CompatImage
+        )
+    }
+}
+
+impl RequestSpec {
+    /// The route a request goes to, as the kind it imitates: a bad key or a malformed body
+    /// is sent the way `on` sends its requests (a text check by default).
+    pub fn shape(&self) -> Kind {
+        match self.kind {
+            Kind::BadKey | Kind::Malformed => self.on.unwrap_or(Kind::Text),
+            kind => kind,
+        }
+    }
+
+    pub fn needs_image(&self) -> bool {
+        matches!(
+            self.shape(),
             Kind::Image | Kind::Url | Kind::CompatImage | Kind::CompatUrl
         )
     }
 
-    pub fn needs_text(self) -> bool {
-        matches!(
-            self,
-            Kind::Text | Kind::CompatText | Kind::BadKey | Kind::Malformed
-        )
+    pub fn needs_text(&self) -> bool {
+        matches!(self.shape(), Kind::Text | Kind::CompatText)
     }
 }
 
@@ -135,6 +152,10 @@ pub struct RequestSpec {
     /// Or a synthetic JPEG.
     #[serde(default)]
     pub synthetic: Option<Synthetic>,
+    /// For `bad_key` and `malformed`: which kind of request goes wrong (`text`, `image`,
+    /// `compat_text` or `compat_image`; `text` when absent).
+    #[serde(default)]
+    pub on: Option<Kind>,
 }
 
 impl Scenario {
@@ -171,14 +192,20 @@ impl Scenario {
                 usize::from(request.text.is_some()) + usize::from(request.text_file.is_some());
             let images =
                 usize::from(request.image.is_some()) + usize::from(request.synthetic.is_some());
-            if request.kind.needs_text() && texts != 1 {
+            match (request.kind, request.on) {
+                (Kind::BadKey | Kind::Malformed, Some(on)) if !on.takes_bad_requests() => {
+                    bail!("request '{name}': `on` is text, image, compat_text or compat_image");
+                }
+                (Kind::BadKey | Kind::Malformed, _) | (_, None) => {}
+                (_, Some(_)) => bail!("request '{name}': `on` is for bad_key and malformed"),
+            }
+            if request.needs_text() && texts != 1 {
                 bail!("request '{name}': give `text` or `text_file`");
             }
-            if request.kind.needs_image() && images != 1 {
+            if request.needs_image() && images != 1 {
                 bail!("request '{name}': give `image` or `synthetic`");
             }
-            if !request.kind.needs_text() && texts > 0 || !request.kind.needs_image() && images > 0
-            {
+            if !request.needs_text() && texts > 0 || !request.needs_image() && images > 0 {
                 bail!("request '{name}': a field its kind does not use");
             }
             if let Some(synthetic) = request.synthetic {
@@ -211,6 +238,9 @@ mod tests {
         let ok = "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"text\"\nweight = 1\ntext = \"hi\"\n";
         let scenario = Scenario::parse(ok, base).unwrap();
         assert_eq!(scenario.workflow, "default");
+        let on_image = "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"malformed\"\non = \"image\"\nweight = 1\nimage = \"x.png\"\n";
+        let scenario = Scenario::parse(on_image, base).unwrap();
+        assert_eq!(scenario.requests[0].shape(), Kind::Image);
         for bad in [
             "name = \"s\"\nrequests = []\n",
             "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"text\"\nweight = 1\n",
@@ -218,6 +248,9 @@ mod tests {
             "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"text\"\nweight = 0\ntext = \"x\"\n",
             "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"text\"\nweight = 1\ntext = \"x\"\ncolour = 1\n",
             "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"image\"\nweight = 1\nsynthetic = { width = 10000, height = 10000 }\n",
+            "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"bad_key\"\non = \"health\"\nweight = 1\n",
+            "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"text\"\non = \"image\"\nweight = 1\ntext = \"x\"\n",
+            "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"malformed\"\non = \"image\"\nweight = 1\ntext = \"x\"\n",
         ] {
             assert!(Scenario::parse(bad, base).is_err(), "{bad}");
         }
