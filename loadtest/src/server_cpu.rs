@@ -20,6 +20,7 @@ pub fn parse_schedstat(line: &[u8]) -> Option<u64> {
 pub fn process_cpu_ns(pid: u32) -> io::Result<u64> {
     let tasks = Path::new("/proc").join(pid.to_string()).join("task");
     let mut total = 0u64;
+    let mut read = 0;
     for task in std::fs::read_dir(tasks)? {
         let path = task?.path().join("schedstat");
         // A thread may end between the listing and the read: it no longer counts.
@@ -33,6 +34,13 @@ pub fn process_cpu_ns(pid: u32) -> io::Result<u64> {
             )
         })?;
         total = total.saturating_add(ns);
+        read += 1;
+    }
+    if read == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no thread of process {pid} could be read"),
+        ));
     }
     Ok(total)
 }

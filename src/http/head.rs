@@ -163,17 +163,27 @@ pub fn parse_head(
 /// from the raw bytes (the head may be too large, too long or malformed for httparse). Only
 /// the head counts: bytes after the blank line that ends it belong to a body.
 fn has_origin_line(buf: &[u8]) -> bool {
-    const NAME: &[u8] = b"origin:";
+    // Blank lines before the request line are allowed (RFC 9112 2.2); the head starts after.
+    let start = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    let buf = &buf[start..];
     let blank_line_at =
         |i: usize| buf[i] == b'\n' && matches!(&buf[i + 1..], [b'\n', ..] | [b'\r', b'\n', ..]);
     let head_end = (0..buf.len())
         .find(|&i| blank_line_at(i))
         .unwrap_or(buf.len());
-    // Field lines follow a line feed: the request line is skipped.
-    buf[..head_end]
-        .split(|&b| b == b'\n')
-        .skip(1)
-        .any(|line| line.len() >= NAME.len() && line[..NAME.len()].eq_ignore_ascii_case(NAME))
+    // Field lines follow a line feed: the request line is skipped. The name may be followed
+    // by spaces before its colon (malformed, but a browser's all the same).
+    buf[..head_end].split(|&b| b == b'\n').skip(1).any(|line| {
+        line.len() >= 6
+            && line[..6].eq_ignore_ascii_case(b"origin")
+            && line[6..]
+                .iter()
+                .find(|&&b| b != b' ' && b != b'\t')
+                .is_some_and(|&b| b == b':')
+    })
 }
 
 fn parse_head_fields(
@@ -626,6 +636,18 @@ mod tests {
                 &limits
             ),
             Err(HeadError::Malformed("invalid header name"))
+        );
+        // Blank lines before the request line, a space before the colon: still a browser.
+        assert_eq!(
+            parse_head(
+                b"\r\n\r\nGET / HTTP/1.1\r\nOrigin: x\r\nBad Name: 1\r\n\r\n",
+                &limits
+            ),
+            Err(HeadError::Origin)
+        );
+        assert_eq!(
+            parse_head(b"GET / HTTP/1.1\r\nHost: a\r\nOrigin : x\r\n\r\n", &limits),
+            Err(HeadError::Origin)
         );
         // Not a field named Origin.
         assert_eq!(

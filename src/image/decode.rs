@@ -128,17 +128,21 @@ fn decode_gif(bytes: &[u8]) -> Result<Rgb8, ImageError> {
     let mut decoder = options.read_info(Cursor::new(bytes)).map_err(corrupt)?;
     let (width, height) = (usize::from(decoder.width()), usize::from(decoder.height()));
     let global = decoder.global_palette().map(<[u8]>::to_vec);
-    // The frame's own size comes first, before its pixels: the limits were checked on the
-    // logical screen, so a frame reaching outside it is refused rather than allocated.
+    // The frame's own size comes first, before its pixels. A first frame larger than its
+    // logical screen is common (encoders get the screen wrong) and is clipped to the screen,
+    // as browsers do; but the limits were checked on the screen, so the frame is bounded here
+    // by the largest image any plan accepts before its indices are allocated.
     let frame = decoder
         .next_frame_info()
         .map_err(corrupt)?
         .ok_or_else(|| corrupt("a GIF without a frame"))?;
     let (left, top) = (usize::from(frame.left), usize::from(frame.top));
     let (frame_width, frame_height) = (usize::from(frame.width), usize::from(frame.height));
-    if left + frame_width > width || top + frame_height > height {
-        return Err(corrupt(format!(
-            "a GIF frame of {frame_width}x{frame_height} at ({left}, {top}) reaches outside its {width}x{height} screen"
+    let frame_pixels = frame_width as u64 * frame_height as u64;
+    if frame_pixels > crate::config::SPEC_IMAGE_PIXELS_MAX {
+        return Err(ImageError::Corrupt(format!(
+            "a GIF frame of {frame_width}x{frame_height} is over {} pixels",
+            crate::config::SPEC_IMAGE_PIXELS_MAX
         )));
     }
     let local = frame.palette.clone();
@@ -262,21 +266,37 @@ mod tests {
     }
 
     #[test]
-    fn a_gif_frame_outside_its_screen_is_corrupt() {
-        // A 10x10 screen with a two-colour table, then a frame claiming 16000x3000.
+    fn a_gif_frame_larger_than_its_screen_is_clipped_or_refused() {
+        // A 10x10 screen whose first frame is 20x20: decoded, clipped to the screen.
+        let mut bytes = Vec::new();
+        {
+            let mut encoder = gif::Encoder::new(&mut bytes, 10, 10, &[0, 0, 0, 255, 0, 0]).unwrap();
+            let frame = gif::Frame {
+                width: 20,
+                height: 20,
+                buffer: std::borrow::Cow::Owned(vec![1; 400]),
+                ..gif::Frame::default()
+            };
+            encoder.write_frame(&frame).unwrap();
+        }
+        let found = probe(&bytes).unwrap();
+        let image = decode(&bytes, &found, 1).unwrap();
+        assert_eq!((image.width, image.height), (10, 10));
+        assert!(image.pixels.chunks(3).all(|rgb| rgb == [255, 0, 0]));
+
+        // A frame claiming 16000x4000 (64 MP) is refused before its indices are allocated.
         let mut gif = b"GIF89a".to_vec();
         gif.extend_from_slice(&10u16.to_le_bytes());
         gif.extend_from_slice(&10u16.to_le_bytes());
         gif.extend_from_slice(&[0x80, 0, 0, 0, 0, 0, 255, 255, 255]);
         gif.push(0x2C);
-        for value in [0u16, 0, 16_000, 3_000] {
+        for value in [0u16, 0, 16_000, 4_000] {
             gif.extend_from_slice(&value.to_le_bytes());
         }
         gif.extend_from_slice(&[0, 2, 2, 0x4C, 0x01, 0, 0x3B]);
         let found = probe(&gif).unwrap();
-        assert_eq!((found.width, found.height), (10, 10));
         match decode(&gif, &found, 1) {
-            Err(ImageError::Corrupt(why)) => assert!(why.contains("outside"), "{why}"),
+            Err(ImageError::Corrupt(why)) => assert!(why.contains("pixels"), "{why}"),
             other => panic!("{:?}", other.map(|image| (image.width, image.height))),
         }
     }

@@ -126,14 +126,15 @@ pub fn jpeg_is_complete(bytes: &[u8]) -> bool {
 }
 
 /// The offset of the first start-of-scan marker, walking the segments by their lengths.
+/// Stray bytes between segments are skipped to the next marker, as libjpeg does.
 fn jpeg_first_scan(bytes: &[u8]) -> Option<usize> {
     let mut at = 2;
     loop {
-        while *bytes.get(at)? == 0xFF && *bytes.get(at + 1)? == 0xFF {
+        while *bytes.get(at)? != 0xFF {
             at += 1;
         }
-        if *bytes.get(at)? != 0xFF {
-            return None;
+        while *bytes.get(at + 1)? == 0xFF {
+            at += 1;
         }
         match *bytes.get(at + 1)? {
             0xDA => return Some(at),
@@ -226,6 +227,9 @@ mod tests {
         assert!(jpeg_is_complete(whole));
         // A trailer after the EOI is fine.
         assert!(jpeg_is_complete(&[whole, b"TRAILER"].concat()));
+        // Stray bytes between segments are skipped, as libjpeg does.
+        let stray = [&whole[..10], b"\x00\x00junk", &whole[10..]].concat();
+        assert!(jpeg_is_complete(&stray));
         // Cut anywhere before the EOI: incomplete, though the thumbnail's EOI is there.
         for cut in 0..whole.len() - 1 {
             assert!(!jpeg_is_complete(&whole[..cut]), "cut at {cut}");

@@ -125,6 +125,25 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+impl LocalLeases {
+    /// The checks spent under ledger key `key` as this process counts them, starting (the
+    /// first time the key is seen) from what the ledger holds. The ledger is read under the
+    /// lock and before this process's first grant for the key ([`LeaseSource::take_quota`]
+    /// seeds first), so the start never includes units this process leased.
+    fn seed_spent(&self, key: &str) -> heed::Result<u64> {
+        let mut counts = lock(&self.spent);
+        if let Some(count) = counts.get(key) {
+            return Ok(*count);
+        }
+        let used = {
+            let txn = self.env.read_txn()?;
+            self.quota.get(&txn, key)?.unwrap_or(0)
+        };
+        counts.insert(key.to_owned(), used);
+        Ok(used)
+    }
+}
+
 fn ledger_key(org: &str, month: u32) -> String {
     format!("{month:08}/{org}")
 }
@@ -177,6 +196,9 @@ impl LeaseSource for LocalLeases {
         want: u64,
     ) -> anyhow::Result<QuotaGrant> {
         let key = ledger_key(org, month);
+        // The count of checks spent starts from the ledger as it was before this process's
+        // first grant (a graceful stop returned what the last run leased and did not spend).
+        let spent = self.seed_spent(&key)?;
         let mut txn = self.env.write_txn()?;
         let used = self.quota.get(&txn, &key)?.unwrap_or(0);
         let units = want.min(limit.saturating_sub(used));
@@ -184,9 +206,6 @@ impl LeaseSource for LocalLeases {
             self.quota.put(&mut txn, &key, &(used + units))?;
         }
         txn.commit()?;
-        // The first lease of this process for the month: what the ledger held is what was
-        // spent before (a graceful stop returns unspent units; a crash loses them, spent).
-        let spent = *lock(&self.spent).entry(key).or_insert(used);
         Ok(QuotaGrant {
             units,
             used: used + units,
@@ -210,25 +229,20 @@ impl LeaseSource for LocalLeases {
     }
 
     fn quota_spent(&self, org: &str, month: u32) -> u64 {
-        let key = ledger_key(org, month);
-        if let Some(count) = lock(&self.spent).get(&key) {
-            return *count;
-        }
-        // Read outside the lock; a grant that seeds the count meanwhile wins (`or_insert`).
-        let used = match self.quota_used(org, month) {
-            Ok(used) => used,
-            Err(error) => {
+        self.seed_spent(&ledger_key(org, month))
+            .unwrap_or_else(|error| {
                 tracing::warn!(%error, "reading the quota ledger failed");
-                return 0;
-            }
-        };
-        *lock(&self.spent).entry(key).or_insert(used)
+                0
+            })
     }
 
     fn report_spent(&self, org: &str, month: u32, spent: u64) -> u64 {
+        let key = ledger_key(org, month);
+        if let Err(error) = self.seed_spent(&key) {
+            tracing::warn!(%error, "reading the quota ledger failed");
+        }
         let mut counts = lock(&self.spent);
-        // Shards report only after a grant, which set the base; without one, count from 0.
-        let count = counts.entry(ledger_key(org, month)).or_insert(0);
+        let count = counts.entry(key).or_insert(0);
         *count += spent;
         *count
     }

@@ -13,17 +13,19 @@
 //!   stricter elsewhere, for at most [`IDLE_RETURN_MS`] before they go back.
 //! - Concurrency: permits are conserved: an organization never has more than
 //!   `concurrent_max` checks in progress. A shard keeps a spare permit after a check only
-//!   when, at its last grant, at least one permit per shard was still free; so a spare idle on
-//!   another shard can make a 429 come early only while the organization is far from its cap,
-//!   and for at most [`IDLE_RETURN_MS`]. An organization near its cap (or with a cap below
-//!   the shard count) gets every permit back at once.
+//!   when, at its last grant (less than [`IDLE_RETURN_MS`] ago), at least one permit per
+//!   shard was still free; so a spare on another shard can make a 429 come early only while
+//!   the organization was far from its cap moments before, and for at most
+//!   [`IDLE_RETURN_MS`]. An organization near its cap (or with a cap below the shard count)
+//!   gets every permit back at once.
 //! - Quota: units are counted in the ledger when leased, so the quota is never exceeded.
 //!   Leases shrink as the quota nears its end (a quarter of what is left, shared by the
 //!   shards), and below [`QUOTA_REFILL_AT`] units are taken only when a check needs one, so
-//!   near the end no shard holds units ahead of need. Units left idle on a shard for
-//!   [`QUOTA_IDLE_RETURN_MS`] go back to the ledger; a graceful stop gives them all back; a
-//!   crash loses the units leased and not spent (at most one lease per shard and
-//!   organization).
+//!   near the end no shard holds units ahead of need. Near the end (if every shard held what
+//!   one holds, the ledger would be empty), units left idle on a shard for
+//!   [`QUOTA_IDLE_RETURN_MS`] go back to the ledger, and that shard's next check waits for
+//!   them to be in before it leases again; a graceful stop gives them all back; a crash
+//!   loses the units leased and not spent (at most one lease per shard and organization).
 //!
 //! One keep-alive connection can use a key's whole rate: its shard simply leases again.
 //!
@@ -75,6 +77,9 @@ struct PermitLease {
     /// At the last grant, at least one permit per shard was still free: keeping a spare here
     /// cannot starve another shard.
     keep_spare: bool,
+    /// When the source last granted a permit: that view of the organization is trusted for
+    /// [`IDLE_RETURN_MS`], after which a spare goes back and the next check asks again.
+    granted_ms: i64,
 }
 
 struct QuotaLease {
@@ -90,6 +95,11 @@ struct QuotaLease {
     last_grant: u64,
     /// The refill in flight, if any (at most one per organization and shard).
     refill: Option<Rc<Refill>>,
+    /// Idle units on their way back to the ledger: a check that finds the lease empty waits
+    /// for them to be in before it leases, or it could be refused for units in transit.
+    returning: Option<Rc<Refill>>,
+    /// The organization's quota as of the last grant.
+    limit: u64,
     touched_ms: i64,
 }
 
@@ -103,8 +113,22 @@ impl QuotaLease {
             spent_unsynced: 0,
             last_grant: 0,
             refill: None,
+            returning: None,
+            limit: 0,
             touched_ms: now_ms,
         }
+    }
+
+    /// Whether the quota is near its end: if every shard held what this one holds, the
+    /// ledger would have nothing left. Idle units go back only then; otherwise they wait for
+    /// this shard's next checks (or the graceful stop), with no ledger write for nothing.
+    /// What other shards spent is known from their reports (`spent_synced`, refreshed every
+    /// janitor tick), since this lease's own view of the ledger dates from its last grant.
+    fn near_the_end(&self, shards: u32) -> bool {
+        let used = self
+            .ledger_used
+            .max(self.spent_synced + self.spent_unsynced);
+        used.saturating_add(u64::from(shards).saturating_mul(self.units)) >= self.limit
     }
 
     /// Whether to take the next lease before this one runs dry. Only for leases of at least
@@ -294,6 +318,7 @@ impl ShardLimits {
             lease.held += 1;
             lease.in_use += 1;
             lease.keep_spare = grant.free >= self.shards;
+            lease.granted_ms = now_ms;
             return Ok(());
         }
         Err(ApiError::new(
@@ -311,7 +336,8 @@ impl ShardLimits {
             // Keep one spare for the next check of this organization while permits are
             // plentiful (see the module's guarantees); the rest go back at once.
             let spare = lease.held - lease.in_use;
-            let keep = u32::from(lease.keep_spare);
+            let fresh = now_ms - lease.granted_ms < IDLE_RETURN_MS;
+            let keep = u32::from(lease.keep_spare && fresh);
             if spare > keep {
                 self.source.return_permits(org, spare - keep);
                 lease.held -= spare - keep;
@@ -321,7 +347,8 @@ impl ShardLimits {
 
     async fn reserve_quota(&self, org: &str, month: u32, limit: u64, now_ms: i64) -> ApiResult<()> {
         loop {
-            let refill = {
+            // What to wait for: a refill, or (`true`) units on their way back to the ledger.
+            let (refill, returning) = {
                 let mut quota = self.inner.quota.borrow_mut();
                 let lease = quota
                     .entry(org.to_owned())
@@ -340,15 +367,21 @@ impl ShardLimits {
                     }
                     return Ok(());
                 }
-                match &lease.refill {
-                    Some(refill) => refill.clone(),
-                    None => {
+                match (&lease.refill, &lease.returning) {
+                    (Some(refill), _) => (refill.clone(), false),
+                    (None, Some(returning)) => (returning.clone(), true),
+                    (None, None) => {
                         let refill = self.start_refill(org, month, limit, lease.ledger_used);
                         lease.refill = Some(refill.clone());
-                        refill
+                        (refill, false)
                     }
                 }
             };
+            if returning {
+                // Whatever the return's outcome, lease as usual once it is in.
+                let _ = refill.wait().await;
+                continue;
+            }
             match refill.wait().await {
                 Ok(0) => {
                     let retry_s = (ms_until_next_month(now_ms) + 999) / 1000;
@@ -389,6 +422,7 @@ impl ShardLimits {
                         lease.ledger_used = grant.used;
                         lease.spent_synced = lease.spent_synced.max(grant.spent);
                         lease.last_grant = grant.units;
+                        lease.limit = limit;
                         lease.refill = None;
                     }
                     Ok(grant.units)
@@ -459,7 +493,15 @@ impl ShardLimits {
         }
         let spent = self.source.quota_spent(org, month);
         if quota.len() >= LEASES_MAX {
-            quota.retain(|_, lease| lease.units > 0 || lease.refill.is_some());
+            // Only leases with nothing in them: no units, nothing in flight, nothing unreported,
+            // no check in progress that could hand a unit back (those touched it recently).
+            quota.retain(|_, lease| {
+                lease.units > 0
+                    || lease.refill.is_some()
+                    || lease.returning.is_some()
+                    || lease.spent_unsynced > 0
+                    || now_ms - lease.touched_ms < QUOTA_IDLE_RETURN_MS
+            });
         }
         let mut lease = QuotaLease::new(month, now_ms);
         lease.spent_synced = spent;
@@ -473,8 +515,8 @@ impl ShardLimits {
     /// [`IDLE_RETURN_MS`] by the shard.
     pub fn return_idle(&self, now_ms: i64) {
         let month = month_of(now_ms);
-        let mut idle_units = Vec::new();
-        for (org, lease) in self.inner.quota.borrow_mut().iter_mut() {
+        let mut quota = self.inner.quota.borrow_mut();
+        for (org, lease) in quota.iter_mut() {
             if lease.month != month {
                 continue;
             }
@@ -482,30 +524,16 @@ impl ShardLimits {
             lease.spent_unsynced = 0;
             if lease.units > 0
                 && lease.refill.is_none()
+                && lease.returning.is_none()
                 && now_ms - lease.touched_ms >= QUOTA_IDLE_RETURN_MS
+                && lease.near_the_end(self.shards)
             {
-                idle_units.push((org.clone(), lease.units));
+                lease.returning = Some(self.start_return(org, month, lease.units));
                 lease.units = 0;
                 lease.last_grant = 0;
             }
         }
-        if !idle_units.is_empty() {
-            let source = self.source.clone();
-            glommio::spawn_local(async move {
-                let returned = glommio::executor()
-                    .spawn_blocking(move || {
-                        for (org, units) in idle_units {
-                            source.return_quota(&org, month, units)?;
-                        }
-                        anyhow::Ok(())
-                    })
-                    .await;
-                if let Err(error) = returned {
-                    tracing::warn!(%error, "could not return idle quota units");
-                }
-            })
-            .detach();
-        }
+        drop(quota);
         let mut rate = self.inner.rate.borrow_mut();
         rate.retain(|key, lease| {
             if now_ms - lease.touched_ms < IDLE_RETURN_MS {
@@ -528,6 +556,34 @@ impl ShardLimits {
             }
             lease.in_use > 0
         });
+    }
+
+    /// Gives `units` of `org`'s lease back to the ledger in the background; the returned
+    /// [`Refill`] says when they are in (checks of this shard wait for it before leasing).
+    fn start_return(&self, org: &str, month: u32, units: u64) -> Rc<Refill> {
+        let done = Rc::new(Refill::default());
+        let (source, inner, owned_org, task_done) = (
+            self.source.clone(),
+            self.inner.clone(),
+            org.to_owned(),
+            done.clone(),
+        );
+        glommio::spawn_local(async move {
+            let ledger_org = owned_org.clone();
+            let returned = glommio::executor()
+                .spawn_blocking(move || source.return_quota(&ledger_org, month, units))
+                .await;
+            if let Err(error) = &returned {
+                // The units stay counted as used: the quota can only come out stricter.
+                tracing::warn!(%error, "could not return idle quota units");
+            }
+            if let Some(lease) = inner.quota.borrow_mut().get_mut(&owned_org) {
+                lease.returning = None;
+            }
+            task_done.finish(returned.map(|()| units).map_err(|_| ()));
+        })
+        .detach();
+        done
     }
 
     /// At a graceful stop: unspent quota units go back to the ledger (blocking).
