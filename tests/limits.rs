@@ -415,4 +415,13 @@ fn a_full_model_queue_answers_503_busy() {
         }
     }
     assert!(busy >= 1, "no request found the queue full");
+    // The 503s are counted by type.
+    let metrics = server.scrape();
+    let counted = metrics
+        .value(
+            "modgate_errors_total",
+            &[("route", "/v1/text"), ("type", "busy")],
+        )
+        .unwrap_or(0.0);
+    assert_eq!(counted, busy as f64);
 }

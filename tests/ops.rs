@@ -157,6 +157,57 @@ fn metrics_are_strict_prometheus_text_and_move_with_requests() {
 }
 
 #[test]
+fn metrics_count_downloads_their_refusals_and_fsyncs() {
+    let server = Server::start_with(Options {
+        config: "[testing]\nallow_private_urls = true\n[journal]\nsync_interval_ms = 50\n".into(),
+        ..Options::default()
+    });
+    let key = server.demo_key.clone().unwrap();
+    let images = ImageServer::start();
+    let before = server.scrape();
+    let image = testimage("png_rgb_hubble_320x240.png");
+    let url = images.url("/img/png_rgb_hubble_320x240.png");
+    let by_url = |url: &str| {
+        let query: String = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("url", url)
+            .finish();
+        post(
+            &server.url(&format!("/v1/image?{query}")),
+            &[("X-Api-Key", &key)],
+            b"",
+        )
+        .0
+    };
+    assert_eq!(by_url(&url), 200);
+    assert_eq!(by_url("ftp://example.com/a.png"), 400);
+    // A commit, then an fsync within the interval.
+    std::thread::sleep(Duration::from_millis(300));
+    let after = server.scrape();
+    let moved = |name: &str, labels: &[(&str, &str)]| {
+        value(&after, name, labels) - value(&before, name, labels)
+    };
+    assert_eq!(
+        moved("modgate_download_bytes_total", &[]),
+        image.len() as f64
+    );
+    assert_eq!(moved("modgate_downloads_total", &[]), 1.0);
+    assert_eq!(
+        moved("modgate_download_refusals_total", &[("reason", "scheme")]),
+        1.0
+    );
+    assert!(moved("modgate_journal_fsync_duration_seconds_count", &[]) >= 1.0);
+    for gauge in ["modgate_uploads_in_progress", "modgate_model_queue_depth"] {
+        for shard in ["0", "1"] {
+            assert_eq!(
+                after.value(gauge, &[("shard", shard)]),
+                Some(0.0),
+                "{gauge}"
+            );
+        }
+    }
+}
+
+#[test]
 fn metric_labels_stay_bounded_whatever_callers_send() {
     let server = Server::start();
     let key = server.demo_key.clone().unwrap();
