@@ -11,29 +11,16 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use modgate::image::decode::decode;
 use modgate::image::probe::probe;
-use modgate::image::resize::{nsfwjs_input, opennsfw_input, pillow_bilinear, INPUT_LEN};
+use modgate::image::resize::{nsfwjs_input, opennsfw_input, INPUT_LEN};
 use modgate::image::Rgb8;
 use modgate::inference;
 
-const MODELS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models");
+mod common;
+use common::{jpeg_12mp, testimage, MODELS};
 
-fn testimage(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{MODELS}/image/testimages/{name}")).unwrap()
-}
-
-/// A 4000 x 3000 baseline JPEG, the same bytes every run.
+/// The 12 MP JPEG ([`jpeg_12mp`]), also written for `benches/jpeg_vs_pillow.sh`.
 pub fn large_jpeg() -> Vec<u8> {
-    let source = testimage("jpeg_baseline_astronaut_512x384.jpg");
-    let small = decode(&source, &probe(&source).unwrap(), usize::MAX).unwrap();
-    let large = pillow_bilinear(&small, 4000, 3000);
-    let mut compress = mozjpeg::Compress::new(mozjpeg::ColorSpace::JCS_RGB);
-    compress.set_size(large.width, large.height);
-    compress.set_fastest_defaults();
-    compress.set_quality(90.0);
-    compress.set_chroma_sampling_pixel_sizes((2, 2), (2, 2));
-    let mut started = compress.start_compress(Vec::new()).unwrap();
-    started.write_scanlines(&large.pixels).unwrap();
-    let bytes = started.finish().unwrap();
+    let bytes = jpeg_12mp();
     // For the Python side of `benches/jpeg_vs_pillow.sh`; a bench run without a writable
     // `target/` (CARGO_TARGET_DIR elsewhere) still runs.
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/target");

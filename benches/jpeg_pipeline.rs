@@ -5,9 +5,11 @@
 
 use std::time::Instant;
 
+mod common;
+
 use modgate::image::decode::decode;
 use modgate::image::probe::probe;
-use modgate::image::resize::{nsfwjs_input, opennsfw_input, pillow_bilinear, INPUT_LEN};
+use modgate::image::resize::{nsfwjs_input, opennsfw_input, INPUT_LEN};
 
 const ROUNDS: usize = 5;
 const RUNS: usize = 20;
@@ -19,20 +21,7 @@ fn median(mut times: Vec<f64>) -> f64 {
 
 fn main() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let source = std::fs::read(format!(
-        "{root}/models/image/testimages/jpeg_baseline_astronaut_512x384.jpg"
-    ))
-    .unwrap();
-    let small = decode(&source, &probe(&source).unwrap(), usize::MAX).unwrap();
-    let large = pillow_bilinear(&small, 4000, 3000);
-    let mut compress = mozjpeg::Compress::new(mozjpeg::ColorSpace::JCS_RGB);
-    compress.set_size(large.width, large.height);
-    compress.set_fastest_defaults();
-    compress.set_quality(90.0);
-    compress.set_chroma_sampling_pixel_sizes((2, 2), (2, 2));
-    let mut started = compress.start_compress(Vec::new()).unwrap();
-    started.write_scanlines(&large.pixels).unwrap();
-    let bytes = started.finish().unwrap();
+    let bytes = common::jpeg_12mp();
     let file = format!("{root}/target/bench-12mp.jpg");
     std::fs::write(&file, &bytes).unwrap();
     let python = format!("{root}/target/pillow-venv/bin/python");

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// How long one check may take, download and models included.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
@@ -160,37 +160,23 @@ fn send(request: &CheckRequest) -> anyhow::Result<(u16, String)> {
     Ok((status, body))
 }
 
-/// A TextRequest, JSON-escaped by hand (no JSON writer is linked for one object).
+/// A TextRequest (`workflow` and `ref` only when given).
 fn text_body(text: &str, workflow: Option<&str>, reference: Option<&str>) -> String {
-    let mut body = format!("{{\"text\":{}", json_string(text));
-    if let Some(workflow) = workflow {
-        let _ = write!(body, ",\"workflow\":{}", json_string(workflow));
+    #[derive(Serialize)]
+    struct TextRequest<'a> {
+        text: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        workflow: Option<&'a str>,
+        #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
+        reference: Option<&'a str>,
     }
-    if let Some(reference) = reference {
-        let _ = write!(body, ",\"ref\":{}", json_string(reference));
-    }
-    body.push('}');
-    body
-}
-
-fn json_string(value: &str) -> String {
-    let mut out = String::with_capacity(value.len() + 2);
-    out.push('"');
-    for c in value.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    let request = TextRequest {
+        text,
+        workflow,
+        reference,
+    };
+    // Strings and options of strings always serialize.
+    simd_json::to_string(&request).unwrap_or_default()
 }
 
 /// A score in [0, 1] as a bar of [`BAR_WIDTH`] characters.

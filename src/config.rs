@@ -401,7 +401,7 @@ impl Config {
                 "server.connections_per_shard_max must be in {CONNECTIONS_PER_SHARD_MAX_RANGE:?}"
             );
         }
-        for (name, value) in [
+        let timeouts_ms = [
             (
                 "server.header_read_timeout_ms",
                 server.header_read_timeout_ms,
@@ -418,9 +418,13 @@ impl Config {
             ),
             ("limits.form_timeout_ms", self.limits.form_timeout_ms),
             ("journal.sync_interval_ms", self.journal.sync_interval_ms),
-        ] {
+        ];
+        for (name, value) in timeouts_ms {
             if value == 0 {
                 bail!("{name} must be above 0");
+            }
+            if value > TIMEOUT_MS_MAX {
+                bail!("{name} must be at most {TIMEOUT_MS_MAX} (one day)");
             }
         }
         // Counts and sizes where 0 would refuse everything or stall a loop.
@@ -447,28 +451,6 @@ impl Config {
         ] {
             if value == 0 {
                 bail!("{name} must be above 0");
-            }
-        }
-        for (name, value) in [
-            (
-                "server.header_read_timeout_ms",
-                server.header_read_timeout_ms,
-            ),
-            (
-                "server.keepalive_idle_timeout_ms",
-                server.keepalive_idle_timeout_ms,
-            ),
-            ("server.write_timeout_ms", server.write_timeout_ms),
-            ("server.drain_timeout_ms", server.drain_timeout_ms),
-            (
-                "limits.body_read_timeout_ms",
-                self.limits.body_read_timeout_ms,
-            ),
-            ("limits.form_timeout_ms", self.limits.form_timeout_ms),
-            ("journal.sync_interval_ms", self.journal.sync_interval_ms),
-        ] {
-            if value > TIMEOUT_MS_MAX {
-                bail!("{name} must be at most {TIMEOUT_MS_MAX} (one day)");
             }
         }
         if self.journal.map_bytes < 1 << 20 {

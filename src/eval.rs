@@ -165,12 +165,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
     };
     let tally = glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
-            let image_models = ImageModels {
-                open_nsfw: worker_models
-                    .as_ref()
-                    .is_some_and(|m| m.open_nsfw.is_some()),
-                nsfwjs: worker_models.as_ref().is_some_and(|m| m.nsfwjs.is_some()),
-            };
+            let image_models = ImageModels::loaded(worker_models.as_ref());
             let worker = match worker_models {
                 Some(models) => {
                     let config = WorkerConfig {

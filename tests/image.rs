@@ -356,16 +356,9 @@ fn with_default_settings_loopback_urls_are_refused() {
     }
 }
 
+/// A query value, percent-encoded (the load tool's encoder).
 fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+    modgate_load::prepare::percent(text)
 }
 
 #[test]

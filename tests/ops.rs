@@ -168,11 +168,9 @@ fn metrics_count_downloads_their_refusals_and_fsyncs() {
     let image = testimage("png_rgb_hubble_320x240.png");
     let url = images.url("/img/png_rgb_hubble_320x240.png");
     let by_url = |url: &str| {
-        let query: String = url::form_urlencoded::Serializer::new(String::new())
-            .append_pair("url", url)
-            .finish();
+        let url = modgate_load::prepare::percent(url);
         post(
-            &server.url(&format!("/v1/image?{query}")),
+            &server.url(&format!("/v1/image?url={url}")),
             &[("X-Api-Key", &key)],
             b"",
         )

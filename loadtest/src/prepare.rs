@@ -5,7 +5,6 @@
 //! with their `Content-Length`, so sending a request is one write of one buffer.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -114,11 +113,7 @@ fn render(
     Ok(match request.shape() {
         Kind::Text | Kind::BadKey | Kind::Malformed => {
             let text = text_of(scenario, request)?;
-            let mut body = format!(
-                "{{\"text\":{},\"workflow\":{}}}",
-                json_string(&text),
-                json_string(workflow)
-            );
+            let mut body = serde_json::json!({ "text": text, "workflow": workflow }).to_string();
             if malformed {
                 body.truncate(body.len() / 2);
             }
@@ -319,26 +314,6 @@ fn upscale(
             }
         }
     }
-    out
-}
-
-pub fn json_string(value: &str) -> String {
-    let mut out = String::with_capacity(value.len() + 2);
-    out.push('"');
-    for c in value.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
     out
 }
 

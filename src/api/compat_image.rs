@@ -14,7 +14,6 @@ use futures_lite::{AsyncRead, AsyncWrite};
 use super::answer::Shape;
 use super::form::{read_form, FormSpec, UploadSlot};
 use super::image::{authorize_image, check_image, ImageQuery};
-use super::text::DEFAULT_WORKFLOW;
 use super::RequestCtx;
 use crate::auth::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
@@ -32,14 +31,7 @@ pub async fn post<S: AsyncRead + AsyncWrite + Unpin>(
     ctx: &mut RequestCtx,
 ) -> ApiResult<Response> {
     let _slot = UploadSlot::acquire(shard)?;
-    if shard
-        .engine
-        .worker
-        .as_ref()
-        .is_some_and(|worker| worker.is_full())
-    {
-        return Err(crate::inference::worker::busy());
-    }
+    shard.refuse_if_busy()?;
     let spec = FormSpec {
         payload_field: "media",
         payload_bytes_max: IMAGE_BYTES_MAX,
@@ -49,15 +41,16 @@ pub async fn post<S: AsyncRead + AsyncWrite + Unpin>(
     let mut bytes = shard.image_buffers.take();
     let prepared = async {
         let form = read_form(shard, exchange, &spec, &mut bytes).await?;
-        let caller = ctx.authenticate(shard, &exchange.head, form.api_secret.as_deref())?;
-        caller.require_scope(ContentKind::Image)?;
-        ctx.admit(shard, &caller).await?;
+        let caller = ctx
+            .admit_check(
+                shard,
+                &exchange.head,
+                form.api_secret.as_deref(),
+                ContentKind::Image,
+            )
+            .await?;
         let workflows = shard.workflows()?;
-        ctx.note_workflow(
-            &workflows,
-            form.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW),
-        );
-        let workflow = authorize_image(&caller, form.workflow.as_deref(), &workflows)?.clone();
+        let workflow = authorize_image(ctx, &caller, form.workflow.as_deref(), &workflows)?.clone();
         match (form.payload_present, &form.url) {
             (true, Some(_)) => {
                 return Err(ApiError::bad_request(
@@ -107,15 +100,16 @@ pub async fn get<S: AsyncRead + AsyncWrite + Unpin>(
     ctx: &mut RequestCtx,
 ) -> ApiResult<Response> {
     let query = ImageQuery::parse(&exchange.head.query)?;
-    let caller = ctx.authenticate(shard, &exchange.head, query.api_secret.as_deref())?;
-    caller.require_scope(ContentKind::Image)?;
-    ctx.admit(shard, &caller).await?;
+    let caller = ctx
+        .admit_check(
+            shard,
+            &exchange.head,
+            query.api_secret.as_deref(),
+            ContentKind::Image,
+        )
+        .await?;
     let workflows = shard.workflows()?;
-    ctx.note_workflow(
-        &workflows,
-        query.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW),
-    );
-    let workflow = authorize_image(&caller, query.workflow.as_deref(), &workflows)?.clone();
+    let workflow = authorize_image(ctx, &caller, query.workflow.as_deref(), &workflows)?.clone();
     if query.media {
         return Err(ApiError::bad_request(
             "a query cannot carry an image: `media` counts as a missing image; send `url`",
@@ -125,14 +119,7 @@ pub async fn get<S: AsyncRead + AsyncWrite + Unpin>(
         .url
         .as_deref()
         .ok_or_else(|| ApiError::bad_request("`url` is required on this route"))?;
-    if shard
-        .engine
-        .worker
-        .as_ref()
-        .is_some_and(|worker| worker.is_full())
-    {
-        return Err(crate::inference::worker::busy());
-    }
+    shard.refuse_if_busy()?;
     let mut bytes = shard.image_buffers.take();
     if let Err(error) = shard.download(url, &mut bytes).await {
         shard.image_buffers.give(bytes);

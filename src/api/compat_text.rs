@@ -33,9 +33,14 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     let mut payload = shard.buffers.take();
     let result = async {
         let form = read_form(shard, exchange, &spec, &mut payload).await?;
-        let caller = ctx.authenticate(shard, &exchange.head, form.api_secret.as_deref())?;
-        caller.require_scope(ContentKind::Text)?;
-        ctx.admit(shard, &caller).await?;
+        let caller = ctx
+            .admit_check(
+                shard,
+                &exchange.head,
+                form.api_secret.as_deref(),
+                ContentKind::Text,
+            )
+            .await?;
         if !form.payload_present {
             return Err(ApiError::bad_request("the form has no `text` field"));
         }

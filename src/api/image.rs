@@ -71,28 +71,17 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     exchange: &mut Exchange<'_, S>,
     ctx: &mut RequestCtx,
 ) -> ApiResult<Response> {
-    let caller = ctx.authenticate(shard, &exchange.head, None)?;
-    caller.require_scope(ContentKind::Image)?;
-    ctx.admit(shard, &caller).await?;
+    let caller = ctx
+        .admit_check(shard, &exchange.head, None, ContentKind::Image)
+        .await?;
     let query = ImageQuery::parse(&exchange.head.query)?;
     if let Some(reference) = &query.reference {
         validate_ref(reference)?;
         ctx.reference = Some(reference.clone());
     }
     let workflows = shard.workflows()?;
-    ctx.note_workflow(
-        &workflows,
-        query.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW),
-    );
-    let workflow = authorize_image(&caller, query.workflow.as_deref(), &workflows)?;
-    if shard
-        .engine
-        .worker
-        .as_ref()
-        .is_some_and(|worker| worker.is_full())
-    {
-        return Err(crate::inference::worker::busy());
-    }
+    let workflow = authorize_image(ctx, &caller, query.workflow.as_deref(), &workflows)?;
+    shard.refuse_if_busy()?;
     let mut bytes = shard.image_buffers.take();
     let deadline = Instant::now() + Duration::from_millis(shard.config.limits.body_read_timeout_ms);
     let result = async {
@@ -125,16 +114,16 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// The workflow an image check runs: it exists, the key may use it, it has image checks.
+/// Noted in `ctx` once it is known to exist, so that a refusal names it in the journal.
 pub fn authorize_image<'w>(
+    ctx: &mut RequestCtx,
     caller: &Caller,
     name: Option<&str>,
     workflows: &'w crate::store::view::Workflows,
 ) -> ApiResult<&'w std::rc::Rc<WorkflowRecord>> {
-    let workflow = caller.authorize(
-        ContentKind::Image,
-        name.unwrap_or(DEFAULT_WORKFLOW),
-        workflows,
-    )?;
+    let name = name.unwrap_or(DEFAULT_WORKFLOW);
+    ctx.note_workflow(workflows, name);
+    let workflow = caller.authorize(ContentKind::Image, name, workflows)?;
     if workflow.definition.image_checks.is_empty() {
         return Err(ApiError::bad_request(format!(
             "workflow '{}' has no checks for images",

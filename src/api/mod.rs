@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use futures_lite::{AsyncRead, AsyncWrite};
 
-use crate::auth::{self, Caller};
+use crate::auth::{self, Caller, ContentKind};
 use crate::config::LimitsConfig;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::Exchange;
@@ -184,10 +184,19 @@ impl RequestCtx {
         self.workflow = workflows.get(name).cloned();
     }
 
-    /// Admits a check under the caller's plan (429s).
-    pub async fn admit(&mut self, shard: &Shard, caller: &Caller) -> ApiResult<()> {
-        self.admission = Some(shard.limits.admit(caller, shard.now_ms()).await?);
-        Ok(())
+    /// What every check route does first: the key (401/403), its scope for `kind` (403),
+    /// then admission under the plan (429s).
+    pub async fn admit_check(
+        &mut self,
+        shard: &Shard,
+        head: &RequestHead,
+        api_secret: Option<&str>,
+        kind: ContentKind,
+    ) -> ApiResult<Caller> {
+        let caller = self.authenticate(shard, head, api_secret)?;
+        caller.require_scope(kind)?;
+        self.admission = Some(shard.limits.admit(&caller, shard.now_ms()).await?);
+        Ok(caller)
     }
 }
 

@@ -48,9 +48,9 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     exchange: &mut Exchange<'_, S>,
     ctx: &mut RequestCtx,
 ) -> ApiResult<Response> {
-    let caller = ctx.authenticate(shard, &exchange.head, None)?;
-    caller.require_scope(ContentKind::Text)?;
-    ctx.admit(shard, &caller).await?;
+    let caller = ctx
+        .admit_check(shard, &exchange.head, None, ContentKind::Text)
+        .await?;
     require_json(exchange.head.content_type.as_deref())?;
     let limits = &shard.config.limits;
     let mut body = shard.buffers.take();

@@ -56,6 +56,16 @@ pub struct ImageModels {
     pub nsfwjs: bool,
 }
 
+impl ImageModels {
+    /// The image models a worker built from `models` can run.
+    pub fn loaded(models: Option<&WorkerModels>) -> ImageModels {
+        ImageModels {
+            open_nsfw: models.is_some_and(|m| m.open_nsfw.is_some()),
+            nsfwjs: models.is_some_and(|m| m.nsfwjs.is_some()),
+        }
+    }
+}
+
 /// Scores of one image, and where the time went.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ImageScores {

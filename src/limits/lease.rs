@@ -11,6 +11,7 @@
 //! *leased*: a shard that dies with units in hand loses them (counted as used), which is the
 //! "exact within the leases outstanding" of the quota; a graceful stop gives them back.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
@@ -130,17 +131,19 @@ impl LocalLeases {
     /// first time the key is seen) from what the ledger holds. The ledger is read under the
     /// lock and before this process's first grant for the key ([`LeaseSource::take_quota`]
     /// seeds first), so the start never includes units this process leased.
-    fn seed_spent(&self, key: &str) -> heed::Result<u64> {
-        let mut counts = lock(&self.spent);
-        if let Some(count) = counts.get(key) {
-            return Ok(*count);
+    /// `counts` is the locked `spent` map.
+    fn seeded<'c>(
+        &self,
+        counts: &'c mut HashMap<String, u64>,
+        key: &str,
+    ) -> heed::Result<&'c mut u64> {
+        match counts.entry(key.to_owned()) {
+            Entry::Occupied(count) => Ok(count.into_mut()),
+            Entry::Vacant(slot) => {
+                let txn = self.env.read_txn()?;
+                Ok(slot.insert(self.quota.get(&txn, key)?.unwrap_or(0)))
+            }
         }
-        let used = {
-            let txn = self.env.read_txn()?;
-            self.quota.get(&txn, key)?.unwrap_or(0)
-        };
-        counts.insert(key.to_owned(), used);
-        Ok(used)
     }
 }
 
@@ -198,7 +201,7 @@ impl LeaseSource for LocalLeases {
         let key = ledger_key(org, month);
         // The count of checks spent starts from the ledger as it was before this process's
         // first grant (a graceful stop returned what the last run leased and did not spend).
-        let spent = self.seed_spent(&key)?;
+        let spent = *self.seeded(&mut lock(&self.spent), &key)?;
         let mut txn = self.env.write_txn()?;
         let used = self.quota.get(&txn, &key)?.unwrap_or(0);
         let units = want.min(limit.saturating_sub(used));
@@ -229,20 +232,25 @@ impl LeaseSource for LocalLeases {
     }
 
     fn quota_spent(&self, org: &str, month: u32) -> u64 {
-        self.seed_spent(&ledger_key(org, month))
-            .unwrap_or_else(|error| {
+        match self.seeded(&mut lock(&self.spent), &ledger_key(org, month)) {
+            Ok(count) => *count,
+            Err(error) => {
                 tracing::warn!(%error, "reading the quota ledger failed");
                 0
-            })
+            }
+        }
     }
 
     fn report_spent(&self, org: &str, month: u32, spent: u64) -> u64 {
-        let key = ledger_key(org, month);
-        if let Err(error) = self.seed_spent(&key) {
-            tracing::warn!(%error, "reading the quota ledger failed");
-        }
         let mut counts = lock(&self.spent);
-        let count = counts.entry(key).or_insert(0);
+        let key = ledger_key(org, month);
+        let count = match self.seeded(&mut counts, &key) {
+            Ok(count) => count,
+            Err(error) => {
+                tracing::warn!(%error, "reading the quota ledger failed");
+                counts.entry(key).or_insert(0)
+            }
+        };
         *count += spent;
         *count
     }

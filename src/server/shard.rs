@@ -292,6 +292,14 @@ impl Shard {
         })
     }
 
+    /// 503 `busy` when the model queue is full: checked before an image body is read.
+    pub fn refuse_if_busy(&self) -> ApiResult<()> {
+        match &self.engine.worker {
+            Some(worker) if worker.is_full() => Err(crate::inference::worker::busy()),
+            _ => Ok(()),
+        }
+    }
+
     pub fn error_answer(&self, error: &ApiError, path: &str, request_id: &RequestId) -> Response {
         api::envelope::error_response(error, path, request_id, self.now_ms())
     }
@@ -528,12 +536,7 @@ async fn start_engine(
         cpu,
     } = resources;
     let toxblock_loaded = worker_models.as_ref().is_some_and(|m| m.toxblock.is_some());
-    let image_models = ImageModels {
-        open_nsfw: worker_models
-            .as_ref()
-            .is_some_and(|m| m.open_nsfw.is_some()),
-        nsfwjs: worker_models.as_ref().is_some_and(|m| m.nsfwjs.is_some()),
-    };
+    let image_models = ImageModels::loaded(worker_models.as_ref());
     let worker = match worker_models {
         None => None,
         Some(models) => {
