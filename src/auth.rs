@@ -236,4 +236,28 @@ mod tests {
             assert_eq!(error.kind, ErrorKind::Unauthorized);
         }
     }
+
+    proptest::proptest! {
+        /// Issue 14, defect 1: any UTF-8 in any of the three key places is a key or a 401,
+        /// never a panic, and what is presented is one of the values sent.
+        #[test]
+        fn any_text_in_the_key_places_is_a_key_or_a_refusal(
+            authorization in proptest::option::of("\\PC{0,70}"),
+            api_key in proptest::option::of("\\PC{0,70}"),
+            secret in proptest::option::of("\\PC{0,70}"),
+            compat in proptest::bool::ANY,
+        ) {
+            let head = head(authorization.as_deref(), api_key.as_deref());
+            match presented_key(&head, secret.as_deref(), compat) {
+                Ok(key) => {
+                    let sent = [authorization.as_deref(), api_key.as_deref(), secret.as_deref()];
+                    proptest::prop_assert!(sent.iter().flatten().any(|value| value.contains(key)));
+                    if let Some(id) = keys::parse_id(key) {
+                        proptest::prop_assert!(keys::is_valid_id(id));
+                    }
+                }
+                Err(error) => proptest::prop_assert_eq!(error.kind, ErrorKind::Unauthorized),
+            }
+        }
+    }
 }

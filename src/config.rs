@@ -118,6 +118,9 @@ pub struct TestingConfig {
     /// Test only: a PEM file of extra certificate authorities trusted by `url` downloads
     /// (besides the webpki roots), so tests can serve images over https from 127.0.0.1.
     pub download_extra_roots: Option<PathBuf>,
+    /// Test only: a request to this exact path panics in its handler, so tests can prove that
+    /// a panic closes one connection and the shard serves on (fault injection).
+    pub panic_path: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]

@@ -9,6 +9,11 @@
 //! per answer, at `info` a line per refusal and the server's lifecycle, `warn` and `error`
 //! for failures; with the request id, shard, route, status, error type and time. Never a
 //! key, a secret, a `ref` or a text's content.
+//!
+//! Panics follow the same rule ([`install_panic_hook`]): a panic's message is logged only when
+//! it is a literal written in the code; a formatted one (which may quote a key, a ref or a
+//! text, as a failed slice quotes its string) is withheld, and the place in the code is logged
+//! instead.
 
 use std::io::IsTerminal;
 use std::sync::Mutex;
@@ -84,6 +89,7 @@ impl LogControl {
                 .try_init(),
         };
         installed.map_err(|error| anyhow!("installing the logger: {error}"))?;
+        install_panic_hook();
         Ok(LogControl {
             handle,
             source,
@@ -125,4 +131,49 @@ pub fn install_for_commands() {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// Replaces the default panic hook (which prints the whole message to stderr) with one that
+/// logs where the panic happened and only a literal message.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info
+            .location()
+            .map(|place| format!("{}:{}", place.file(), place.line()))
+            .unwrap_or_default();
+        let thread = std::thread::current();
+        tracing::error!(
+            location,
+            thread = thread.name().unwrap_or("unnamed"),
+            message = panic_message(info.payload()),
+            "panic"
+        );
+    }));
+}
+
+/// A panic's message if the code wrote it as a literal (`&'static str`); anything formatted at
+/// run time is withheld, since it may hold request data.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &'static str {
+    payload
+        .downcast_ref::<&'static str>()
+        .copied()
+        .unwrap_or("(formatted message withheld: it may quote request data)")
+}
+
+#[cfg(test)]
+mod panic_tests {
+    use super::panic_message;
+
+    #[test]
+    fn formatted_panic_messages_are_withheld() {
+        let key = "mg_live_AAAAAAAAAAAéBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB".to_owned();
+        let payload = std::panic::catch_unwind(|| {
+            let _ = &key[..20];
+        })
+        .expect_err("slicing inside a character panics");
+        let message = panic_message(payload.as_ref());
+        assert!(!message.contains("mg_live"), "{message}");
+        let payload = std::panic::catch_unwind(|| panic!("a literal")).expect_err("panics");
+        assert_eq!(panic_message(payload.as_ref()), "a literal");
+    }
 }

@@ -263,3 +263,111 @@ fn key_creation_prints_the_key_alone_first() {
         .status
         .success());
 }
+
+/// Issue 14, defect 1: a key with a multibyte character where the id ends panicked the shard
+/// that read it (through each of the three places a key can be sent). Each such request must
+/// get 401, every shard must keep serving new connections, `/health` stays 200, and the key
+/// never reaches the log.
+#[test]
+fn a_non_ascii_api_key_is_refused_and_the_shard_keeps_serving() {
+    let server = Server::start_with(Options {
+        cores: Some(2),
+        capture_logs: true,
+        ..Options::default()
+    });
+    let key = "mg_live_AAAAAAAAAAA\u{e9}BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB";
+    let (content_type, form_body) = form(&[("api_secret", key), ("text", "hello")]);
+    let mut compat_form = format!(
+        "POST /1.0/text/check-workflow.json HTTP/1.1\r\nHost: t\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+        form_body.len()
+    )
+    .into_bytes();
+    compat_form.extend_from_slice(&form_body);
+    let requests: Vec<Vec<u8>> = vec![
+        format!("GET /v1/workflows HTTP/1.1\r\nHost: t\r\nX-Api-Key: {key}\r\n\r\n").into_bytes(),
+        format!("GET /v1/workflows HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {key}\r\n\r\n")
+            .into_bytes(),
+        format!(
+            "GET /1.0/check-workflow.json?url=https%3A%2F%2Fexample.com%2Fa.jpg&api_secret={} HTTP/1.1\r\nHost: t\r\n\r\n",
+            modgate_load::prepare::percent(key)
+        )
+        .into_bytes(),
+        compat_form,
+    ];
+    for shard in 0..2u8 {
+        for request in &requests {
+            let mut conn = conn_on_shard(server.addr, shard);
+            conn.send(request);
+            let response = conn.read_response().expect("an answer, not a dead shard");
+            assert_eq!(response.status, 401, "{}", String::from_utf8_lossy(request));
+            // The connection is still served after the refusal.
+            conn.send(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(conn.read_response().expect("health").status, 200);
+        }
+    }
+    // New connections reach live shards: none hangs, /health says 200.
+    let mut seen = [false; 2];
+    for _ in 0..40 {
+        let response = raw_request(
+            server.addr,
+            b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        )
+        .expect("every new connection is answered");
+        assert_eq!(response.status, 200);
+        let id = response.header("x-request-id").expect("request id");
+        seen[usize::from(shard_of_request_id(id))] = true;
+    }
+    assert_eq!(seen, [true, true], "both shards answer");
+    let output = server.output.lock().unwrap().join("\n");
+    assert!(!output.contains("BBBBBBBBBBBB"), "the key reached the log");
+    assert!(!output.contains("panic"), "{output}");
+}
+
+/// Issue 14, defect 1, the class of bug: a panic while a request is handled answers that
+/// request 500 and closes its connection; the shard serves every other connection on, its
+/// `/health` stays 200, the panic is counted, and its message (which quotes the request) is
+/// not logged.
+#[test]
+fn a_panicking_request_closes_its_connection_and_the_shard_serves_on() {
+    let server = Server::start_with(Options {
+        cores: Some(2),
+        capture_logs: true,
+        config: "[testing]\npanic_path = \"/v1/panic\"\n".into(),
+        ..Options::default()
+    });
+    let key = server.demo_key.clone().unwrap();
+    for shard in 0..2u8 {
+        let mut bystander = conn_on_shard(server.addr, shard);
+        for _ in 0..3 {
+            let mut conn = conn_on_shard(server.addr, shard);
+            conn.send(b"GET /v1/panic?secret=SECRETSECRET HTTP/1.1\r\nHost: t\r\n\r\n");
+            let response = conn
+                .read_response()
+                .expect("a 500, not a dropped connection");
+            assert_error(response.status, &response.json(), 500, "internal", false);
+            assert_eq!(response.header("connection"), Some("close"));
+            assert!(conn.is_closed(), "the panicked connection is closed");
+        }
+        // A connection opened before the panics is still served, and so are new ones.
+        bystander.send(
+            format!("GET /v1/workflows HTTP/1.1\r\nHost: t\r\nX-Api-Key: {key}\r\n\r\n").as_bytes(),
+        );
+        assert_eq!(bystander.read_response().expect("workflows").status, 200);
+    }
+    for _ in 0..20 {
+        let response = raw_request(
+            server.addr,
+            b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        )
+        .expect("every new connection is answered");
+        assert_eq!(response.status, 200);
+    }
+    let metrics = server.scrape();
+    assert_eq!(metrics.value("modgate_panics_total", &[]), Some(6.0));
+    let output = server.output.lock().unwrap().join("\n");
+    assert!(output.contains("panic"), "the panic is logged: {output}");
+    assert!(
+        !output.contains("SECRETSECRET"),
+        "the panic message reached the log"
+    );
+}

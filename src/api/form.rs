@@ -251,3 +251,81 @@ impl Drop for UploadSlot<'_> {
         uploads.set(uploads.get() - 1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sink(payload: &mut Vec<u8>) -> FormSink<'_> {
+        FormSink {
+            payload_field: "text",
+            payload_bytes_max: 256,
+            payload,
+            field_bytes_max: 64,
+            current: None,
+            form: Form::default(),
+        }
+    }
+
+    #[test]
+    fn known_fields_are_kept_and_refused_twice() {
+        let mut payload = Vec::new();
+        let mut form = sink(&mut payload);
+        let part = |name: &str| PartInfo {
+            name: name.into(),
+            filename: None,
+            content_type: None,
+        };
+        form.part_start(&part("api_secret")).unwrap();
+        form.part_data("mg_live_é".as_bytes()).unwrap();
+        form.part_end().unwrap();
+        assert_eq!(form.form.api_secret.as_deref(), Some("mg_live_é"));
+        form.part_start(&part("api_secret")).unwrap();
+        form.part_data(b"x").unwrap();
+        assert_eq!(form.part_end().unwrap_err().kind, ErrorKind::BadRequest);
+        form.part_start(&part("workflow")).unwrap();
+        form.part_data(b"\xff\xfe").unwrap();
+        assert_eq!(form.part_end().unwrap_err().kind, ErrorKind::BadRequest);
+        form.part_start(&part(&"é".repeat(100))).unwrap();
+        let error = form.part_data(&[b'a'; 65]).unwrap_err();
+        assert_eq!(error.kind, ErrorKind::BodyTooLarge);
+        assert!(error.message.chars().count() < 100, "{}", error.message);
+    }
+
+    proptest! {
+        /// Any field name and any bytes in any field: kept, dropped or refused, never a panic,
+        /// and never more than the field limits held.
+        #[test]
+        fn any_fields_are_read_or_refused(
+            fields in proptest::collection::vec(
+                (prop_oneof![
+                    Just("api_secret".to_owned()), Just("workflow".to_owned()),
+                    Just("url".to_owned()), Just("text".to_owned()), "\\PC{0,80}",
+                ], proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..4)),
+                0..8,
+            ),
+        ) {
+            let mut payload = Vec::new();
+            let mut form = sink(&mut payload);
+            'fields: for (name, pieces) in &fields {
+                let part = PartInfo { name: name.clone(), filename: None, content_type: None };
+                if form.part_start(&part).is_err() {
+                    break;
+                }
+                for piece in pieces {
+                    if form.part_data(piece).is_err() {
+                        break 'fields;
+                    }
+                }
+                if form.part_end().is_err() {
+                    break;
+                }
+            }
+            for value in [&form.form.api_secret, &form.form.workflow, &form.form.url].into_iter().flatten() {
+                prop_assert!(value.len() <= 64);
+            }
+            prop_assert!(form.payload.len() <= 256);
+        }
+    }
+}

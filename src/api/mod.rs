@@ -215,6 +215,13 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         workflow: None,
         check: None,
     };
+    if shard.config.testing.panic_path.as_deref() == Some(exchange.head.path.as_str()) {
+        // Formatted on purpose: the panic hook must withhold it (it quotes the query).
+        panic!(
+            "testing.panic_path was asked for, query {}",
+            exchange.head.query
+        );
+    }
     let result = dispatch(shard, exchange, &mut ctx).await;
     let (mut response, mut refused) = match result {
         Ok(response) => (response, None),

@@ -18,6 +18,10 @@
 //!
 //! The stop signal reaches a connection only while it waits between requests: a request in
 //! progress is finished and answered with `Connection: close`.
+//!
+//! A panic while a request is handled is caught here: that request is answered by
+//! [`ConnHost::answer_panic`] (a 500) and the connection is closed, since what the handler left
+//! in the connection's buffers and body state is unknown. The shard goes on serving.
 
 use std::future::{poll_fn, Future};
 use std::io;
@@ -26,7 +30,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, FutureExt};
 use glommio::timer::Timer;
 
 use super::chunked::{ChunkedDecoder, Step};
@@ -80,6 +84,9 @@ pub trait ConnHost {
         path: &str,
         request_id: &RequestId,
     ) -> impl Future<Output = Response>;
+    /// The answer to a request whose handler panicked (counted and logged by the host; the
+    /// connection closes after it).
+    fn answer_panic(&self, path: &str, request_id: &RequestId) -> Response;
     /// Answers one request. The handler reads as much of the body as it needs.
     fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
@@ -445,8 +452,23 @@ where
             io: &mut io,
             body,
         };
-        let response = host.handle(&mut exchange).await;
-        exchange.drain_body().await;
+        // `AssertUnwindSafe`: after a panic nothing the handler touched in this connection is
+        // used again (no drain, the connection closes); the host's own state is restored by
+        // drop guards on unwind.
+        let handled = std::panic::AssertUnwindSafe(host.handle(&mut exchange))
+            .catch_unwind()
+            .await;
+        let response = match handled {
+            Ok(response) => {
+                exchange.drain_body().await;
+                response
+            }
+            Err(_) => {
+                let mut response = host.answer_panic(&exchange.head.path, &exchange.request_id);
+                response.close = true;
+                response
+            }
+        };
         let Exchange {
             head,
             request_id,
@@ -609,6 +631,9 @@ impl ConnHost for NoHost {
         match *self {}
     }
     fn poll_stop(&self, _: usize, _: &mut Context<'_>) -> Poll<()> {
+        match *self {}
+    }
+    fn answer_panic(&self, _: &str, _: &RequestId) -> Response {
         match *self {}
     }
     #[allow(clippy::manual_async_fn)]

@@ -745,6 +745,32 @@ mod tests {
             }
         }
 
+        /// Issue 14, defect 1: any UTF-8 (and any byte) in the key headers is parsed or
+        /// refused, never a panic; a value that parses is the bytes sent, trimmed.
+        #[test]
+        fn any_text_in_key_headers_parses_or_is_refused(
+            value in "\\PC{0,90}",
+            raw in proptest::collection::vec(any::<u8>(), 0..90),
+            name in prop_oneof![Just("Authorization"), Just("X-Api-Key"), Just("Content-Type")],
+        ) {
+            let limits = HeadLimits { head_bytes_max: 1024, uri_bytes_max: 256 };
+            for bytes in [value.as_bytes(), raw.as_slice()] {
+                let mut head = format!("GET /v1/workflows HTTP/1.1\r\nHost: h\r\n{name}: ").into_bytes();
+                head.extend_from_slice(bytes);
+                head.extend_from_slice(b"\r\n\r\n");
+                if let Ok(Some((parsed, _))) = parse_head(&head, &limits) {
+                    let got = match name {
+                        "Authorization" => parsed.authorization,
+                        "X-Api-Key" => parsed.api_key,
+                        _ => parsed.content_type,
+                    };
+                    if let Some(got) = got {
+                        prop_assert!(std::str::from_utf8(bytes).is_ok_and(|sent| sent.contains(got.as_str())));
+                    }
+                }
+            }
+        }
+
         #[test]
         fn valid_heads_with_random_fields_parse(
             names in proptest::collection::vec("[A-Za-z][A-Za-z0-9-]{0,15}", 0..20),

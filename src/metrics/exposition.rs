@@ -338,6 +338,13 @@ pub fn render(snapshots: &[ShardSnapshot], process: &ProcessInfo) -> String {
         "modgate_connections_refused_total {}",
         sum.connections_refused
     );
+    family(
+        &mut out,
+        "modgate_panics_total",
+        "counter",
+        "Panics caught while serving a connection: each closed that connection (500 when an answer could still be sent) and the shard went on serving.",
+    );
+    let _ = writeln!(out, "modgate_panics_total {}", sum.panics);
 
     family(
         &mut out,

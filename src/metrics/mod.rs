@@ -82,6 +82,8 @@ pub struct Counters {
     pub model_seconds: [Latency; 3],
     /// Connections refused at accept over `connections_per_shard_max`.
     pub connections_refused: u64,
+    /// Panics caught while serving a connection (each closed that connection alone).
+    pub panics: u64,
     pub journal_commits: u64,
     pub journal_commit_failures: u64,
     pub journal_commit_records: Histogram<10>,
@@ -104,6 +106,7 @@ impl Default for Counters {
             resize_seconds: [Latency::default(); 2],
             model_seconds: [Latency::default(); 3],
             connections_refused: 0,
+            panics: 0,
             journal_commits: 0,
             journal_commit_failures: 0,
             journal_commit_records: Histogram::default(),
@@ -140,6 +143,7 @@ impl Counters {
         add_histograms(&mut self.resize_seconds, &other.resize_seconds);
         add_histograms(&mut self.model_seconds, &other.model_seconds);
         self.connections_refused += other.connections_refused;
+        self.panics += other.panics;
         self.journal_commits += other.journal_commits;
         self.journal_commit_failures += other.journal_commit_failures;
         self.journal_commit_records
@@ -302,6 +306,12 @@ impl Metrics {
         if self.enabled {
             self.counters.borrow_mut().connections_refused += 1;
         }
+    }
+
+    /// A panic caught while serving a connection. Counted even with metrics off: it is
+    /// rare, and a scrape that shows none must mean none happened.
+    pub fn panic_caught(&self) {
+        self.counters.borrow_mut().panics += 1;
     }
 
     /// One journal commit of `records` records that took `us` (fsync included under

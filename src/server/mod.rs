@@ -23,6 +23,7 @@ use std::os::fd::{IntoRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail, Context};
+use futures_lite::FutureExt;
 use glommio::{CpuSet, LocalExecutorPoolBuilder, PoolPlacement};
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -82,6 +83,9 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         tracing::warn!(
             "testing.allow_private_urls is set: downloads may reach private addresses (test only)"
         );
+    }
+    if let Some(path) = &config.testing.panic_path {
+        tracing::warn!(%path, "testing.panic_path is set: requests to it panic (test only)");
     }
     if config.testing.clock_offset_file.is_some() {
         tracing::warn!("testing.clock_offset_file is set: the clock is shifted (test only)");
@@ -164,7 +168,17 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
             });
             async move {
                 if let (Some((index, fd)), Some(resources)) = (claimed, resources) {
-                    shard::run(index, fd, config, state, store, tls, resources).await;
+                    // A panic in the shard's accept loop drops its listener (new connections
+                    // go to the other shards) and makes the process unhealthy; the thread and
+                    // the other shards live on.
+                    let run = shard::run(index, fd, config, state.clone(), store, tls, resources);
+                    if std::panic::AssertUnwindSafe(run)
+                        .catch_unwind()
+                        .await
+                        .is_err()
+                    {
+                        state.shard_failed(index);
+                    }
                 }
             }
         })

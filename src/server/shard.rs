@@ -5,6 +5,12 @@
 //! is shared with another shard: the only cross-thread state ([`ServerState`]) is read when
 //! `/health` is asked and written at start-up and at the stop.
 //!
+//! Failures stay small: a panic while serving a connection closes that connection alone (see
+//! [`conn`] for the 500 it gets when an answer can still be sent). A panic in the shard's own
+//! tasks (accept loop, lease janitor, stop watcher, scrape mailbox) ends the shard: its
+//! listener closes, so the kernel sends new connections to the other shards, and `/health`
+//! answers 503 from then on, so that a load balancer takes the process out ([`ServerState`]).
+//!
 //! Connections are capped per shard (`connections_per_shard_max`); one over the cap gets
 //! `503 busy` and is closed. On stop the listener closes, idle connections are closed, and
 //! connections in the middle of a request get until `drain_timeout_ms` to answer it.
@@ -17,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt, FutureExt};
 use glommio::net::{TcpListener, TcpStream};
 
 use crate::api;
@@ -45,6 +51,8 @@ pub struct ServerState {
     /// The shards' mailboxes for `/metrics` scrapes.
     pub metrics: Arc<MetricsHub>,
     ready_shards: AtomicUsize,
+    /// Shards ended by a panic in their own tasks: any one makes the process unhealthy.
+    failed_shards: AtomicUsize,
     stopping: AtomicBool,
     /// One waker per shard's stop watcher (not per connection).
     stop_wakers: Mutex<Vec<Waker>>,
@@ -56,6 +64,7 @@ impl ServerState {
             shards,
             metrics: Arc::default(),
             ready_shards: AtomicUsize::new(0),
+            failed_shards: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
             stop_wakers: Mutex::new(Vec::new()),
         }
@@ -94,8 +103,19 @@ impl ServerState {
         self.ready_shards.fetch_add(1, Ordering::SeqCst);
     }
 
+    /// A shard ended by a panic: `/health` answers 503 from now on.
+    pub fn shard_failed(&self, index: usize) {
+        self.failed_shards.fetch_add(1, Ordering::SeqCst);
+        tracing::error!(
+            shard = index,
+            "a shard's own task panicked: the shard stopped and /health now answers 503"
+        );
+    }
+
     pub fn is_ready(&self) -> bool {
-        !self.is_stopping() && self.ready_shards.load(Ordering::Relaxed) == self.shards
+        !self.is_stopping()
+            && self.failed_shards.load(Ordering::Relaxed) == 0
+            && self.ready_shards.load(Ordering::Relaxed) == self.shards
     }
 }
 
@@ -375,6 +395,19 @@ impl ConnHost for Shard {
         self.error_answer(error, path, request_id)
     }
 
+    fn answer_panic(&self, path: &str, request_id: &RequestId) -> Response {
+        self.metrics.panic_caught();
+        let error = ApiError::internal("the server failed while answering this request");
+        self.metrics.request(None, 500, Some(error.kind), 0);
+        // The panic itself was logged by the panic hook, without its message.
+        tracing::error!(
+            request_id = request_id.as_str(),
+            shard = self.index,
+            "a request's handler panicked: answered 500 and closed its connection"
+        );
+        self.error_answer(&error, path, request_id)
+    }
+
     async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         exchange: &mut Exchange<'_, S>,
@@ -444,14 +477,18 @@ pub async fn run(
     let scrapes = {
         let shard = shard.clone();
         let mailbox = state.metrics.register();
-        glommio::spawn_local(answer_scrapes(mailbox, move || shard.metrics_snapshot()))
+        spawn_essential(
+            &state,
+            index,
+            answer_scrapes(mailbox, move || shard.metrics_snapshot()),
+        )
     };
     state.shard_ready();
 
     // Idle leases go back to the shared source, so no shard sits on another's share.
     let janitor = {
         let shard = shard.clone();
-        glommio::spawn_local(async move {
+        spawn_essential(&state, index, async move {
             loop {
                 glommio::timer::sleep(Duration::from_millis(IDLE_RETURN_MS as u64)).await;
                 shard.limits.return_idle(shard.now_ms());
@@ -462,7 +499,7 @@ pub async fn run(
     // One task per shard listens for the process-wide stop and fans it out locally.
     let watcher = {
         let shard = shard.clone();
-        glommio::spawn_local(async move {
+        spawn_essential(&state, index, async move {
             std::future::poll_fn(|cx| shard.state.poll_stop(cx)).await;
             shard.conns.stop();
         })
@@ -558,6 +595,28 @@ async fn start_engine(
     })
 }
 
+/// Spawns one of the shard's own tasks; a panic in it ends the shard ([`ServerState::shard_failed`])
+/// instead of unwinding through the executor.
+fn spawn_essential(
+    state: &Arc<ServerState>,
+    index: usize,
+    task: impl std::future::Future<Output = ()> + 'static,
+) -> glommio::Task<()> {
+    let state = state.clone();
+    glommio::spawn_local(async move {
+        // `AssertUnwindSafe`: after a panic the shard is marked failed and serves nothing more.
+        if std::panic::AssertUnwindSafe(task)
+            .catch_unwind()
+            .await
+            .is_err()
+        {
+            state.shard_failed(index);
+        }
+    })
+}
+
+/// Serves one connection. A panic anywhere in it (TLS, head parsing, a handler after its
+/// answer) closes this connection alone: the stream is dropped and the slot freed.
 async fn serve(
     shard: Rc<Shard>,
     stream: TcpStream,
@@ -565,13 +624,28 @@ async fn serve(
     slot: usize,
 ) {
     let deadline = Instant::now() + shard.conn_config.header_read_timeout;
-    match tls {
-        None => conn::serve_connection(stream, &*shard, slot, deadline).await,
-        Some(acceptor) => {
-            if let Some(Ok(stream)) = conn::until(deadline, acceptor.accept(stream)).await {
-                conn::serve_connection(stream, &*shard, slot, deadline).await;
+    let served = async {
+        match tls {
+            None => conn::serve_connection(stream, &*shard, slot, deadline).await,
+            Some(acceptor) => {
+                if let Some(Ok(stream)) = conn::until(deadline, acceptor.accept(stream)).await {
+                    conn::serve_connection(stream, &*shard, slot, deadline).await;
+                }
             }
         }
+    };
+    // `AssertUnwindSafe`: the connection's own state is dropped with the future; what it
+    // borrowed of the shard is restored by drop guards (permits, upload places, buffers).
+    if std::panic::AssertUnwindSafe(served)
+        .catch_unwind()
+        .await
+        .is_err()
+    {
+        shard.metrics.panic_caught();
+        tracing::error!(
+            shard = shard.index,
+            "a connection's task panicked: the connection was closed"
+        );
     }
     shard.conns.release(slot);
 }

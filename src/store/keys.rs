@@ -55,16 +55,24 @@ pub fn hash(key: &str) -> [u8; 32] {
 }
 
 /// Returns the id of a well-formed key, or `None`.
+///
+/// The key comes from the outside world and may hold any UTF-8: it is checked byte by byte,
+/// and the id is cut only once every byte is known to be ASCII, so no index can fall inside a
+/// character.
 pub fn parse_id(key: &str) -> Option<&str> {
     let bytes = key.as_bytes();
-    if bytes.len() != KEY_LEN || !key.starts_with(KEY_PREFIX) {
+    let rest = bytes.strip_prefix(KEY_PREFIX.as_bytes())?;
+    if rest.len() != KEY_ID_LEN + 1 + KEY_SECRET_LEN {
         return None;
     }
-    let id = &key[KEY_PREFIX.len()..KEY_PREFIX.len() + KEY_ID_LEN];
-    let separator = bytes[KEY_PREFIX.len() + KEY_ID_LEN];
-    let secret = &bytes[KEY_PREFIX.len() + KEY_ID_LEN + 1..];
+    let (id, rest) = rest.split_at(KEY_ID_LEN);
+    let (separator, secret) = rest.split_first()?;
     let alnum = |b: &u8| b.is_ascii_alphanumeric();
-    (separator == b'_' && id.bytes().all(|b| alnum(&b)) && secret.iter().all(alnum)).then_some(id)
+    if *separator != b'_' || !id.iter().all(alnum) || !secret.iter().all(alnum) {
+        return None;
+    }
+    // Every byte of `id` is ASCII, so it is whole characters.
+    std::str::from_utf8(id).ok()
 }
 
 pub fn is_valid_id(id: &str) -> bool {
@@ -107,6 +115,42 @@ mod tests {
             format!("mg_live_{}_{}", "a".repeat(11) + "_", "B".repeat(32)),
         ] {
             assert_eq!(parse_id(&bad), None, "{bad}");
+        }
+    }
+
+    /// Issue 14, defect 1: a multibyte character where the id ends panicked the shard.
+    #[test]
+    fn a_non_ascii_key_is_malformed_not_a_panic() {
+        for bad in [
+            "mg_live_AAAAAAAAAAAéBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB",
+            "mg_live_AAAAAAAAAAAAé_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBB",
+            "mg_live_éAAAAAAAAAA_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB",
+            "mg_live_AAAAAAAAAAAA_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBé",
+            "mg_live_AAAAAAAAAAA\u{1F600}BBBBBBBBBBBBBBBBBBBBBBBBBBBBBB",
+        ] {
+            assert_eq!(parse_id(bad), None, "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_or_is_refused(key in "\\PC{0,80}") {
+            if let Some(id) = parse_id(&key) {
+                proptest::prop_assert!(is_valid_id(id));
+                proptest::prop_assert_eq!(key.len(), KEY_LEN);
+            }
+        }
+
+        #[test]
+        fn any_text_of_key_length_parses_or_is_refused(
+            id in "[A-Za-z0-9é😀_]{10,13}",
+            secret in "[A-Za-z0-9é😀_]{30,33}",
+        ) {
+            let key = format!("{KEY_PREFIX}{id}_{secret}");
+            let parsed = parse_id(&key);
+            let well_formed = key.is_ascii() && key.len() == KEY_LEN && is_valid_id(&id)
+                && secret.bytes().all(|b| b.is_ascii_alphanumeric());
+            proptest::prop_assert_eq!(parsed.is_some(), well_formed);
         }
     }
 
