@@ -47,16 +47,16 @@ fn chunked(c: &mut Criterion) {
 
 /// What a request adds to its shard's metrics: one answer (route, status, time) and one check.
 fn metrics_per_request(c: &mut Criterion) {
-    use modgate::api::Route;
     use modgate::error::ErrorKind;
     use modgate::metrics::Metrics;
+    use modgate::route::Route;
     let metrics = Metrics::new(true);
     let mut group = c.benchmark_group("metrics");
     group.throughput(Throughput::Elements(1));
     group.bench_function("answer_and_check", |b| {
         b.iter(|| {
             metrics.request(Some(Route::Text), 200, None, std::hint::black_box(850));
-            metrics.check("default", "text", "accept");
+            metrics.check("default", modgate::content::ContentKind::Text, "accept");
         })
     });
     group.bench_function("refusal", |b| {
@@ -73,7 +73,7 @@ fn metrics_per_request(c: &mut Criterion) {
     group.bench_function("answer_and_check_off", |b| {
         b.iter(|| {
             off.request(Some(Route::Text), 200, None, std::hint::black_box(850));
-            off.check("default", "text", "accept");
+            off.check("default", modgate::content::ContentKind::Text, "accept");
         })
     });
     group.finish();
@@ -81,7 +81,7 @@ fn metrics_per_request(c: &mut Criterion) {
 
 /// Routing a parsed path: a hit and a miss.
 fn routing(c: &mut Criterion) {
-    use modgate::api::Route;
+    use modgate::route::Route;
     let mut group = c.benchmark_group("route");
     group.bench_function("find_v1_text", |b| {
         b.iter(|| Route::find(std::hint::black_box("/v1/text")))
@@ -147,7 +147,8 @@ fn multipart_per_mb(c: &mut Criterion) {
 /// Deciding and writing the JSON answer of a text check on the `default` workflow.
 fn json_answers(c: &mut Criterion) {
     use modgate::api::answer::{check_answer, CheckAnswer, Shape};
-    use modgate::decision::{decide, ScoreBoard};
+    use modgate::checks::board::ScoreBoard;
+    use modgate::decision::decide;
     use modgate::store::records::WorkflowRecord;
     let definitions =
         modgate::workflow::parse_workflows(modgate::workflow::SHIPPED_WORKFLOWS).unwrap();

@@ -90,7 +90,7 @@ fn to_inputs(bytes: &[u8]) -> (Rgb8, Vec<f32>, Vec<f32>) {
     let image = decode(
         bytes,
         &probe(bytes).unwrap(),
-        inference::worker::IMAGE_MIN_SIDE,
+        modgate::checks::registry::image_min_side_px(),
     )
     .unwrap();
     let mut a = vec![0.0f32; INPUT_LEN];
@@ -121,26 +121,26 @@ fn models(c: &mut Criterion) {
     let dir = std::path::Path::new(MODELS);
     let mut open_nsfw = inference::open_session(
         &environment,
-        &inference::verify_model(dir, &inference::OPEN_NSFW).unwrap(),
+        &inference::verify_model(dir, &modgate::checks::open_nsfw::MODEL.model).unwrap(),
     )
     .unwrap();
     let mut nsfwjs = inference::open_session(
         &environment,
-        &inference::verify_model(dir, &inference::NSFWJS).unwrap(),
+        &inference::verify_model(dir, &modgate::checks::nsfwjs::MODEL.model).unwrap(),
     )
     .unwrap();
     let mut group = c.benchmark_group("model");
     group.sample_size(20);
     group.bench_function("open_nsfw_1_image", |b| {
-        b.iter(|| inference::open_nsfw_probs(&mut open_nsfw, open_input.clone()).unwrap())
+        b.iter(|| modgate::checks::open_nsfw::probs(&mut open_nsfw, open_input.clone()).unwrap())
     });
     group.bench_function("nsfwjs_1_image", |b| {
-        b.iter(|| inference::nsfwjs_probs(&mut nsfwjs, nsfwjs_in.clone()).unwrap())
+        b.iter(|| modgate::checks::nsfwjs::probs(&mut nsfwjs, nsfwjs_in.clone()).unwrap())
     });
     let batch: Vec<f32> = (0..8).flat_map(|_| nsfwjs_in.iter().copied()).collect();
     group.throughput(Throughput::Elements(8));
     group.bench_function("nsfwjs_batch_of_8", |b| {
-        b.iter(|| inference::nsfwjs_probs(&mut nsfwjs, batch.clone()).unwrap())
+        b.iter(|| modgate::checks::nsfwjs::probs(&mut nsfwjs, batch.clone()).unwrap())
     });
     group.finish();
 }

@@ -33,8 +33,12 @@ fn main() {
                 .map(|_| {
                     let start = Instant::now();
                     let found = probe(&bytes).unwrap();
-                    let image =
-                        decode(&bytes, &found, modgate::inference::worker::IMAGE_MIN_SIDE).unwrap();
+                    let image = decode(
+                        &bytes,
+                        &found,
+                        modgate::checks::registry::image_min_side_px(),
+                    )
+                    .unwrap();
                     let mut a = vec![0.0f32; INPUT_LEN];
                     let mut b = vec![0.0f32; INPUT_LEN];
                     opennsfw_input(&image, &mut a).unwrap();

@@ -69,7 +69,7 @@ fn toxblock_runs(c: &mut Criterion) {
     let dir = std::path::Path::new(models);
     let mut session = inference::open_session(
         &environment,
-        &inference::verify_model(dir, &inference::TOXBLOCK).unwrap(),
+        &inference::verify_model(dir, &modgate::checks::toxblock::MODEL).unwrap(),
     )
     .unwrap();
     let (text_models, _) = modgate::checks::TextModels::load(dir).unwrap();

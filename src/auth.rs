@@ -11,6 +11,7 @@
 
 use std::rc::Rc;
 
+use crate::content::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::head::RequestHead;
 use crate::store::keys;
@@ -22,13 +23,6 @@ use crate::store::view::{OrgEntry, StoreView};
 pub struct Caller {
     pub key: Rc<KeyRecord>,
     pub org: Rc<OrgEntry>,
-}
-
-/// The kind of content a route checks, for scopes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ContentKind {
-    Image,
-    Text,
 }
 
 /// The key the request presents, from the headers and (compatible routes, `compat`)

@@ -558,17 +558,16 @@ fn org(command: OrgCommand) -> anyhow::Result<()> {
             if [rate_per_s, rate_burst, concurrent_max].contains(&Some(0)) {
                 bail!("rate_per_s, rate_burst and concurrent_max must be above 0");
             }
-            if text_chars_max.is_some_and(|n| n == 0 || n > crate::config::SPEC_TEXT_CHARS_MAX) {
+            if text_chars_max.is_some_and(|n| n == 0 || n > crate::bounds::TEXT_CHARS_MAX) {
                 bail!(
                     "text_chars_max must be in 1..={}",
-                    crate::config::SPEC_TEXT_CHARS_MAX
+                    crate::bounds::TEXT_CHARS_MAX
                 );
             }
-            if image_pixels_max.is_some_and(|n| n == 0 || n > crate::config::SPEC_IMAGE_PIXELS_MAX)
-            {
+            if image_pixels_max.is_some_and(|n| n == 0 || n > crate::bounds::IMAGE_PIXELS_MAX) {
                 bail!(
                     "image_pixels_max must be in 1..={}",
-                    crate::config::SPEC_IMAGE_PIXELS_MAX
+                    crate::bounds::IMAGE_PIXELS_MAX
                 );
             }
             let record = open_store(&store)?.update_org(&name, |record| {

@@ -40,7 +40,7 @@ fn read_offset(path: &std::path::Path) -> i64 {
 /// Calendar month (UTC) of `unix_ms` as `year * 12 + month0`: what the quota counts in.
 pub fn month_of(unix_ms: i64) -> u32 {
     let days = unix_ms.div_euclid(86_400_000);
-    let (year, month, _) = crate::http::response::civil_from_days(days);
+    let (year, month, _) = civil_from_days(days);
     (year * 12 + i64::from(month) - 1) as u32
 }
 
@@ -49,6 +49,20 @@ pub fn ms_until_next_month(unix_ms: i64) -> i64 {
     let next = month_of(unix_ms) + 1;
     let (year, month0) = (i64::from(next / 12), i64::from(next % 12));
     days_from_civil(year, month0 as u32 + 1, 1) * 86_400_000 - unix_ms
+}
+
+/// Gregorian date of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// Days since 1970-01-01 of a Gregorian date (Howard Hinnant's `days_from_civil`).

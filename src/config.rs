@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use serde::Deserialize;
 
+use crate::bounds::{FORM_FIELD_BYTES_MAX, FORM_TIMEOUT_MS, IMAGE_PIXELS_MAX, TEXT_CHARS_MAX};
 use crate::clock::Clock;
 use crate::http::conn::ConnConfig;
 use crate::http::head::HeadLimits;
@@ -482,24 +483,26 @@ impl Config {
             bail!("at least one plan is needed");
         }
         // The interface promises these bounds (SPEC 8); a configuration may tighten them only.
-        if self.limits.form_timeout_ms > SPEC_FORM_TIMEOUT_MS {
-            bail!("limits.form_timeout_ms must be at most {SPEC_FORM_TIMEOUT_MS} (SPEC 8)");
-        }
-        if self.limits.form_field_bytes_max > SPEC_FORM_FIELD_BYTES_MAX {
+        if self.limits.form_timeout_ms > FORM_TIMEOUT_MS {
             bail!(
-                "limits.form_field_bytes_max must be at most {SPEC_FORM_FIELD_BYTES_MAX} (SPEC 8)"
+                "limits.form_timeout_ms must be at most {FORM_TIMEOUT_MS} (the interface's bound)"
+            );
+        }
+        if self.limits.form_field_bytes_max > FORM_FIELD_BYTES_MAX {
+            bail!(
+                "limits.form_field_bytes_max must be at most {FORM_FIELD_BYTES_MAX} (the interface's bound)"
             );
         }
         for (name, plan) in &self.plans {
             if plan.rate_per_s == 0 || plan.rate_burst == 0 || plan.concurrent_max == 0 {
                 bail!("plans.{name}: rate_per_s, rate_burst and concurrent_max must be above 0");
             }
-            if plan.text_chars_max == 0 || plan.text_chars_max > SPEC_TEXT_CHARS_MAX {
-                bail!("plans.{name}.text_chars_max must be in 1..={SPEC_TEXT_CHARS_MAX} (SPEC 8)");
+            if plan.text_chars_max == 0 || plan.text_chars_max > TEXT_CHARS_MAX {
+                bail!("plans.{name}.text_chars_max must be in 1..={TEXT_CHARS_MAX} (the interface's bound)");
             }
-            if plan.image_pixels_max == 0 || plan.image_pixels_max > SPEC_IMAGE_PIXELS_MAX {
+            if plan.image_pixels_max == 0 || plan.image_pixels_max > IMAGE_PIXELS_MAX {
                 bail!(
-                    "plans.{name}.image_pixels_max must be in 1..={SPEC_IMAGE_PIXELS_MAX} (SPEC 8)"
+                    "plans.{name}.image_pixels_max must be in 1..={IMAGE_PIXELS_MAX} (the interface's bound)"
                 );
             }
         }
@@ -538,15 +541,6 @@ impl Config {
         }
     }
 }
-
-/// SPEC 8's text length on paid plans, the most any plan may allow.
-pub const SPEC_TEXT_CHARS_MAX: u32 = 20_000;
-/// SPEC 8's image pixels on paid plans, the most any plan may allow.
-pub const SPEC_IMAGE_PIXELS_MAX: u64 = 50_000_000;
-/// SPEC 8's form field size on the compatible routes.
-pub const SPEC_FORM_FIELD_BYTES_MAX: usize = 64 * 1024;
-/// SPEC 8's form arrival time on the compatible routes.
-pub const SPEC_FORM_TIMEOUT_MS: u64 = 10_000;
 
 #[cfg(test)]
 mod tests {
@@ -644,10 +638,10 @@ mod tests {
     fn plans_and_forms_may_only_tighten_the_specs_limits() {
         for change in [
             (|c: &mut Config| c.limits.form_timeout_ms = 0) as fn(&mut Config),
-            |c| c.limits.form_timeout_ms = SPEC_FORM_TIMEOUT_MS + 1,
-            |c| c.limits.form_field_bytes_max = SPEC_FORM_FIELD_BYTES_MAX + 1,
-            |c| c.plans.get_mut("pro").unwrap().text_chars_max = SPEC_TEXT_CHARS_MAX + 1,
-            |c| c.plans.get_mut("pro").unwrap().image_pixels_max = SPEC_IMAGE_PIXELS_MAX + 1,
+            |c| c.limits.form_timeout_ms = FORM_TIMEOUT_MS + 1,
+            |c| c.limits.form_field_bytes_max = FORM_FIELD_BYTES_MAX + 1,
+            |c| c.plans.get_mut("pro").unwrap().text_chars_max = TEXT_CHARS_MAX + 1,
+            |c| c.plans.get_mut("pro").unwrap().image_pixels_max = IMAGE_PIXELS_MAX + 1,
             |c| c.plans.get_mut("free").unwrap().text_chars_max = 0,
         ] {
             let mut config = Config::default();

@@ -10,6 +10,7 @@
 //! - `scores` holds every category of the workflow that was checked (0 where nothing was
 //!   found); `unchecked` the workflow's categories that no available check could score.
 
+use crate::checks::board::ScoreBoard;
 use crate::checks::categories;
 use crate::workflow::WorkflowDef;
 
@@ -27,60 +28,6 @@ impl Action {
             Action::Review => "review",
             Action::Reject => "reject",
         }
-    }
-}
-
-/// The best score of one category and the check that gave it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Scored {
-    pub category: &'static str,
-    pub score: f64,
-    pub source: &'static str,
-}
-
-/// Scores gathered from the checks of one request: the best per category.
-#[derive(Clone, Debug, Default)]
-pub struct ScoreBoard {
-    scored: Vec<Scored>,
-    unchecked: Vec<&'static str>,
-}
-
-impl ScoreBoard {
-    /// Records `score` for `category` from `source`, keeping the best per category.
-    pub fn add(&mut self, category: &'static str, score: f64, source: &'static str) {
-        let score = if score.is_nan() {
-            0.0
-        } else {
-            score.clamp(0.0, 1.0)
-        };
-        match self.scored.iter_mut().find(|s| s.category == category) {
-            Some(existing) if existing.score >= score => {}
-            Some(existing) => {
-                *existing = Scored {
-                    category,
-                    score,
-                    source,
-                }
-            }
-            None => self.scored.push(Scored {
-                category,
-                score,
-                source,
-            }),
-        }
-    }
-
-    /// Records that the categories of a check could not be scored here.
-    pub fn unavailable(&mut self, categories: &[&'static str]) {
-        for &category in categories {
-            if !self.unchecked.contains(&category) {
-                self.unchecked.push(category);
-            }
-        }
-    }
-
-    pub fn get(&self, category: &str) -> Option<&Scored> {
-        self.scored.iter().find(|s| s.category == category)
     }
 }
 
@@ -131,7 +78,7 @@ pub fn decide(workflow: &WorkflowDef, board: &ScoreBoard) -> Decision {
                 }
             }
             None => {
-                if let Some(&id) = board.unchecked.iter().find(|&&id| id == category) {
+                if let Some(id) = board.is_unavailable(category) {
                     unchecked.push(id);
                 }
             }

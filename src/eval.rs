@@ -14,10 +14,11 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
 
+use crate::checks::registry;
 use crate::checks::{Engine, TextModels};
 use crate::decision::{decide, Action, Decision};
 use crate::image::probe::probe;
-use crate::inference::{self, ImageModels, Worker, WorkerConfig};
+use crate::inference::{self, Worker};
 use crate::workflow::WorkflowDef;
 
 /// What to evaluate.
@@ -143,14 +144,19 @@ fn load_items(input: &Input<'_>, with_context: bool, limit: usize) -> anyhow::Re
 pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
     let (text_models, problem) = TextModels::load(options.models_dir).map_err(|e| anyhow!(e))?;
     let images = matches!(options.input, Input::Images(_));
-    let needs_worker = images || options.workflow.text_checks.iter().any(|c| c == "toxblock");
+    let needs_worker = images || registry::any_on_worker(&options.workflow.text_checks);
     if let (false, true, Some(problem)) = (images, needs_worker, problem) {
         anyhow::bail!(problem);
     }
     let worker_models = if needs_worker {
-        inference::preflight(options.models_dir, options.library, true)
-            .map_err(|e| anyhow!(e))?
-            .models
+        inference::preflight(
+            options.models_dir,
+            options.library,
+            &registry::models(),
+            true,
+        )
+        .map_err(|e| anyhow!(e))?
+        .models
     } else {
         None
     };
@@ -165,13 +171,10 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
     };
     let tally = glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
-            let image_models = ImageModels::loaded(worker_models.as_ref());
+            let image_slots_loaded = crate::checks::image_slots_loaded(worker_models.as_ref());
             let worker = match worker_models {
                 Some(models) => {
-                    let config = WorkerConfig {
-                        queue_depth_max: 4,
-                        batch_rows_max: 64,
-                    };
+                    let config = registry::worker_config(4, 64);
                     let (worker, ready) =
                         Worker::spawn(0, None, models, config).map_err(|e| e.to_string())?;
                     ready
@@ -183,7 +186,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
             };
             let engine = Engine {
                 toxblock_ready: worker.is_some() && text_models.tox_tokenizer.is_some(),
-                image_models,
+                image_slots_loaded,
                 text: text_models,
                 worker,
                 normalizer: Default::default(),
@@ -208,7 +211,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
                             .check_image(&workflow.image_checks, bytes, found)
                             .await;
                         match scored {
-                            Ok((board, _)) => (name, decide(&workflow, &board)),
+                            Ok(board) => (name, decide(&workflow, &board)),
                             Err(_) => {
                                 tally.refused += 1;
                                 continue;

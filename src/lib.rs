@@ -43,11 +43,13 @@
 
 pub mod api;
 pub mod auth;
+pub mod bounds;
 pub mod checks;
 pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod content;
 pub mod decision;
 pub mod download;
 pub mod error;
@@ -60,6 +62,7 @@ pub mod limits;
 pub mod logging;
 pub mod metrics;
 pub mod request_id;
+pub mod route;
 pub mod server;
 pub mod store;
 pub mod text;

@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checks::{check_info, Kind, CHECKS};
+use crate::checks::registry::{self, REGISTRY};
+use crate::content::ContentKind;
 
 /// `src/defaults/workflows.toml`, the workflows shipped with this version.
 pub const SHIPPED_WORKFLOWS: &str = include_str!("defaults/workflows.toml");
@@ -85,7 +86,7 @@ pub fn validate_name(name: &str) -> Result<(), String> {
 fn validate(name: &str, def: &WorkflowDef) -> Result<(), String> {
     validate_name(name)?;
     let known = || {
-        CHECKS
+        REGISTRY
             .iter()
             .map(|check| check.name)
             .collect::<Vec<_>>()
@@ -93,18 +94,18 @@ fn validate(name: &str, def: &WorkflowDef) -> Result<(), String> {
     };
     let mut scored: Vec<&str> = Vec::new();
     for (checks, kind) in [
-        (&def.text_checks, Kind::Text),
-        (&def.image_checks, Kind::Image),
+        (&def.text_checks, ContentKind::Text),
+        (&def.image_checks, ContentKind::Image),
     ] {
         for check in checks {
-            let info = check_info(check)
+            let info = registry::find(check)
                 .ok_or_else(|| format!("unknown check '{check}' (this build has: {})", known()))?;
             if info.kind != kind {
                 return Err(format!(
                     "check '{check}' does not read {}",
                     match kind {
-                        Kind::Text => "texts",
-                        Kind::Image => "images",
+                        ContentKind::Text => "texts",
+                        ContentKind::Image => "images",
                     }
                 ));
             }

@@ -26,7 +26,7 @@ fn models_match_their_python_originals() {
 
     // tox-block: our tokenizer feeds the ONNX model; rescaled scores within 1e-5 of
     // tox-block's `make_predictions`, one text at a time and all in one batch.
-    let path = inference::verify_model(models, &inference::TOXBLOCK).unwrap();
+    let path = inference::verify_model(models, &modgate::checks::toxblock::MODEL).unwrap();
     let mut session = inference::open_session(&environment, &path).unwrap();
     let tokenizer = ToxTokenizer::from_json(
         &std::fs::read_to_string(format!("{MODELS}/text/toxblock_tokenizer.json")).unwrap(),
@@ -84,9 +84,9 @@ fn check_image_models(environment: &ort::environment::Environment, models: &std:
         .unwrap(),
     )
     .unwrap();
-    let path = inference::verify_model(models, &inference::OPEN_NSFW).unwrap();
+    let path = inference::verify_model(models, &modgate::checks::open_nsfw::MODEL.model).unwrap();
     let mut open_nsfw = inference::open_session(environment, &path).unwrap();
-    let path = inference::verify_model(models, &inference::NSFWJS).unwrap();
+    let path = inference::verify_model(models, &modgate::checks::nsfwjs::MODEL.model).unwrap();
     let mut nsfwjs = inference::open_session(environment, &path).unwrap();
     let mut worst = [("", 0.0f32); 4]; // open-NSFW non-JPEG, JPEG; nsfwjs non-JPEG, JPEG
     let classes = ["drawing", "hentai", "neutral", "porn", "sexy"];
@@ -98,14 +98,14 @@ fn check_image_models(environment: &ort::environment::Environment, models: &std:
         let jpeg = file.ends_with(".jpg") as usize;
         let mut input = vec![0.0; INPUT_LEN];
         opennsfw_input(&image, &mut input).unwrap();
-        let got = inference::open_nsfw_probs(&mut open_nsfw, input).unwrap()[0];
+        let got = modgate::checks::open_nsfw::probs(&mut open_nsfw, input).unwrap()[0];
         let difference = (got - expected["opennsfw"].as_f64().unwrap() as f32).abs();
         if difference > worst[jpeg].1 {
             worst[jpeg] = (file, difference);
         }
         let mut input = vec![0.0; INPUT_LEN];
         nsfwjs_input(&image, &mut input);
-        let got = inference::nsfwjs_probs(&mut nsfwjs, input).unwrap()[0];
+        let got = modgate::checks::nsfwjs::probs(&mut nsfwjs, input).unwrap()[0];
         for (i, class) in classes.iter().enumerate() {
             let difference = (got[i] - expected["nsfwjs"][class].as_f64().unwrap() as f32).abs();
             if difference > worst[2 + jpeg].1 {
@@ -135,10 +135,10 @@ fn check_image_models(environment: &ort::environment::Environment, models: &std:
                       nsfwjs: &mut ort::session::Session| {
             let mut input = vec![0.0; INPUT_LEN];
             opennsfw_input(image, &mut input).unwrap();
-            let a = inference::open_nsfw_probs(open_nsfw, input).unwrap()[0];
+            let a = modgate::checks::open_nsfw::probs(open_nsfw, input).unwrap()[0];
             let mut input = vec![0.0; INPUT_LEN];
             nsfwjs_input(image, &mut input);
-            (a, inference::nsfwjs_probs(nsfwjs, input).unwrap()[0])
+            (a, modgate::checks::nsfwjs::probs(nsfwjs, input).unwrap()[0])
         };
         let (full_a, full_b) = scores(&full, &mut open_nsfw, &mut nsfwjs);
         let (scaled_a, scaled_b) = scores(&scaled, &mut open_nsfw, &mut nsfwjs);

@@ -11,105 +11,91 @@
 
 use futures_lite::{AsyncRead, AsyncWrite};
 
-use super::answer::Shape;
-use super::form::{read_form, FormSpec, UploadSlot};
+use super::context::Context;
+use super::form::{read_form, FormSpec};
 use super::image::{authorize_image, check_image, ImageQuery};
-use super::RequestCtx;
-use crate::auth::ContentKind;
+use super::RequestNotes;
+use crate::bounds::IMAGE_BYTES_MAX;
+use crate::content::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::Exchange;
 use crate::http::response::Response;
-use crate::image::IMAGE_BYTES_MAX;
-use crate::server::shard::Shard;
 
 /// Room in a compatible image form for the fields around `media`.
 pub const FORM_OVERHEAD_BYTES_MAX: usize = 1 << 20;
 
 pub async fn post<S: AsyncRead + AsyncWrite + Unpin>(
-    shard: &Shard,
+    cx: &Context,
     exchange: &mut Exchange<'_, S>,
-    ctx: &mut RequestCtx,
+    notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
-    let _slot = UploadSlot::acquire(shard)?;
-    shard.refuse_if_busy()?;
+    let _place = cx.upload_place()?;
+    cx.refuse_if_busy()?;
     let spec = FormSpec {
         payload_field: "media",
         payload_bytes_max: IMAGE_BYTES_MAX,
         body_bytes_max: IMAGE_BYTES_MAX + FORM_OVERHEAD_BYTES_MAX,
         not_multipart: ErrorKind::UnsupportedMedia,
     };
-    let mut bytes = shard.image_buffers.take();
-    let prepared = async {
-        let form = read_form(shard, exchange, &spec, &mut bytes).await?;
-        let caller = ctx
-            .admit_check(
-                shard,
-                &exchange.head,
-                form.api_secret.as_deref(),
-                ContentKind::Image,
-            )
-            .await?;
-        let workflows = shard.workflows()?;
-        let workflow = authorize_image(ctx, &caller, form.workflow.as_deref(), &workflows)?.clone();
-        match (form.payload_present, &form.url) {
-            (true, Some(_)) => {
-                return Err(ApiError::bad_request(
-                    "send either `media` or `url`, not both",
-                ))
-            }
-            (false, None) => {
-                return Err(ApiError::bad_request(
-                    "the form has neither `media` nor `url`",
-                ))
-            }
-            (true, None) if bytes.is_empty() => {
-                return Err(ApiError::new(
-                    ErrorKind::UnsupportedMedia,
-                    "the `media` field is empty",
-                ))
-            }
-            (true, None) => {}
-            (false, Some(url)) => shard.download(url, &mut bytes).await?,
+    let mut bytes = cx.image_buffers.take();
+    let form = read_form(cx, exchange, &spec, &mut bytes).await?;
+    let caller = notes
+        .admit_check(
+            cx,
+            &exchange.head,
+            form.api_secret.as_deref(),
+            ContentKind::Image,
+        )
+        .await?;
+    let workflows = cx.workflows()?;
+    let workflow = authorize_image(notes, &caller, form.workflow.as_deref(), &workflows)?;
+    match (form.payload_present, &form.url) {
+        (true, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "send either `media` or `url`, not both",
+            ))
         }
-        Ok((caller, workflow))
+        (false, None) => {
+            return Err(ApiError::bad_request(
+                "the form has neither `media` nor `url`",
+            ))
+        }
+        (true, None) if bytes.is_empty() => {
+            return Err(ApiError::new(
+                ErrorKind::UnsupportedMedia,
+                "the `media` field is empty",
+            ))
+        }
+        (true, None) => {}
+        (false, Some(url)) => cx.download(url, &mut bytes).await?,
     }
-    .await;
-    let (caller, workflow) = match prepared {
-        Ok(prepared) => prepared,
-        Err(error) => {
-            shard.image_buffers.give(bytes);
-            return Err(error);
-        }
-    };
-    let shape = Shape::Compat { unix_ms: 0 };
     check_image(
-        shard,
+        cx,
         &caller,
-        ctx,
-        &workflow,
+        notes,
+        workflow,
         bytes,
         exchange.request_id.as_str(),
-        shape,
     )
     .await
 }
 
 pub async fn get<S: AsyncRead + AsyncWrite + Unpin>(
-    shard: &Shard,
+    cx: &Context,
     exchange: &mut Exchange<'_, S>,
-    ctx: &mut RequestCtx,
+    notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
     let query = ImageQuery::parse(&exchange.head.query)?;
-    let caller = ctx
+    let caller = notes
         .admit_check(
-            shard,
+            cx,
             &exchange.head,
             query.api_secret.as_deref(),
             ContentKind::Image,
         )
         .await?;
-    let workflows = shard.workflows()?;
-    let workflow = authorize_image(ctx, &caller, query.workflow.as_deref(), &workflows)?.clone();
+    let workflows = cx.workflows()?;
+    let workflow = authorize_image(notes, &caller, query.workflow.as_deref(), &workflows)?.clone();
     if query.media {
         return Err(ApiError::bad_request(
             "a query cannot carry an image: `media` counts as a missing image; send `url`",
@@ -119,21 +105,16 @@ pub async fn get<S: AsyncRead + AsyncWrite + Unpin>(
         .url
         .as_deref()
         .ok_or_else(|| ApiError::bad_request("`url` is required on this route"))?;
-    shard.refuse_if_busy()?;
-    let mut bytes = shard.image_buffers.take();
-    if let Err(error) = shard.download(url, &mut bytes).await {
-        shard.image_buffers.give(bytes);
-        return Err(error);
-    }
-    let shape = Shape::Compat { unix_ms: 0 };
+    cx.refuse_if_busy()?;
+    let mut bytes = cx.image_buffers.take();
+    cx.download(url, &mut bytes).await?;
     check_image(
-        shard,
+        cx,
         &caller,
-        ctx,
+        notes,
         &workflow,
         bytes,
         exchange.request_id.as_str(),
-        shape,
     )
     .await
 }

@@ -7,61 +7,53 @@
 
 use futures_lite::{AsyncRead, AsyncWrite};
 
-use super::answer::Shape;
-use super::form::{read_form, FormSpec, UploadSlot};
+use super::context::Context;
+use super::form::{read_form, FormSpec};
 use super::text::{check_text, TextCheck, DEFAULT_WORKFLOW};
-use super::RequestCtx;
-use crate::auth::ContentKind;
+use super::RequestNotes;
+use crate::content::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::Exchange;
 use crate::http::response::Response;
-use crate::server::shard::Shard;
 
 pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
-    shard: &Shard,
+    cx: &Context,
     exchange: &mut Exchange<'_, S>,
-    ctx: &mut RequestCtx,
+    notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
-    let _slot = UploadSlot::acquire(shard)?;
-    let limits = &shard.config.limits;
+    let _place = cx.upload_place()?;
+    let limits = &cx.request_limits;
     let spec = FormSpec {
         payload_field: "text",
         payload_bytes_max: limits.text_form_bytes_max,
         body_bytes_max: limits.text_form_bytes_max,
         not_multipart: ErrorKind::BadRequest,
     };
-    let mut payload = shard.buffers.take();
-    let result = async {
-        let form = read_form(shard, exchange, &spec, &mut payload).await?;
-        let caller = ctx
-            .admit_check(
-                shard,
-                &exchange.head,
-                form.api_secret.as_deref(),
-                ContentKind::Text,
-            )
-            .await?;
-        if !form.payload_present {
-            return Err(ApiError::bad_request("the form has no `text` field"));
-        }
-        let text = std::str::from_utf8(&payload)
-            .map_err(|_| ApiError::bad_request("the `text` field is not UTF-8"))?;
-        check_text(
-            shard,
-            &caller,
-            ctx,
-            TextCheck {
-                workflow: form.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW),
-                text,
-                context: None,
-                reference: None,
-                shape: Shape::Compat { unix_ms: 0 },
-                request_id: exchange.request_id.as_str(),
-            },
+    let mut payload = cx.text_buffers.take();
+    let form = read_form(cx, exchange, &spec, &mut payload).await?;
+    let caller = notes
+        .admit_check(
+            cx,
+            &exchange.head,
+            form.api_secret.as_deref(),
+            ContentKind::Text,
         )
-        .await
+        .await?;
+    if !form.payload_present {
+        return Err(ApiError::bad_request("the form has no `text` field"));
     }
-    .await;
-    shard.buffers.give(payload);
-    result
+    let text = std::str::from_utf8(&payload)
+        .map_err(|_| ApiError::bad_request("the `text` field is not UTF-8"))?;
+    check_text(
+        cx,
+        &caller,
+        notes,
+        TextCheck {
+            workflow: form.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW),
+            text,
+            context: None,
+            request_id: exchange.request_id.as_str(),
+        },
+    )
+    .await
 }

@@ -13,7 +13,7 @@ use crate::request_id::RequestId;
 /// Whether `path` is one of the compatible routes (any other path, `/1.0/...` included, gets
 /// the native envelope, as the OpenAPI document says of 404s).
 pub fn is_compat_path(path: &str) -> bool {
-    super::Route::find(path).is_some_and(super::Route::is_compat)
+    crate::route::Route::find(path).is_some_and(crate::route::Route::is_compat)
 }
 
 #[derive(Serialize)]

@@ -8,19 +8,19 @@
 //!
 //! The whole form must arrive within `limits.form_timeout_ms` (10 s): the key is inside it, so
 //! nothing about the caller is known until it is all read. Uploads in progress are capped per
-//! shard ([`UploadSlot`]).
+//! cx ([`UploadSlot`]).
 
 use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncWrite};
 
+use super::context::Context;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::Exchange;
 use crate::http::head::Framing;
 use crate::http::multipart::{
     boundary_of, ContentTypeError, FeedError, MultipartParser, PartInfo, PartSink,
 };
-use crate::server::shard::Shard;
 
 /// Small fields the compatible routes read.
 pub const KNOWN_FIELDS: &[&str] = &["api_secret", "api_user", "workflow", "url"];
@@ -151,12 +151,12 @@ pub struct FormSpec {
 
 /// Reads the whole form within the form timeout; the payload goes into `payload`.
 pub async fn read_form<S: AsyncRead + AsyncWrite + Unpin>(
-    shard: &Shard,
+    cx: &Context,
     exchange: &mut Exchange<'_, S>,
     spec: &FormSpec,
     payload: &mut Vec<u8>,
 ) -> ApiResult<Form> {
-    let limits = &shard.config.limits;
+    let limits = &cx.request_limits;
     let boundary =
         boundary_of(exchange.head.content_type.as_deref().unwrap_or("")).map_err(|error| {
             let kind = match error {
@@ -223,33 +223,6 @@ pub async fn read_form<S: AsyncRead + AsyncWrite + Unpin>(
         .finish()
         .map_err(|error| ApiError::bad_request(error.to_string()))?;
     Ok(sink.form)
-}
-
-/// A place among the shard's uploads in progress; freed on drop.
-pub struct UploadSlot<'s> {
-    shard: &'s Shard,
-}
-
-impl<'s> UploadSlot<'s> {
-    pub fn acquire(shard: &'s Shard) -> ApiResult<UploadSlot<'s>> {
-        let uploads = &shard.uploads;
-        if uploads.get() >= shard.config.limits.uploads_per_shard_max {
-            return Err(ApiError::new(
-                ErrorKind::Busy,
-                "too many uploads in progress on this server; retry shortly",
-            )
-            .with_retry_after(1));
-        }
-        uploads.set(uploads.get() + 1);
-        Ok(UploadSlot { shard })
-    }
-}
-
-impl Drop for UploadSlot<'_> {
-    fn drop(&mut self) {
-        let uploads = &self.shard.uploads;
-        uploads.set(uploads.get() - 1);
-    }
 }
 
 #[cfg(test)]

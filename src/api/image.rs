@@ -12,20 +12,20 @@ use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncWrite};
 
-use super::answer::{check_answer, CheckAnswer, Shape};
+use super::buffers::PooledBuffer;
+use super::context::Context;
+use super::finish::finish_check;
 use super::text::{validate_ref, DEFAULT_WORKFLOW};
-use super::{CheckSummary, RequestCtx};
-use crate::auth::{Caller, ContentKind};
+use super::RequestNotes;
+use crate::auth::Caller;
+use crate::bounds::{IMAGE_BYTES_MAX, IMAGE_SIDE_PX_MAX};
 use crate::checks::image_error;
-use crate::decision::decide;
+use crate::content::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::Exchange;
 use crate::http::query;
 use crate::http::response::Response;
 use crate::image::probe::probe;
-use crate::image::{IMAGE_BYTES_MAX, IMAGE_SIDE_MAX};
-use crate::metrics::Model;
-use crate::server::shard::Shard;
 use crate::store::records::WorkflowRecord;
 
 /// The query parameters of the image routes; a repeated one is refused.
@@ -67,62 +67,56 @@ impl ImageQuery {
 }
 
 pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
-    shard: &Shard,
+    cx: &Context,
     exchange: &mut Exchange<'_, S>,
-    ctx: &mut RequestCtx,
+    notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
-    let caller = ctx
-        .admit_check(shard, &exchange.head, None, ContentKind::Image)
+    let caller = notes
+        .admit_check(cx, &exchange.head, None, ContentKind::Image)
         .await?;
     let query = ImageQuery::parse(&exchange.head.query)?;
     if let Some(reference) = &query.reference {
         validate_ref(reference)?;
-        ctx.reference = Some(reference.clone());
+        notes.reference = Some(reference.clone());
     }
-    let workflows = shard.workflows()?;
-    let workflow = authorize_image(ctx, &caller, query.workflow.as_deref(), &workflows)?;
-    shard.refuse_if_busy()?;
-    let mut bytes = shard.image_buffers.take();
-    let deadline = Instant::now() + Duration::from_millis(shard.config.limits.body_read_timeout_ms);
-    let result = async {
-        exchange
-            .read_body(&mut bytes, IMAGE_BYTES_MAX, deadline)
-            .await?;
-        match (&query.url, bytes.is_empty()) {
-            (Some(_), false) => Err(ApiError::bad_request(
+    let workflows = cx.workflows()?;
+    let workflow = authorize_image(notes, &caller, query.workflow.as_deref(), &workflows)?;
+    cx.refuse_if_busy()?;
+    let mut bytes = cx.image_buffers.take();
+    let deadline = Instant::now() + Duration::from_millis(cx.request_limits.body_read_timeout_ms);
+    exchange
+        .read_body(&mut bytes, IMAGE_BYTES_MAX, deadline)
+        .await?;
+    match (&query.url, bytes.is_empty()) {
+        (Some(_), false) => {
+            return Err(ApiError::bad_request(
                 "send either a body or a `url`, not both",
-            )),
-            (Some(url), true) => shard.download(url, &mut bytes).await,
-            (None, _) => Ok(()),
+            ))
         }
-    }
-    .await;
-    if let Err(error) = result {
-        shard.image_buffers.give(bytes);
-        return Err(error);
+        (Some(url), true) => cx.download(url, &mut bytes).await?,
+        (None, _) => {}
     }
     check_image(
-        shard,
+        cx,
         &caller,
-        ctx,
+        notes,
         workflow,
         bytes,
         exchange.request_id.as_str(),
-        Shape::Native,
     )
     .await
 }
 
 /// The workflow an image check runs: it exists, the key may use it, it has image checks.
-/// Noted in `ctx` once it is known to exist, so that a refusal names it in the journal.
+/// Noted in `notes` once it is known to exist, so that a refusal names it in the journal.
 pub fn authorize_image<'w>(
-    ctx: &mut RequestCtx,
+    notes: &mut RequestNotes,
     caller: &Caller,
     name: Option<&str>,
     workflows: &'w crate::store::view::Workflows,
 ) -> ApiResult<&'w std::rc::Rc<WorkflowRecord>> {
     let name = name.unwrap_or(DEFAULT_WORKFLOW);
-    ctx.note_workflow(workflows, name);
+    notes.note_workflow(workflows, name);
     let workflow = caller.authorize(ContentKind::Image, name, workflows)?;
     if workflow.definition.image_checks.is_empty() {
         return Err(ApiError::bad_request(format!(
@@ -133,74 +127,38 @@ pub fn authorize_image<'w>(
     Ok(workflow)
 }
 
-/// Probe, pixel limits, models, decision, answer. `bytes` goes back to the shard's pool.
+/// Probe, pixel limits, models, decision, answer. `bytes` goes back to its pool when dropped.
 pub async fn check_image(
-    shard: &Shard,
+    cx: &Context,
     caller: &Caller,
-    ctx: &mut RequestCtx,
+    notes: &mut RequestNotes,
     workflow: &WorkflowRecord,
-    bytes: Vec<u8>,
+    mut bytes: PooledBuffer<'_>,
     request_id: &str,
-    shape: Shape,
 ) -> ApiResult<Response> {
-    let probed = match probe(&bytes) {
-        Ok(probed) => probed,
-        Err(error) => {
-            shard.image_buffers.give(bytes);
-            return Err(image_error(error));
-        }
-    };
+    let probed = probe(&bytes).map_err(image_error)?;
     let pixels = u64::from(probed.width) * u64::from(probed.height);
     let pixels_max = caller.org.limits.image_pixels_max;
-    if probed.width > IMAGE_SIDE_MAX || probed.height > IMAGE_SIDE_MAX || pixels > pixels_max {
-        shard.image_buffers.give(bytes);
+    if probed.width > IMAGE_SIDE_PX_MAX || probed.height > IMAGE_SIDE_PX_MAX || pixels > pixels_max
+    {
         return Err(ApiError::new(
             ErrorKind::ImageTooLarge,
             format!(
-                "the image is {} x {} px; the limits are {IMAGE_SIDE_MAX} px a side and {pixels_max} pixels on this plan",
+                "the image is {} x {} px; the limits are {IMAGE_SIDE_PX_MAX} px a side and {pixels_max} pixels on this plan",
                 probed.width, probed.height
             ),
         ));
     }
-    let (bytes, scored) = shard
-        .engine
-        .check_image(&workflow.definition.image_checks, bytes, probed)
+    // The bytes go to the model worker's thread and come back for reuse.
+    let (returned, scored) = cx
+        .checks
+        .check_image(
+            &workflow.definition.image_checks,
+            std::mem::take(&mut *bytes),
+            probed,
+        )
         .await;
-    shard.image_buffers.give(bytes);
-    let (board, stages) = scored?;
-    if let Some(format) = stages.format {
-        shard
-            .metrics
-            .image_stages(format, stages.decode_us, stages.resize_us);
-    }
-    for (model, us) in [Model::OpenNsfw, Model::Nsfwjs]
-        .into_iter()
-        .zip(stages.model_us)
-    {
-        if let Some(us) = us {
-            shard.metrics.model_run(model, us);
-        }
-    }
-    let decision = decide(&workflow.definition, &board);
-    ctx.check = Some(CheckSummary {
-        workflow: workflow.name.clone(),
-        version: workflow.version,
-        action: decision.action.as_str(),
-        scores: decision.scores.clone(),
-        unchecked: decision.unchecked.clone(),
-    });
-    let shape = match shape {
-        Shape::Native => Shape::Native,
-        Shape::Compat { .. } => Shape::Compat {
-            unix_ms: shard.now_ms(),
-        },
-    };
-    Ok(check_answer(&CheckAnswer {
-        workflow,
-        decision: &decision,
-        request_id,
-        reference: ctx.reference.as_deref(),
-        time_ms: ctx.started.elapsed().as_millis() as u64,
-        shape,
-    }))
+    *bytes = returned;
+    let board = scored?;
+    Ok(finish_check(cx, notes, workflow, &board, request_id))
 }

@@ -9,9 +9,12 @@
 //! the check routes the journal record, committed before the answer leaves.
 
 pub mod answer;
+pub mod buffers;
 pub mod compat_image;
 pub mod compat_text;
+pub mod context;
 pub mod envelope;
+pub mod finish;
 pub mod form;
 pub mod health;
 pub mod image;
@@ -19,122 +22,52 @@ pub mod openapi;
 pub mod text;
 pub mod workflows;
 
+pub use context::Context;
+
 use std::borrow::Cow;
 use std::rc::Rc;
 use std::time::Instant;
 
 use futures_lite::{AsyncRead, AsyncWrite};
 
-use crate::auth::{self, Caller, ContentKind};
+use crate::auth::{self, Caller};
+use crate::bounds::IMAGE_BYTES_MAX;
 use crate::config::LimitsConfig;
+use crate::content::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
-use crate::http::conn::Exchange;
+use crate::http::conn::{Exchange, Handler};
 use crate::http::head::{Framing, Method, RequestHead};
 use crate::http::response::Response;
 use crate::journal::JournalRecord;
 use crate::limits::Admission;
 use crate::request_id::RequestId;
-use crate::server::shard::Shard;
+use crate::route::Route;
 use crate::store::keys;
 use crate::store::records::WorkflowRecord;
 use crate::store::view::Workflows;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Route {
-    Health,
-    OpenApi,
-    Workflows,
-    Text,
-    CompatText,
-    Image,
-    CompatImage,
+/// Whether `route` is answered for `method`.
+fn accepts(route: Route, method: Method) -> bool {
+    match route {
+        Route::Health | Route::OpenApi | Route::Workflows => {
+            matches!(method, Method::Get | Method::Head)
+        }
+        Route::Text | Route::CompatText | Route::Image => method == Method::Post,
+        Route::CompatImage => matches!(method, Method::Get | Method::Post),
+    }
 }
 
-impl Route {
-    pub const ALL: [Route; 7] = [
-        Route::Health,
-        Route::OpenApi,
-        Route::Workflows,
-        Route::Text,
-        Route::CompatText,
-        Route::Image,
-        Route::CompatImage,
-    ];
-
-    /// The route's place in [`Route::ALL`] (for per-route counters).
-    pub fn index(self) -> usize {
-        match self {
-            Route::Health => 0,
-            Route::OpenApi => 1,
-            Route::Workflows => 2,
-            Route::Text => 3,
-            Route::CompatText => 4,
-            Route::Image => 5,
-            Route::CompatImage => 6,
+/// Bytes of body `route` takes with `method`.
+fn body_bytes_max(route: Route, method: Method, limits: &LimitsConfig) -> u64 {
+    match (route, method) {
+        (Route::Health | Route::OpenApi | Route::Workflows, _) => 0,
+        (Route::Text, _) => limits.text_body_bytes_max as u64,
+        (Route::CompatText, _) => limits.text_form_bytes_max as u64,
+        (Route::Image, _) => IMAGE_BYTES_MAX as u64,
+        (Route::CompatImage, Method::Post) => {
+            (IMAGE_BYTES_MAX + compat_image::FORM_OVERHEAD_BYTES_MAX) as u64
         }
-    }
-
-    pub fn find(path: &str) -> Option<Route> {
-        Route::ALL.into_iter().find(|route| route.path() == path)
-    }
-
-    /// The routes in the shape of the third-party API (compatible envelope, `api_secret`).
-    pub fn is_compat(self) -> bool {
-        matches!(self, Route::CompatText | Route::CompatImage)
-    }
-
-    pub fn path(self) -> &'static str {
-        match self {
-            Route::Health => "/health",
-            Route::OpenApi => "/openapi.json",
-            Route::Workflows => "/v1/workflows",
-            Route::Text => "/v1/text",
-            Route::CompatText => "/1.0/text/check-workflow.json",
-            Route::Image => "/v1/image",
-            Route::CompatImage => "/1.0/check-workflow.json",
-        }
-    }
-
-    /// The `Allow` header of the route (GET routes answer HEAD too).
-    pub fn allow(self) -> &'static str {
-        match self {
-            Route::Health | Route::OpenApi | Route::Workflows => "GET, HEAD",
-            Route::Text | Route::CompatText | Route::Image => "POST",
-            Route::CompatImage => "GET, POST",
-        }
-    }
-
-    fn accepts(self, method: Method) -> bool {
-        match self {
-            Route::Health | Route::OpenApi | Route::Workflows => {
-                matches!(method, Method::Get | Method::Head)
-            }
-            Route::Text | Route::CompatText | Route::Image => method == Method::Post,
-            Route::CompatImage => matches!(method, Method::Get | Method::Post),
-        }
-    }
-
-    /// Bytes of body the route takes with `method`.
-    fn body_bytes_max(self, method: Method, limits: &LimitsConfig) -> u64 {
-        match (self, method) {
-            (Route::Health | Route::OpenApi | Route::Workflows, _) => 0,
-            (Route::Text, _) => limits.text_body_bytes_max as u64,
-            (Route::CompatText, _) => limits.text_form_bytes_max as u64,
-            (Route::Image, _) => crate::image::IMAGE_BYTES_MAX as u64,
-            (Route::CompatImage, Method::Post) => {
-                (crate::image::IMAGE_BYTES_MAX + compat_image::FORM_OVERHEAD_BYTES_MAX) as u64
-            }
-            (Route::CompatImage, _) => 0,
-        }
-    }
-
-    /// The kind of content of a check route; `None` for the others (not journaled).
-    pub fn check_kind(self) -> Option<&'static str> {
-        match self {
-            Route::Text | Route::CompatText => Some("text"),
-            Route::Image | Route::CompatImage => Some("image"),
-            Route::Health | Route::OpenApi | Route::Workflows => None,
-        }
+        (Route::CompatImage, _) => 0,
     }
 }
 
@@ -149,7 +82,7 @@ pub struct CheckSummary {
 }
 
 /// What a route learns about its request, for what every answer needs afterwards.
-pub struct RequestCtx {
+pub struct RequestNotes {
     pub route: Option<Route>,
     pub started: Instant,
     /// The presented key's id when the key was well formed (kept even if it was refused).
@@ -163,23 +96,23 @@ pub struct RequestCtx {
     pub check: Option<CheckSummary>,
 }
 
-impl RequestCtx {
+impl RequestNotes {
     /// Authenticates the request (headers, and `api_secret` on the compatible routes).
     pub fn authenticate(
         &mut self,
-        shard: &Shard,
+        cx: &Context,
         head: &RequestHead,
         api_secret: Option<&str>,
     ) -> ApiResult<Caller> {
         let compat = self.route.is_some_and(Route::is_compat);
         let key = auth::presented_key(head, api_secret, compat)?;
         self.key_id = keys::parse_id(key).map(str::to_owned);
-        let caller = shard.authenticate_key(key)?;
+        let caller = cx.authenticate_key(key)?;
         self.caller = Some(caller.clone());
         Ok(caller)
     }
 
-    /// Notes the workflow named `name` if it exists (see [`RequestCtx::workflow`]).
+    /// Notes the workflow named `name` if it exists (see [`RequestNotes::workflow`]).
     pub fn note_workflow(&mut self, workflows: &Workflows, name: &str) {
         self.workflow = workflows.get(name).cloned();
     }
@@ -188,24 +121,86 @@ impl RequestCtx {
     /// then admission under the plan (429s).
     pub async fn admit_check(
         &mut self,
-        shard: &Shard,
+        cx: &Context,
         head: &RequestHead,
         api_secret: Option<&str>,
         kind: ContentKind,
     ) -> ApiResult<Caller> {
-        let caller = self.authenticate(shard, head, api_secret)?;
+        let caller = self.authenticate(cx, head, api_secret)?;
         caller.require_scope(kind)?;
-        self.admission = Some(shard.limits.admit(&caller, shard.now_ms()).await?);
+        self.admission = Some(cx.limits.admit(&caller, cx.now_ms()).await?);
         Ok(caller)
     }
 }
 
+/// The request path's one entry point: a connection hands it each request ([`handle`]), each
+/// head it refused before routing ([`refuse_head`]) and each request whose handler panicked
+/// ([`answer_panic`]).
+impl Handler for Context {
+    fn refuse_head(
+        &self,
+        error: &ApiError,
+        path: &str,
+        request_id: &RequestId,
+    ) -> impl std::future::Future<Output = Response> {
+        refuse_head(self, error, path, request_id)
+    }
+
+    fn answer_panic(&self, path: &str, request_id: &RequestId) -> Response {
+        answer_panic(self, path, request_id)
+    }
+
+    fn handle<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        exchange: &mut Exchange<'_, S>,
+    ) -> impl std::future::Future<Output = Response> {
+        handle(self, exchange)
+    }
+}
+
+/// Refusals before routing (a malformed, oversized or slow head): counted, logged and, on a
+/// check route, journaled, since they never reach [`handle`].
+pub async fn refuse_head(
+    cx: &Context,
+    error: &ApiError,
+    path: &str,
+    request_id: &RequestId,
+) -> Response {
+    let status = error.kind.status();
+    cx.metrics.request(None, status, Some(error.kind), 0);
+    tracing::info!(
+        request_id = request_id.as_str(),
+        shard = cx.shard,
+        route = "none",
+        status,
+        error_type = error.kind.wire_type(),
+        time_us = 0,
+        "refused before routing"
+    );
+    journal_head_refusal(cx, error, path, request_id).await;
+    cx.error_answer(error, path, request_id)
+}
+
+/// The answer to a request whose handler panicked: 500, counted and logged (the panic itself
+/// was logged by the panic hook, without its message).
+pub fn answer_panic(cx: &Context, path: &str, request_id: &RequestId) -> Response {
+    cx.metrics.panic_caught();
+    let error = ApiError::internal("the server failed while answering this request");
+    cx.metrics.request(None, 500, Some(error.kind), 0);
+    tracing::error!(
+        request_id = request_id.as_str(),
+        shard = cx.shard,
+        "a request's handler panicked: answered 500 and closed its connection"
+    );
+    cx.error_answer(&error, path, request_id)
+}
+
 /// Answers one request.
 pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
-    shard: &Shard,
+    cx: &Context,
     exchange: &mut Exchange<'_, S>,
 ) -> Response {
-    let mut ctx = RequestCtx {
+    let mut notes = RequestNotes {
         route: Route::find(&exchange.head.path),
         started: Instant::now(),
         key_id: None,
@@ -215,86 +210,87 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         workflow: None,
         check: None,
     };
-    if shard.config.testing.panic_path.as_deref() == Some(exchange.head.path.as_str()) {
+    if cx.panic_path.as_deref() == Some(exchange.head.path.as_str()) {
         // Formatted on purpose: the panic hook must withhold it (it quotes the query).
         panic!(
             "testing.panic_path was asked for, query {}",
             exchange.head.query
         );
     }
-    let result = dispatch(shard, exchange, &mut ctx).await;
+    let result = dispatch(cx, exchange, &mut notes).await;
     let (mut response, mut refused) = match result {
         Ok(response) => (response, None),
         Err(error) => (
-            shard.error_answer(&error, &exchange.head.path, &exchange.request_id),
+            cx.error_answer(&error, &exchange.head.path, &exchange.request_id),
             Some(error.kind),
         ),
     };
-    let now_ms = shard.now_ms();
+    let now_ms = cx.now_ms();
     let mut recorded = true;
-    if let Some(kind) = ctx.route.and_then(Route::check_kind) {
-        let record = journal_record(&ctx, exchange, kind, response.status, refused, now_ms);
-        if shard.journal.append(&record).await.is_err() {
+    if let Some(kind) = notes.route.and_then(Route::check_kind) {
+        let record = journal_record(&notes, exchange, kind, response.status, refused, now_ms);
+        if cx.journal.append(&record).await.is_err() {
             recorded = false;
             refused = Some(ErrorKind::Internal);
             let error = ApiError::internal("the check could not be recorded; it was not answered");
-            response = shard.error_answer(&error, &exchange.head.path, &exchange.request_id);
+            response = cx.error_answer(&error, &exchange.head.path, &exchange.request_id);
         }
     }
     // A check counts toward the quota once it ran and was recorded; the permit is held until
     // then.
-    let now_ms = shard.now_ms();
-    if let Some(admission) = ctx.admission.take() {
-        let ran = refused.is_none() && ctx.check.is_some() && recorded;
-        shard.limits.finish(admission, ran, now_ms);
+    let now_ms = cx.now_ms();
+    if let Some(admission) = notes.admission.take() {
+        let ran = refused.is_none() && notes.check.is_some() && recorded;
+        cx.limits.finish(admission, ran, now_ms);
     }
-    if let Some(caller) = &ctx.caller {
-        shard.limits.headers(caller, now_ms).apply(&mut response);
+    if let Some(caller) = &notes.caller {
+        cx.limits.headers(caller, now_ms).apply(&mut response);
     }
-    let elapsed_us = ctx.started.elapsed().as_micros() as u64;
-    shard
-        .metrics
-        .request(ctx.route, response.status, refused, elapsed_us);
-    if let (Some(check), Some(kind), None) =
-        (&ctx.check, ctx.route.and_then(Route::check_kind), refused)
-    {
-        shard.metrics.check(&check.workflow, kind, check.action);
+    let elapsed_us = notes.started.elapsed().as_micros() as u64;
+    cx.metrics
+        .request(notes.route, response.status, refused, elapsed_us);
+    if let (Some(check), Some(kind), None) = (
+        &notes.check,
+        notes.route.and_then(Route::check_kind),
+        refused,
+    ) {
+        cx.metrics.check(&check.workflow, kind, check.action);
     }
-    log_answer(shard, &ctx, exchange, response.status, refused, elapsed_us);
+    log_answer(cx, &notes, exchange, response.status, refused, elapsed_us);
     response
 }
 
 /// The request's log line: at debug for every answer, at info for refusals. Ids, route,
 /// status and times only: never a key, a secret, a `ref` or a text.
 fn log_answer<S>(
-    shard: &Shard,
-    ctx: &RequestCtx,
+    cx: &Context,
+    notes: &RequestNotes,
     exchange: &Exchange<'_, S>,
     status: u16,
     refused: Option<ErrorKind>,
     elapsed_us: u64,
 ) {
-    let route = ctx.route.map_or("none", Route::path);
+    let route = notes.route.map_or("none", Route::path);
     let request_id = exchange.request_id.as_str();
-    let key_id = ctx.key_id.as_deref().unwrap_or("");
+    let key_id = notes.key_id.as_deref().unwrap_or("");
     let method = exchange.head.method.as_str();
     match refused {
         None => tracing::debug!(
             request_id,
-            shard = shard.index,
+            shard = cx.shard,
             route,
             method,
             status,
             key_id,
-            workflow = ctx.check.as_ref().map_or("", |c| c.workflow.as_str()),
-            action = ctx.check.as_ref().map_or("", |c| c.action),
+            workflow = notes.check.as_ref().map_or("", |c| c.workflow.as_str()),
+            action = notes.check.as_ref().map_or("", |c| c.action),
             time_us = elapsed_us,
             "answered"
         ),
         // A failure of the server's own (5xx) is an error of ours; 503 `busy` is load.
         Some(kind) if status >= 500 && kind != ErrorKind::Busy => tracing::warn!(
             request_id,
-            shard = shard.index,
+            shard = cx.shard,
             route,
             method,
             status,
@@ -305,7 +301,7 @@ fn log_answer<S>(
         ),
         Some(kind) => tracing::info!(
             request_id,
-            shard = shard.index,
+            shard = cx.shard,
             route,
             method,
             status,
@@ -321,7 +317,7 @@ fn log_answer<S>(
 /// malformed, too large or too slow): no key, no workflow, the status and error type. A
 /// journal that cannot take the record is logged; the refusal is answered regardless.
 pub async fn journal_head_refusal(
-    shard: &Shard,
+    cx: &Context,
     error: &ApiError,
     path: &str,
     request_id: &RequestId,
@@ -334,9 +330,9 @@ pub async fn journal_head_refusal(
     };
     let record = JournalRecord {
         request_id: Cow::Borrowed(request_id.as_str()),
-        unix_ms: shard.now_ms(),
+        unix_ms: cx.now_ms(),
         route: Cow::Borrowed(route.path()),
-        kind: Cow::Borrowed(kind),
+        kind: Cow::Borrowed(kind.as_str()),
         key_id: None,
         org: None,
         reference: None,
@@ -349,7 +345,7 @@ pub async fn journal_head_refusal(
         unchecked: Vec::new(),
         time_ms: 0,
     };
-    if shard.journal.append(&record).await.is_err() {
+    if cx.journal.append(&record).await.is_err() {
         tracing::error!(
             request_id = request_id.as_str(),
             "a refused check request could not be journaled"
@@ -358,32 +354,32 @@ pub async fn journal_head_refusal(
 }
 
 fn journal_record<'a, S>(
-    ctx: &'a RequestCtx,
+    notes: &'a RequestNotes,
     exchange: &'a Exchange<'_, S>,
-    kind: &'static str,
+    kind: ContentKind,
     status: u16,
     refused: Option<ErrorKind>,
     now_ms: i64,
 ) -> JournalRecord<'a> {
-    let check = ctx.check.as_ref().filter(|_| refused.is_none());
+    let check = notes.check.as_ref().filter(|_| refused.is_none());
     JournalRecord {
         request_id: Cow::Borrowed(exchange.request_id.as_str()),
         unix_ms: now_ms,
-        route: Cow::Borrowed(ctx.route.map_or("", Route::path)),
-        kind: Cow::Borrowed(kind),
-        key_id: ctx.key_id.as_deref().map(Cow::Borrowed),
-        org: ctx
+        route: Cow::Borrowed(notes.route.map_or("", Route::path)),
+        kind: Cow::Borrowed(kind.as_str()),
+        key_id: notes.key_id.as_deref().map(Cow::Borrowed),
+        org: notes
             .caller
             .as_ref()
             .map(|caller| Cow::Borrowed(caller.org.record.name.as_str())),
-        reference: ctx.reference.as_deref().map(Cow::Borrowed),
+        reference: notes.reference.as_deref().map(Cow::Borrowed),
         workflow: check
             .map(|c| c.workflow.as_str())
-            .or_else(|| ctx.workflow.as_ref().map(|w| w.name.as_str()))
+            .or_else(|| notes.workflow.as_ref().map(|w| w.name.as_str()))
             .map(Cow::Borrowed),
         workflow_version: check
             .map(|c| c.version)
-            .or_else(|| ctx.workflow.as_ref().map(|w| w.version)),
+            .or_else(|| notes.workflow.as_ref().map(|w| w.version)),
         status,
         error_type: refused.map(|kind| Cow::Borrowed(kind.wire_type())),
         action: check.map(|c| Cow::Borrowed(c.action)),
@@ -396,14 +392,14 @@ fn journal_record<'a, S>(
         unchecked: check.map_or_else(Vec::new, |c| {
             c.unchecked.iter().map(|&id| Cow::Borrowed(id)).collect()
         }),
-        time_ms: ctx.started.elapsed().as_millis() as u64,
+        time_ms: notes.started.elapsed().as_millis() as u64,
     }
 }
 
 async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
-    shard: &Shard,
+    cx: &Context,
     exchange: &mut Exchange<'_, S>,
-    ctx: &mut RequestCtx,
+    notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
     let head = &exchange.head;
     if head.has_origin {
@@ -411,16 +407,16 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
             "requests from browsers (with an Origin header) are refused; call from your servers",
         ));
     }
-    let route = ctx.route.ok_or_else(|| {
+    let route = notes.route.ok_or_else(|| {
         ApiError::new(
             ErrorKind::NotFound,
             format!("no route for path '{}'", truncated(&head.path)),
         )
     })?;
-    if !route.accepts(head.method) {
+    if !accepts(route, head.method) {
         return Err(ApiError::method_not_allowed(route.allow()));
     }
-    let body_max = route.body_bytes_max(head.method, &shard.config.limits);
+    let body_max = body_bytes_max(route, head.method, &cx.request_limits);
     let over = match head.framing {
         Framing::Empty => false,
         Framing::Length(n) => n > body_max,
@@ -437,16 +433,16 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
         ));
     }
     match route {
-        Route::Health => Ok(health::answer(shard)),
+        Route::Health => Ok(health::answer(cx)),
         Route::OpenApi => Ok(openapi::answer()),
-        Route::Workflows => workflows::list(shard, head, ctx),
-        Route::Text => text::check(shard, exchange, ctx).await,
-        Route::CompatText => compat_text::check(shard, exchange, ctx).await,
-        Route::Image => image::check(shard, exchange, ctx).await,
+        Route::Workflows => workflows::list(cx, head, notes),
+        Route::Text => text::check(cx, exchange, notes).await,
+        Route::CompatText => compat_text::check(cx, exchange, notes).await,
+        Route::Image => image::check(cx, exchange, notes).await,
         Route::CompatImage if exchange.head.method == Method::Post => {
-            compat_image::post(shard, exchange, ctx).await
+            compat_image::post(cx, exchange, notes).await
         }
-        Route::CompatImage => compat_image::get(shard, exchange, ctx).await,
+        Route::CompatImage => compat_image::get(cx, exchange, notes).await,
     }
 }
 

@@ -5,7 +5,7 @@
 //! `ref` (400), `context` (413, every plan), `text` (413 over the plan's characters), the
 //! workflow (400 unknown, 403 not allowed), then the checks.
 //!
-//! The body is parsed in place by simd-json from a per-shard pooled buffer; strings without
+//! The body is parsed in place by simd-json from a per-cx pooled buffer; strings without
 //! escapes are borrowed from it, not copied.
 
 use std::borrow::Cow;
@@ -14,19 +14,16 @@ use std::time::Instant;
 use futures_lite::{AsyncRead, AsyncWrite};
 use serde::Deserialize;
 
-use super::answer::{check_answer, CheckAnswer, Shape};
-use super::{CheckSummary, RequestCtx};
-use crate::auth::{Caller, ContentKind};
-use crate::decision::decide;
+use super::context::Context;
+use super::finish::finish_check;
+use super::RequestNotes;
+use crate::auth::Caller;
+use crate::bounds::{CONTEXT_CHARS_MAX, REF_CHARS_MAX};
+use crate::content::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::Exchange;
 use crate::http::response::Response;
-use crate::server::shard::Shard;
 
-/// `context` in characters (SPEC section 8).
-pub const CONTEXT_CHARS_MAX: usize = 2000;
-/// `ref` in characters (SPEC section 8).
-pub const REF_CHARS_MAX: usize = 128;
 pub const DEFAULT_WORKFLOW: &str = "default";
 /// Nesting of the JSON body (a TextRequest needs 1).
 pub const JSON_DEPTH_MAX: usize = 16;
@@ -44,87 +41,78 @@ struct TextRequest<'a> {
 }
 
 pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
-    shard: &Shard,
+    cx: &Context,
     exchange: &mut Exchange<'_, S>,
-    ctx: &mut RequestCtx,
+    notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
-    let caller = ctx
-        .admit_check(shard, &exchange.head, None, ContentKind::Text)
+    let caller = notes
+        .admit_check(cx, &exchange.head, None, ContentKind::Text)
         .await?;
     require_json(exchange.head.content_type.as_deref())?;
-    let limits = &shard.config.limits;
-    let mut body = shard.buffers.take();
+    let limits = &cx.request_limits;
+    let mut body = cx.text_buffers.take();
     let deadline = Instant::now() + std::time::Duration::from_millis(limits.body_read_timeout_ms);
-    let result = async {
-        exchange
-            .read_body(&mut body, limits.text_body_bytes_max, deadline)
-            .await?;
-        // serde would also read a JSON array into the struct, field by field: only an object
-        // is a TextRequest.
-        if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Err(ApiError::bad_request(
-                "the body must be a JSON object (a TextRequest)",
+    exchange
+        .read_body(&mut body, limits.text_body_bytes_max, deadline)
+        .await?;
+    // serde would also read a JSON array into the struct, field by field: only an object
+    // is a TextRequest.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::bad_request(
+            "the body must be a JSON object (a TextRequest)",
+        ));
+    }
+    // The parser recurses per nesting level (to skip unknown fields), so depth is
+    // bounded before it runs.
+    if nesting_exceeds(&body, JSON_DEPTH_MAX) {
+        return Err(ApiError::bad_request(format!(
+            "the JSON body nests deeper than {JSON_DEPTH_MAX} levels"
+        )));
+    }
+    let request: TextRequest<'_> =
+        simd_json::serde::from_slice(&mut body).map_err(|error| malformed_json(&error))?;
+    let text = request
+        .text
+        .as_deref()
+        .ok_or_else(|| ApiError::bad_request("`text` is required"))?;
+    if let Some(reference) = request.reference.as_deref() {
+        validate_ref(reference)?;
+        notes.reference = Some(reference.to_owned());
+    }
+    if let Some(context) = request.context.as_deref() {
+        if context.chars().count() > CONTEXT_CHARS_MAX {
+            return Err(ApiError::new(
+                ErrorKind::TextTooLong,
+                format!("`context` is over {CONTEXT_CHARS_MAX} characters"),
             ));
         }
-        // The parser recurses per nesting level (to skip unknown fields), so depth is
-        // bounded before it runs.
-        if nesting_exceeds(&body, JSON_DEPTH_MAX) {
-            return Err(ApiError::bad_request(format!(
-                "the JSON body nests deeper than {JSON_DEPTH_MAX} levels"
-            )));
-        }
-        let request: TextRequest<'_> =
-            simd_json::serde::from_slice(&mut body).map_err(|error| malformed_json(&error))?;
-        let text = request
-            .text
-            .as_deref()
-            .ok_or_else(|| ApiError::bad_request("`text` is required"))?;
-        let reference = request.reference.as_deref();
-        if let Some(reference) = reference {
-            validate_ref(reference)?;
-            ctx.reference = Some(reference.to_owned());
-        }
-        if let Some(context) = request.context.as_deref() {
-            if context.chars().count() > CONTEXT_CHARS_MAX {
-                return Err(ApiError::new(
-                    ErrorKind::TextTooLong,
-                    format!("`context` is over {CONTEXT_CHARS_MAX} characters"),
-                ));
-            }
-        }
-        let workflow = request.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW);
-        // The free plan ignores `context`; paid plans give it to the models that use it.
-        let context = request
-            .context
-            .as_deref()
-            .filter(|_| caller.org.limits.paid);
-        check_text(
-            shard,
-            &caller,
-            ctx,
-            TextCheck {
-                workflow,
-                text,
-                context,
-                reference,
-                shape: Shape::Native,
-                request_id: exchange.request_id.as_str(),
-            },
-        )
-        .await
     }
-    .await;
-    shard.buffers.give(body);
-    result
+    let workflow = request.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW);
+    // The free plan ignores `context`; paid plans give it to the models that use it.
+    let context = request
+        .context
+        .as_deref()
+        .filter(|_| caller.org.limits.paid);
+    check_text(
+        cx,
+        &caller,
+        notes,
+        TextCheck {
+            workflow,
+            text,
+            context,
+            request_id: exchange.request_id.as_str(),
+        },
+    )
+    .await
 }
 
-/// What a text check needs once the request is read, whatever route it came by.
+/// What a text check needs once the request is read, whatever route it came by (the `ref`,
+/// when there is one, is in the request's notes).
 pub struct TextCheck<'a> {
     pub workflow: &'a str,
     pub text: &'a str,
     pub context: Option<&'a str>,
-    pub reference: Option<&'a str>,
-    pub shape: Shape,
     pub request_id: &'a str,
 }
 
@@ -154,13 +142,13 @@ fn malformed_json(error: &simd_json::Error) -> ApiError {
 
 /// Text limits, the workflow, the checks, the decision and the answer.
 pub async fn check_text(
-    shard: &Shard,
+    cx: &Context,
     caller: &Caller,
-    ctx: &mut RequestCtx,
+    notes: &mut RequestNotes,
     check: TextCheck<'_>,
 ) -> ApiResult<Response> {
-    let workflows = shard.workflows()?;
-    ctx.note_workflow(&workflows, check.workflow);
+    let workflows = cx.workflows()?;
+    notes.note_workflow(&workflows, check.workflow);
     let chars_max = caller.org.limits.text_chars_max as usize;
     if check.text.len() > chars_max && check.text.chars().count() > chars_max {
         return Err(ApiError::new(
@@ -175,32 +163,11 @@ pub async fn check_text(
             workflow.name
         )));
     }
-    let board = shard
-        .engine
+    let board = cx
+        .checks
         .check_text(&workflow.definition.text_checks, check.text, check.context)
         .await?;
-    let decision = decide(&workflow.definition, &board);
-    ctx.check = Some(CheckSummary {
-        workflow: workflow.name.clone(),
-        version: workflow.version,
-        action: decision.action.as_str(),
-        scores: decision.scores.clone(),
-        unchecked: decision.unchecked.clone(),
-    });
-    let shape = match check.shape {
-        Shape::Native => Shape::Native,
-        Shape::Compat { .. } => Shape::Compat {
-            unix_ms: shard.now_ms(),
-        },
-    };
-    Ok(check_answer(&CheckAnswer {
-        workflow,
-        decision: &decision,
-        request_id: check.request_id,
-        reference: check.reference,
-        time_ms: ctx.started.elapsed().as_millis() as u64,
-        shape,
-    }))
+    Ok(finish_check(cx, notes, workflow, &board, check.request_id))
 }
 
 /// `Content-Type: application/json`, parameters (such as `charset=utf-8`) allowed.

@@ -4,12 +4,12 @@
 
 use serde::Serialize;
 
+use super::context::Context;
 use super::envelope::json_response;
-use super::RequestCtx;
+use super::RequestNotes;
 use crate::error::ApiResult;
 use crate::http::head::RequestHead;
 use crate::http::response::Response;
-use crate::server::shard::Shard;
 
 #[derive(Serialize)]
 struct WorkflowList<'a> {
@@ -24,10 +24,10 @@ struct WorkflowVersion<'a> {
 }
 
 /// Listing takes one rate token of the key (it is not a check: no quota, no permit).
-pub fn list(shard: &Shard, head: &RequestHead, ctx: &mut RequestCtx) -> ApiResult<Response> {
-    let caller = ctx.authenticate(shard, head, None)?;
-    shard.limits.take_rate(&caller, shard.now_ms())?;
-    let workflows = shard.workflows()?;
+pub fn list(cx: &Context, head: &RequestHead, notes: &mut RequestNotes) -> ApiResult<Response> {
+    let caller = notes.authenticate(cx, head, None)?;
+    cx.limits.take_rate(&caller, cx.now_ms())?;
+    let workflows = cx.workflows()?;
     let listed = workflows
         .values()
         .filter(|workflow| caller.may_use(workflow))

@@ -1,6 +1,10 @@
 //! Every category a check can score, with the English title (`text`) and the end-user
 //! sentence (`message`) that reasons carry (SPEC 2.4).
 
+pub const NUDITY: &str = "nudity";
+pub const SUGGESTIVE: &str = "suggestive";
+pub const DRAWN_NUDITY: &str = "drawn_nudity";
+
 /// `(id, text, message)`.
 pub const CATEGORIES: &[(&str, &str, &str)] = &[
     (

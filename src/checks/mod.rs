@@ -1,21 +1,30 @@
 //! Checks: the tools (`source`s) that score categories of a text or an image in [0, 1].
 //!
-//! [`CHECKS`] lists every check of this build, the kind of content it reads and the
-//! categories it scores; workflows name checks by these names, and an import that names
-//! another, or a category none of its checks scores, is refused.
+//! [`registry`] lists every check of this build, the kind of content it reads, the categories
+//! it scores and how it runs; workflows name checks by these names, and an import that names
+//! another, or a category none of its checks scores, is refused. The [`Engine`] runs a
+//! workflow's checks from the registry; it knows no check by name.
 //!
-//! Text checks, in the order a workflow lists them:
+//! Text checks:
 //! - [`wordlist`]: cuss word list on the normalised text (microseconds);
 //! - [`profanity_svm`]: alt-profanity-check's linear model, natively (microseconds);
 //! - [`pii`]: e-mail, phone, IBAN, card and IP scanners (microseconds);
 //! - [`toxblock`]: tox-block BiLSTM on the shard's model worker (milliseconds).
 //!
-//! The fast checks run on the shard itself; the model run is awaited without blocking it.
+//! Image checks, on the shard's model worker after the image is decoded there:
+//! - [`open_nsfw`]: Yahoo's open-NSFW;
+//! - [`nsfwjs`]: nsfwjs's MobileNetV2.
+//!
+//! The fast checks run on the shard itself; model runs are awaited without blocking it. The
+//! scores of one request gather on a [`board::ScoreBoard`].
 
+pub mod board;
 pub mod categories;
-pub mod nsfw;
+pub mod nsfwjs;
+pub mod open_nsfw;
 pub mod pii;
 pub mod profanity_svm;
+pub mod registry;
 pub mod toxblock;
 pub mod wordlist;
 
@@ -23,64 +32,16 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::decision::ScoreBoard;
+use board::ScoreBoard;
+use registry::{Check, Runner, TextInput};
+
+use crate::content::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::image::probe::Probe;
 use crate::image::ImageError;
-use crate::inference::{ImageModels, ImageScores, Worker};
-use crate::metrics::{Metrics, Model};
+use crate::inference::{Worker, WorkerModels};
+use crate::metrics::Metrics;
 use crate::text::normalize::Normalizer;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Text,
-    Image,
-}
-
-/// A check of this build.
-#[derive(Debug)]
-pub struct CheckInfo {
-    pub name: &'static str,
-    pub kind: Kind,
-    pub categories: &'static [&'static str],
-}
-
-pub const CHECKS: &[CheckInfo] = &[
-    CheckInfo {
-        name: wordlist::SOURCE,
-        kind: Kind::Text,
-        categories: &[wordlist::CATEGORY],
-    },
-    CheckInfo {
-        name: profanity_svm::SOURCE,
-        kind: Kind::Text,
-        categories: &[profanity_svm::CATEGORY],
-    },
-    CheckInfo {
-        name: pii::SOURCE,
-        kind: Kind::Text,
-        categories: pii::CATEGORIES,
-    },
-    CheckInfo {
-        name: toxblock::SOURCE,
-        kind: Kind::Text,
-        categories: &toxblock::LABELS,
-    },
-    CheckInfo {
-        name: nsfw::OPEN_NSFW,
-        kind: Kind::Image,
-        categories: nsfw::OPEN_NSFW_CATEGORIES,
-    },
-    CheckInfo {
-        name: nsfw::NSFWJS,
-        kind: Kind::Image,
-        categories: nsfw::NSFWJS_CATEGORIES,
-    },
-];
-
-pub fn check_info(name: &str) -> Option<&'static CheckInfo> {
-    CHECKS.iter().find(|check| check.name == name)
-}
 
 /// What the text checks read, loaded once and shared read-only by every shard.
 pub struct TextModels {
@@ -128,12 +89,35 @@ pub struct Engine {
     pub worker: Option<Worker>,
     /// tox-block can run here (tokenizer and session both loaded).
     pub toxblock_ready: bool,
-    /// The image models loaded on this shard's worker.
-    pub image_models: ImageModels,
+    /// The image models loaded on this shard's worker, as a set of worker slots.
+    pub image_slots_loaded: u64,
     /// The shard's normalisation scratch buffers.
     pub normalizer: RefCell<Normalizer>,
-    /// The shard's metrics (model run times).
+    /// The shard's metrics (model and image stage times).
     pub metrics: Rc<Metrics>,
+}
+
+/// The image models of `models` as a set of worker slots ([`registry::image_models`] order).
+pub fn image_slots_loaded(models: Option<&WorkerModels>) -> u64 {
+    let Some(models) = models else {
+        return 0;
+    };
+    registry::image_models()
+        .iter()
+        .enumerate()
+        .filter(|(_, spec)| models.path_of(&spec.model).is_some())
+        .fold(0, |set, (slot, _)| set | 1 << slot)
+}
+
+/// The registered checks of `kind` among the names a workflow lists, in its order.
+fn checks_of<'a>(
+    names: &'a [String],
+    kind: ContentKind,
+) -> impl Iterator<Item = &'static Check> + 'a {
+    names
+        .iter()
+        .filter_map(|name| registry::find(name))
+        .filter(move |check| check.kind == kind)
 }
 
 impl Engine {
@@ -147,51 +131,32 @@ impl Engine {
         let mut board = ScoreBoard::default();
         let mut normalised = String::new();
         let mut disguised = false;
-        if checks
-            .iter()
-            .any(|c| c == wordlist::SOURCE || c == profanity_svm::SOURCE)
-        {
+        if checks_of(checks, ContentKind::Text).any(Check::reads_normalised) {
             disguised = self
                 .normalizer
                 .borrow_mut()
                 .normalize(text, &mut normalised);
         }
+        let input = TextInput {
+            raw: text,
+            normalised: &normalised,
+            disguised,
+        };
         let mut ran = false;
-        for check in checks {
-            match check.as_str() {
-                wordlist::SOURCE => {
-                    board.add(
-                        wordlist::CATEGORY,
-                        self.text.wordlist.score(&normalised),
-                        wordlist::SOURCE,
-                    );
+        for check in checks_of(checks, ContentKind::Text) {
+            match &check.runner {
+                Runner::Text { score, .. } => {
+                    score(&input, &self.text, &mut board);
                     ran = true;
                 }
-                profanity_svm::SOURCE => {
-                    // The raw text is what the model was trained on; the normalised text
-                    // catches spellings meant to slip past it (`f.u.c.k`, `sh1t`), and is
-                    // worth a second pass only when normalising changed a word.
-                    let mut score = self.text.svm.score(text);
-                    if disguised {
-                        score = score.max(self.text.svm.score(&normalised));
-                    }
-                    board.add(profanity_svm::CATEGORY, score, profanity_svm::SOURCE);
-                    ran = true;
-                }
-                pii::SOURCE => {
-                    for (category, score) in pii::scan(text).by_category() {
-                        board.add(category, score, pii::SOURCE);
-                    }
-                    ran = true;
-                }
-                toxblock::SOURCE => {
+                Runner::TextModel(_) => {
                     if self.run_toxblock(text, context, &mut board).await? {
                         ran = true;
                     } else {
-                        board.unavailable(&toxblock::LABELS);
+                        board.unavailable(check.categories);
                     }
                 }
-                _ => {} // image checks of the same workflow
+                Runner::Image { .. } => {}
             }
         }
         if !ran {
@@ -211,23 +176,16 @@ impl Engine {
         checks: &[String],
         bytes: Vec<u8>,
         probe: Probe,
-    ) -> (Vec<u8>, ApiResult<(ScoreBoard, ImageScores)>) {
+    ) -> (Vec<u8>, ApiResult<ScoreBoard>) {
         let mut board = ScoreBoard::default();
-        let wanted = ImageModels {
-            open_nsfw: checks.iter().any(|c| c == nsfw::OPEN_NSFW),
-            nsfwjs: checks.iter().any(|c| c == nsfw::NSFWJS),
-        };
-        let runnable = ImageModels {
-            open_nsfw: wanted.open_nsfw && self.image_models.open_nsfw,
-            nsfwjs: wanted.nsfwjs && self.image_models.nsfwjs,
-        };
-        if wanted.open_nsfw && !runnable.open_nsfw {
-            board.unavailable(nsfw::OPEN_NSFW_CATEGORIES);
+        let mut wanted = 0u64;
+        for check in checks_of(checks, ContentKind::Image) {
+            match registry::image_slot(check) {
+                Some(slot) if self.image_slots_loaded & (1 << slot) != 0 => wanted |= 1 << slot,
+                _ => board.unavailable(check.categories),
+            }
         }
-        if wanted.nsfwjs && !runnable.nsfwjs {
-            board.unavailable(nsfw::NSFWJS_CATEGORIES);
-        }
-        let worker = match (&self.worker, runnable.open_nsfw || runnable.nsfwjs) {
+        let worker = match (&self.worker, wanted != 0) {
             (Some(worker), true) => worker,
             _ => {
                 let error = ApiError::new(
@@ -238,18 +196,37 @@ impl Engine {
                 return (bytes, Err(error));
             }
         };
-        let outcome = match worker.image(bytes, probe, runnable).await {
+        let outcome = match worker.image(bytes, probe, wanted).await {
             Ok(outcome) => outcome,
             Err(error) => return (Vec::new(), Err(error)),
         };
-        let result = match outcome.scores {
-            Ok(scores) => {
-                nsfw::add_scores(&scores, &mut board);
-                Ok((board, scores))
-            }
-            Err(error) => Err(image_error(error)),
+        let scores = match outcome.scores {
+            Ok(scores) => scores,
+            Err(error) => return (outcome.bytes, Err(image_error(error))),
         };
-        (outcome.bytes, result)
+        let models = registry::image_models();
+        if let Some(format) = scores.format {
+            let prepared = scores
+                .rows
+                .iter()
+                .map(|row| (models[row.slot].model.name, row.prepare_us));
+            self.metrics
+                .image_stages(format, scores.decode_us, prepared);
+        }
+        for row in &scores.rows {
+            self.metrics
+                .model_run(models[row.slot].model.name, row.run_us);
+            let scored_by = checks_of(checks, ContentKind::Image)
+                .find(|check| registry::image_slot(check) == Some(row.slot));
+            if let Some(Check {
+                runner: Runner::Image { score, .. },
+                ..
+            }) = scored_by
+            {
+                score(&row.values, &mut board);
+            }
+        }
+        (outcome.bytes, Ok(board))
     }
 
     /// Scores with tox-block; `false` if it is not available here.
@@ -272,7 +249,7 @@ impl Engine {
         }
         let windows = toxblock::windows(&text_ids, &context_ids);
         let (raw, run_us) = worker.toxblock(windows).await?;
-        self.metrics.model_run(Model::Toxblock, run_us);
+        self.metrics.model_run(toxblock::SOURCE, run_us);
         let mut best = [0.0f32; 6];
         for window in &raw {
             let scaled = toxblock::rescale(window);

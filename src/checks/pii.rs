@@ -23,6 +23,20 @@ pub const CARD: &str = "pii_card";
 pub const IP: &str = "pii_ip";
 pub const CATEGORIES: &[&str] = &[EMAIL, PHONE, IBAN, CARD, IP];
 
+pub const CHECK: super::registry::Check = super::registry::Check {
+    name: SOURCE,
+    kind: crate::content::ContentKind::Text,
+    categories: CATEGORIES,
+    runner: super::registry::Runner::Text {
+        score: |input, _, board| {
+            for (category, score) in scan(input.raw).by_category() {
+                board.add(category, score, SOURCE);
+            }
+        },
+        reads_normalised: false,
+    },
+};
+
 /// The best score per PII category found in a text.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PiiScores {

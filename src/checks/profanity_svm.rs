@@ -19,6 +19,31 @@ use unicode_general_category::{get_general_category, GeneralCategory as G};
 pub const PROFANITY_SVM_JSON: &str = include_str!("../../models/text/profanity_svm.json");
 pub const SOURCE: &str = "profanity_svm";
 pub const CATEGORY: &str = "profanity";
+
+pub const CHECK: super::registry::Check = super::registry::Check {
+    name: SOURCE,
+    kind: crate::content::ContentKind::Text,
+    categories: &[CATEGORY],
+    runner: super::registry::Runner::Text {
+        score: score_check,
+        reads_normalised: true,
+    },
+};
+
+/// The raw text is what the model was trained on; the normalised text catches spellings
+/// meant to slip past it (`f.u.c.k`, `sh1t`), and is worth a second pass only when
+/// normalising changed a word.
+fn score_check(
+    input: &super::registry::TextInput<'_>,
+    models: &super::TextModels,
+    board: &mut super::board::ScoreBoard,
+) {
+    let mut score = models.svm.score(input.raw);
+    if input.disguised {
+        score = score.max(models.svm.score(input.normalised));
+    }
+    board.add(CATEGORY, score, SOURCE);
+}
 const FOLDS: usize = 5;
 
 #[derive(Deserialize)]

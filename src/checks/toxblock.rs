@@ -41,6 +41,19 @@ pub const TOKENIZER_SHA256: &str =
 pub const MODEL_FILE: &str = "text/toxblock.onnx";
 pub const TOKENIZER_FILE: &str = "text/toxblock_tokenizer.json";
 
+pub const MODEL: crate::inference::ModelSpec = crate::inference::ModelSpec {
+    name: SOURCE,
+    file: MODEL_FILE,
+    sha256: MODEL_SHA256,
+};
+
+pub const CHECK: super::registry::Check = super::registry::Check {
+    name: SOURCE,
+    kind: crate::content::ContentKind::Text,
+    categories: &LABELS,
+    runner: super::registry::Runner::TextModel(MODEL),
+};
+
 /// tox-block's default output rescaling `|(p - min) / (max - min)|`, in f32 exactly as pandas
 /// computes it (`min` and the f64 range rounded to f32; PIPELINE.md section 1.5).
 const RESCALE_MIN_BITS: [u32; 6] = [

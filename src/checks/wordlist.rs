@@ -75,6 +75,18 @@ pub const SEVERE: &[&str] = &[
 pub const SOURCE: &str = "wordlist";
 pub const CATEGORY: &str = "profanity";
 
+pub const CHECK: super::registry::Check = super::registry::Check {
+    name: SOURCE,
+    kind: crate::content::ContentKind::Text,
+    categories: &[CATEGORY],
+    runner: super::registry::Runner::Text {
+        score: |input, models, board| {
+            board.add(CATEGORY, models.wordlist.score(input.normalised), SOURCE)
+        },
+        reads_normalised: true,
+    },
+};
+
 pub struct WordList {
     automaton: AhoCorasick,
     /// Score of each pattern, by pattern id.

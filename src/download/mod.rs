@@ -1,9 +1,9 @@
 //! Downloads for `url` checks (SPEC 4.1 and 8): an HTTP/1.1 client on glommio with rustls.
 //!
 //! Rules, each refused with 400 `url_refused` and the reason:
-//! - `http` and `https` only; at most [`REDIRECTS_MAX`] redirects; everything (name
+//! - `http` and `https` only; at most [`DOWNLOAD_REDIRECTS_MAX`] redirects; everything (name
 //!   resolution, connection, TLS, redirects, body) within [`DOWNLOAD_TIMEOUT`];
-//! - at most [`crate::image::IMAGE_BYTES_MAX`] bytes: refused from `Content-Length` before
+//! - at most [`crate::bounds::IMAGE_BYTES_MAX`] bytes: refused from `Content-Length` before
 //!   reading, and reading stops at the limit when the length is not announced;
 //! - the answer must be 200 with `Content-Type: image/*` and no content coding;
 //! - public internet only ([`vet`]): the host name is resolved once, off the reactor (on the
@@ -28,12 +28,13 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use url::Url;
 
+use crate::bounds::{DOWNLOAD_REDIRECTS_MAX, DOWNLOAD_TIMEOUT_MS};
 use crate::error::{ApiError, ErrorKind};
 use crate::http::chunked::{ChunkedDecoder, Step};
 use crate::http::conn::until;
 
-pub const REDIRECTS_MAX: u32 = 3;
-pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// The whole download, name lookup included ([`crate::bounds::DOWNLOAD_TIMEOUT_MS`]).
+pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_millis(DOWNLOAD_TIMEOUT_MS);
 /// A response head longer than this is refused.
 pub const RESPONSE_HEAD_BYTES_MAX: usize = 16 * 1024;
 /// `url` parameters longer than this are refused before any parsing.
@@ -61,7 +62,7 @@ pub enum Refusal {
     Dns,
     Connect,
     Tls,
-    /// More than [`REDIRECTS_MAX`] redirects.
+    /// More than [`DOWNLOAD_REDIRECTS_MAX`] redirects.
     Redirects,
     /// An answer other than 200 or a redirect.
     Status,
@@ -196,15 +197,15 @@ impl Downloader {
                 format!("not a valid address ({error})"),
             )
         })?;
-        for hop in 0..=REDIRECTS_MAX {
+        for hop in 0..=DOWNLOAD_REDIRECTS_MAX {
             out.clear();
             match self.get(&current, out, deadline).await? {
                 Fetched::Body => return Ok(()),
                 Fetched::Redirect(location) => {
-                    if hop == REDIRECTS_MAX {
+                    if hop == DOWNLOAD_REDIRECTS_MAX {
                         return Err(refused(
                             Refusal::Redirects,
-                            format!("more than {REDIRECTS_MAX} redirects"),
+                            format!("more than {DOWNLOAD_REDIRECTS_MAX} redirects"),
                         ));
                     }
                     current = current.join(&location).map_err(|_| {
@@ -215,7 +216,7 @@ impl Downloader {
         }
         Err(refused(
             Refusal::Redirects,
-            format!("more than {REDIRECTS_MAX} redirects"),
+            format!("more than {DOWNLOAD_REDIRECTS_MAX} redirects"),
         ))
     }
 

@@ -20,7 +20,7 @@
 //! progress is finished and answered with `Connection: close`.
 //!
 //! A panic while a request is handled is caught here: that request is answered by
-//! [`ConnHost::answer_panic`] (a 500) and the connection is closed, since what the handler left
+//! [`Handler::answer_panic`] (a 500) and the connection is closed, since what the handler left
 //! in the connection's buffers and body state is unknown. The shard goes on serving.
 
 use std::future::{poll_fn, Future};
@@ -75,6 +75,11 @@ pub trait ConnHost {
     fn is_stopping(&self) -> bool;
     /// Ready once the server stops; registers `cx`'s waker under `slot` otherwise.
     fn poll_stop(&self, slot: usize, cx: &mut Context<'_>) -> Poll<()>;
+}
+
+/// The request path, as a connection sees it: the one entry point from the server into the
+/// routes ([`crate::api`] implements it).
+pub trait Handler {
     /// The answer to a head refused before routing (`error`), in the envelope of the route at
     /// `path` (empty when the path is not known). A refused request to a check route is
     /// journaled like any other refused check before it is answered.
@@ -84,8 +89,8 @@ pub trait ConnHost {
         path: &str,
         request_id: &RequestId,
     ) -> impl Future<Output = Response>;
-    /// The answer to a request whose handler panicked (counted and logged by the host; the
-    /// connection closes after it).
+    /// The answer to a request whose handler panicked (counted and logged by the handler;
+    /// the connection closes after it).
     fn answer_panic(&self, path: &str, request_id: &RequestId) -> Response;
     /// Answers one request. The handler reads as much of the body as it needs.
     fn handle<S: AsyncRead + AsyncWrite + Unpin>(
@@ -412,13 +417,20 @@ enum HeadRead {
     Refuse(ApiError, String),
 }
 
-/// Serves requests on one connection until it closes. `slot` identifies the connection to
-/// the host's stop registry. `first_deadline` is when the first head must be in (from the
-/// accept, so that a TLS handshake and the first head share one header timeout).
-pub async fn serve_connection<S, H>(stream: S, host: &H, slot: usize, first_deadline: Instant)
-where
+/// Serves requests on one connection until it closes, handing each to `handler`. `slot`
+/// identifies the connection to the host's stop registry. `first_deadline` is when the first
+/// head must be in (from the accept, so that a TLS handshake and the first head share one
+/// header timeout).
+pub async fn serve_connection<S, H, A>(
+    stream: S,
+    host: &H,
+    handler: &A,
+    slot: usize,
+    first_deadline: Instant,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
     H: ConnHost,
+    A: Handler,
 {
     let config = host.conn_config().clone();
     let mut io = ConnIo::new(stream, &config);
@@ -429,7 +441,7 @@ where
             HeadRead::Close => break,
             HeadRead::Refuse(error, path) => {
                 let request_id = host.next_request_id();
-                let response = host.refuse_head(&error, &path, &request_id).await;
+                let response = handler.refuse_head(&error, &path, &request_id).await;
                 write_response(
                     &mut io,
                     host,
@@ -455,7 +467,7 @@ where
         // `AssertUnwindSafe`: after a panic nothing the handler touched in this connection is
         // used again (no drain, the connection closes); the host's own state is restored by
         // drop guards on unwind.
-        let handled = std::panic::AssertUnwindSafe(host.handle(&mut exchange))
+        let handled = std::panic::AssertUnwindSafe(handler.handle(&mut exchange))
             .catch_unwind()
             .await;
         let response = match handled {
@@ -464,7 +476,7 @@ where
                 response
             }
             Err(_) => {
-                let mut response = host.answer_panic(&exchange.head.path, &exchange.request_id);
+                let mut response = handler.answer_panic(&exchange.head.path, &exchange.request_id);
                 response.close = true;
                 response
             }
@@ -632,20 +644,6 @@ impl ConnHost for NoHost {
     }
     fn poll_stop(&self, _: usize, _: &mut Context<'_>) -> Poll<()> {
         match *self {}
-    }
-    fn answer_panic(&self, _: &str, _: &RequestId) -> Response {
-        match *self {}
-    }
-    #[allow(clippy::manual_async_fn)]
-    fn refuse_head(&self, _: &ApiError, _: &str, _: &RequestId) -> impl Future<Output = Response> {
-        async move { match *self {} }
-    }
-    #[allow(clippy::manual_async_fn)]
-    fn handle<S: AsyncRead + AsyncWrite + Unpin>(
-        &self,
-        _: &mut Exchange<'_, S>,
-    ) -> impl Future<Output = Response> {
-        async move { match *self {} }
     }
 }
 

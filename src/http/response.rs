@@ -4,6 +4,7 @@
 //! `X-Request-Id`, `Content-Length`, `Connection`) in [`Response::write_to`]. Serialisation
 //! appends to a reusable `Vec<u8>`, so pipelined answers leave in one write.
 
+use crate::clock::civil_from_days;
 use std::borrow::Cow;
 use std::io::Write as _;
 
@@ -210,20 +211,6 @@ pub fn imf_fixdate(unix_seconds: u64, out: &mut String) {
         second_of_day % 60
     );
     out.push_str(&String::from_utf8_lossy(&bytes));
-}
-
-/// Gregorian date of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

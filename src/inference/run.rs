@@ -3,7 +3,7 @@
 use ort::session::Session;
 use ort::value::Tensor;
 
-use crate::image::resize::INPUT_LEN;
+use super::ImageModelSpec;
 
 /// Runs tox-block on `ids` (`n × 100` token ids): the raw sigmoid outputs, one row per window.
 pub fn toxblock_probs(session: &mut Session, ids: Vec<i32>) -> Result<Vec<[f32; 6]>, String> {
@@ -27,44 +27,29 @@ pub fn toxblock_probs(session: &mut Session, ids: Vec<i32>) -> Result<Vec<[f32; 
         .collect())
 }
 
-/// Runs a model with one NHWC 224 x 224 x 3 float input over `rows` images; the output rows.
-fn image_model_rows(
+/// Runs an image model over `inputs` (whole images of `spec.input_len()` floats each): its
+/// output, `spec.output_columns` values per image.
+pub fn image_rows(
     session: &mut Session,
-    input_name: &str,
-    output_name: &str,
+    spec: &ImageModelSpec,
     inputs: Vec<f32>,
-    columns: usize,
 ) -> Result<Vec<f32>, String> {
-    let rows = inputs.len() / INPUT_LEN;
+    let rows = inputs.len() / spec.input_len();
+    let [height, width, channels] = spec.input_hwc;
     let input =
-        Tensor::from_array(([rows, 224usize, 224, 3], inputs)).map_err(|e| e.to_string())?;
+        Tensor::from_array(([rows, height, width, channels], inputs)).map_err(|e| e.to_string())?;
     let outputs = session
-        .run(ort::inputs![input_name => input])
+        .run(ort::inputs![spec.input_name => input])
         .map_err(|e| e.to_string())?;
-    let (_, values) = outputs[output_name]
+    let (_, values) = outputs[spec.output_name]
         .try_extract_tensor::<f32>()
         .map_err(|e| e.to_string())?;
-    if values.len() != rows * columns {
+    if values.len() != rows * spec.output_columns {
         return Err(format!(
-            "{output_name}: {} values for {rows} rows",
+            "{}: {} values for {rows} rows",
+            spec.model.name,
             values.len()
         ));
     }
     Ok(values.to_vec())
-}
-
-/// open-NSFW: P(nsfw) per image (`inputs` from [`crate::image::resize::opennsfw_input`]).
-pub fn open_nsfw_probs(session: &mut Session, inputs: Vec<f32>) -> Result<Vec<f32>, String> {
-    let rows = image_model_rows(session, "input:0", "outputs", inputs, 2)?;
-    Ok(rows.chunks_exact(2).map(|row| row[1]).collect())
-}
-
-/// nsfwjs: [drawing, hentai, neutral, porn, sexy] per image (`inputs` from
-/// [`crate::image::resize::nsfwjs_input`]).
-pub fn nsfwjs_probs(session: &mut Session, inputs: Vec<f32>) -> Result<Vec<[f32; 5]>, String> {
-    let rows = image_model_rows(session, "input", "probabilities", inputs, 5)?;
-    Ok(rows
-        .chunks_exact(5)
-        .map(|row| std::array::from_fn(|i| row[i]))
-        .collect())
 }

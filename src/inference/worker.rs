@@ -20,72 +20,70 @@ use futures_channel::oneshot;
 use ort::environment::Environment;
 use ort::session::Session;
 
-use super::open_session;
-use super::run::{nsfwjs_probs, open_nsfw_probs, toxblock_probs};
+use super::run::{image_rows, toxblock_probs};
+use super::{open_session, ImageModelSpec, ModelSpec};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::image::decode::decode;
 use crate::image::probe::Probe;
-use crate::image::resize::{nsfwjs_input, opennsfw_input, INPUT_LEN, OPENNSFW_RESIZE};
 use crate::image::{Format, ImageError};
 
 /// Scheduling niceness of worker threads: below the reactor's 0.
 pub const WORKER_NICE: i32 = 10;
-/// The smallest side a decoded image needs: open-NSFW's first resize (256); nsfwjs needs 224.
-pub const IMAGE_MIN_SIDE: usize = OPENNSFW_RESIZE;
+/// Image models one worker can hold (a job names the ones it wants in a 64-bit set).
+pub const IMAGE_MODELS_MAX: usize = 64;
 
-/// What a shard's worker may run: the models that passed the start-up checks.
+/// What a shard's worker may run: the models that passed the start-up checks, by spec.
 #[derive(Clone)]
 pub struct WorkerModels {
     pub environment: Environment,
-    pub toxblock: Option<PathBuf>,
-    pub open_nsfw: Option<PathBuf>,
-    pub nsfwjs: Option<PathBuf>,
+    pub found: Vec<(ModelSpec, PathBuf)>,
 }
 
-/// Settings of workers (`[inference]` in the configuration).
-#[derive(Clone, Copy, Debug)]
+impl WorkerModels {
+    pub fn path_of(&self, spec: &ModelSpec) -> Option<&PathBuf> {
+        self.found
+            .iter()
+            .find(|(found, _)| found == spec)
+            .map(|(_, path)| path)
+    }
+}
+
+/// Settings of workers (`[inference]` in the configuration), and the models it serves: the
+/// text model (tox-block's token windows) and the image models, in the order jobs name them.
+#[derive(Clone, Debug)]
 pub struct WorkerConfig {
     pub queue_depth_max: usize,
     pub batch_rows_max: usize,
+    pub text_model: Option<ModelSpec>,
+    pub image_models: Vec<&'static ImageModelSpec>,
 }
 
-/// Which image models a check wants.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ImageModels {
-    pub open_nsfw: bool,
-    pub nsfwjs: bool,
-}
-
-impl ImageModels {
-    /// The image models a worker built from `models` can run.
-    pub fn loaded(models: Option<&WorkerModels>) -> ImageModels {
-        ImageModels {
-            open_nsfw: models.is_some_and(|m| m.open_nsfw.is_some()),
-            nsfwjs: models.is_some_and(|m| m.nsfwjs.is_some()),
-        }
-    }
+/// One image model's answer for one image.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelRow {
+    /// The model's place in [`WorkerConfig::image_models`].
+    pub slot: usize,
+    pub values: Vec<f32>,
+    /// Time to make this model's input from the decoded image.
+    pub prepare_us: u64,
+    /// This image's share of the model's batch run.
+    pub run_us: u64,
 }
 
 /// Scores of one image, and where the time went.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ImageScores {
-    /// P(nsfw).
-    pub open_nsfw: Option<f32>,
-    /// [drawing, hentai, neutral, porn, sexy].
-    pub nsfwjs: Option<[f32; 5]>,
+pub struct ImageJobScores {
     pub format: Option<Format>,
     pub decode_us: u64,
-    /// Time to make each model's input (open-NSFW, nsfwjs), for the models that ran.
-    pub resize_us: [Option<u64>; 2],
-    /// This image's share of each model's batch run (open-NSFW, nsfwjs).
-    pub model_us: [Option<u64>; 2],
+    /// One row per model that ran, in slot order.
+    pub rows: Vec<ModelRow>,
 }
 
 /// An image job's answer: the scores, or why the image does not decode; and the caller's
 /// buffer back for reuse.
 pub struct ImageOutcome {
     pub bytes: Vec<u8>,
-    pub scores: Result<ImageScores, ImageError>,
+    pub scores: Result<ImageJobScores, ImageError>,
 }
 
 type Reply<T> = oneshot::Sender<Result<T, String>>;
@@ -102,7 +100,8 @@ struct ToxblockJob {
 struct ImageJob {
     bytes: Vec<u8>,
     probe: Probe,
-    models: ImageModels,
+    /// The image models wanted, as a set of slots.
+    wanted: u64,
     reply: oneshot::Sender<ImageOutcome>,
 }
 
@@ -137,16 +136,18 @@ impl Worker {
         models: WorkerModels,
         config: WorkerConfig,
     ) -> std::io::Result<(Worker, oneshot::Receiver<Result<(), String>>)> {
+        assert!(config.image_models.len() <= IMAGE_MODELS_MAX);
         let (jobs, queue) = mpsc::sync_channel(config.queue_depth_max);
         let (ready_tx, ready_rx) = oneshot::channel();
+        let queue_depth_max = config.queue_depth_max;
         std::thread::Builder::new()
             .name(format!("modgate-model-{index}"))
             .spawn(move || {
                 lower_priority_and_pin(cpu);
-                match Sessions::open(&models) {
+                match Sessions::open(&models, &config) {
                     Ok(sessions) => {
                         let _ = ready_tx.send(Ok(()));
-                        serve(queue, sessions, config);
+                        serve(queue, sessions, &config);
                     }
                     Err(error) => {
                         let _ = ready_tx.send(Err(error));
@@ -156,7 +157,7 @@ impl Worker {
         let worker = Worker {
             jobs,
             pending: Rc::default(),
-            queue_depth_max: config.queue_depth_max,
+            queue_depth_max,
         };
         Ok((worker, ready_rx))
     }
@@ -186,18 +187,19 @@ impl Worker {
         }
     }
 
-    /// Decodes and scores an image; the buffer comes back with the outcome.
+    /// Decodes and scores an image with the image models of the slots in `wanted`; the buffer
+    /// comes back with the outcome.
     pub async fn image(
         &self,
         bytes: Vec<u8>,
         probe: Probe,
-        models: ImageModels,
+        wanted: u64,
     ) -> ApiResult<ImageOutcome> {
         let (reply, result) = oneshot::channel();
         let _pending = self.submit(Job::Image(ImageJob {
             bytes,
             probe,
-            models,
+            wanted,
             reply,
         }))?;
         result
@@ -224,30 +226,37 @@ pub fn busy() -> ApiError {
     .with_retry_after(1)
 }
 
+/// The worker's sessions: the text model's and one per image model that loaded (by slot).
 struct Sessions {
     toxblock: Option<Session>,
-    open_nsfw: Option<Session>,
-    nsfwjs: Option<Session>,
+    images: Vec<Option<Session>>,
 }
 
 impl Sessions {
-    fn open(models: &WorkerModels) -> Result<Sessions, String> {
-        let open = |path: &Option<PathBuf>| {
-            path.as_deref()
+    fn open(models: &WorkerModels, config: &WorkerConfig) -> Result<Sessions, String> {
+        let open = |spec: &ModelSpec| {
+            models
+                .path_of(spec)
                 .map(|path| open_session(&models.environment, path))
                 .transpose()
         };
         Ok(Sessions {
-            toxblock: open(&models.toxblock)?,
-            open_nsfw: open(&models.open_nsfw)?,
-            nsfwjs: open(&models.nsfwjs)?,
+            toxblock: match &config.text_model {
+                Some(spec) => open(spec)?,
+                None => None,
+            },
+            images: config
+                .image_models
+                .iter()
+                .map(|spec| open(&spec.model))
+                .collect::<Result<_, _>>()?,
         })
     }
 }
 
 /// The worker's loop: take a job, gather the jobs of the same kind waiting behind it (up to
 /// `batch_rows_max` rows), run them as one batch, answer each.
-fn serve(queue: Receiver<Job>, mut sessions: Sessions, config: WorkerConfig) {
+fn serve(queue: Receiver<Job>, mut sessions: Sessions, config: &WorkerConfig) {
     let mut held: Option<Job> = None;
     loop {
         let first = match held.take() {
@@ -288,7 +297,7 @@ fn serve(queue: Receiver<Job>, mut sessions: Sessions, config: WorkerConfig) {
                         Err(_) => break,
                     }
                 }
-                run_image_batch(&mut sessions, batch);
+                run_image_batch(&mut sessions, &config.image_models, batch);
             }
         }
     }
@@ -330,53 +339,69 @@ fn run_toxblock_batch(session: Option<&mut Session>, batch: Vec<ToxblockJob>) {
 /// One image's state through a batch.
 struct Prepared {
     job: ImageJob,
-    scores: Result<ImageScores, ImageError>,
+    scores: Result<ImageJobScores, ImageError>,
 }
 
-/// Decodes and preprocesses each image, runs each model once over all of them, answers each.
-/// A decoder that panics costs its request, not the worker.
-fn run_image_batch(sessions: &mut Sessions, batch: Vec<ImageJob>) {
+/// Whether slot `slot` is in the set `wanted`.
+fn wants(wanted: u64, slot: usize) -> bool {
+    slot < IMAGE_MODELS_MAX && wanted & (1 << slot) != 0
+}
+
+/// Decodes each image once, prepares the input of every model it wants, runs each model once
+/// over all the images that want it, answers each. A decoder that panics costs its request,
+/// not the worker.
+fn run_image_batch(
+    sessions: &mut Sessions,
+    models: &[&'static ImageModelSpec],
+    batch: Vec<ImageJob>,
+) {
+    let runnable = |slot: usize| sessions.images.get(slot).is_some_and(Option::is_some);
+    let runnable: u64 = (0..models.len())
+        .filter(|&slot| runnable(slot))
+        .fold(0, |set, slot| set | 1 << slot);
+    // Per model: the inputs of the images that want it, and which images they are.
+    let mut inputs: Vec<Vec<f32>> = vec![Vec::new(); models.len()];
+    let mut images_of: Vec<Vec<usize>> = vec![Vec::new(); models.len()];
     let mut prepared = Vec::with_capacity(batch.len());
-    let mut open_nsfw_inputs = Vec::new();
-    let mut nsfwjs_inputs = Vec::new();
-    let mut open_nsfw_rows = Vec::new();
-    let mut nsfwjs_rows = Vec::new();
     for job in batch {
         let index = prepared.len();
-        let scores = prepare(&job, sessions, &mut open_nsfw_inputs, &mut nsfwjs_inputs).map(
-            |(scores, a, b)| {
-                if a {
-                    open_nsfw_rows.push(index);
-                }
-                if b {
-                    nsfwjs_rows.push(index);
-                }
-                scores
-            },
-        );
+        let wanted = job.wanted & runnable;
+        let scores = prepare(&job, wanted, models, &mut inputs).inspect(|scores| {
+            for row in &scores.rows {
+                images_of[row.slot].push(index);
+            }
+        });
         prepared.push(Prepared { job, scores });
     }
     let images = prepared.len().max(1) as u64;
-    if let (false, Some(session)) = (open_nsfw_rows.is_empty(), sessions.open_nsfw.as_mut()) {
+    for (slot, spec) in models.iter().enumerate() {
+        let (Some(Some(session)), false) =
+            (sessions.images.get_mut(slot), images_of[slot].is_empty())
+        else {
+            continue;
+        };
         let started = Instant::now();
-        let result = open_nsfw_probs(session, open_nsfw_inputs);
-        let share = started.elapsed().as_micros() as u64 / images;
-        for (row, &index) in open_nsfw_rows.iter().enumerate() {
-            set_score(&mut prepared[index], &result, "open-NSFW", |scores, all| {
-                scores.open_nsfw = all.get(row).copied();
-                scores.model_us[0] = Some(share);
-            });
-        }
-    }
-    if let (false, Some(session)) = (nsfwjs_rows.is_empty(), sessions.nsfwjs.as_mut()) {
-        let started = Instant::now();
-        let result = nsfwjs_probs(session, nsfwjs_inputs);
-        let share = started.elapsed().as_micros() as u64 / images;
-        for (row, &index) in nsfwjs_rows.iter().enumerate() {
-            set_score(&mut prepared[index], &result, "nsfwjs", |scores, all| {
-                scores.nsfwjs = all.get(row).copied();
-                scores.model_us[1] = Some(share);
-            });
+        let result = image_rows(session, spec, std::mem::take(&mut inputs[slot]));
+        let share_us = started.elapsed().as_micros() as u64 / images;
+        for (row, &index) in images_of[slot].iter().enumerate() {
+            let target = &mut prepared[index];
+            match (&result, target.scores.as_mut()) {
+                (Ok(values), Ok(scores)) => {
+                    let columns = spec.output_columns;
+                    if let Some(model_row) = scores.rows.iter_mut().find(|r| r.slot == slot) {
+                        model_row.values = values[row * columns..(row + 1) * columns].to_vec();
+                        model_row.run_us = share_us;
+                    }
+                }
+                (Err(error), Ok(_)) => {
+                    tracing::error!(%error, model = spec.model.name, "image model run failed");
+                    target.scores = Err(ImageError::Corrupt(format!(
+                        "{} could not score it",
+                        spec.model.name
+                    )));
+                }
+                (_, Err(_)) => {}
+            }
         }
     }
     for Prepared { job, scores } in prepared {
@@ -387,63 +412,60 @@ fn run_image_batch(sessions: &mut Sessions, batch: Vec<ImageJob>) {
     }
 }
 
-fn set_score<T>(
-    prepared: &mut Prepared,
-    result: &Result<Vec<T>, String>,
-    model: &str,
-    set: impl FnOnce(&mut ImageScores, &Vec<T>),
-) {
-    match (result, prepared.scores.as_mut()) {
-        (Ok(all), Ok(scores)) => set(scores, all),
-        (Err(error), Ok(_)) => {
-            tracing::error!(%error, model, "image model run failed");
-            prepared.scores = Err(ImageError::Corrupt(format!("{model} could not score it")));
-        }
-        (_, Err(_)) => {}
-    }
-}
-
-/// Decodes one image and appends each wanted model's input; says which models got a row.
+/// Decodes one image and appends the input of each model in `wanted` to that model's inputs.
 fn prepare(
     job: &ImageJob,
-    sessions: &Sessions,
-    open_nsfw_inputs: &mut Vec<f32>,
-    nsfwjs_inputs: &mut Vec<f32>,
-) -> Result<(ImageScores, bool, bool), ImageError> {
+    wanted: u64,
+    models: &[&'static ImageModelSpec],
+    inputs: &mut [Vec<f32>],
+) -> Result<ImageJobScores, ImageError> {
     let started = Instant::now();
+    // The side every image model of this build can work from, whichever a job wants: a
+    // model's score must not depend on which other models a workflow names.
+    let min_side = models
+        .iter()
+        .map(|spec| spec.min_side_px)
+        .max()
+        .unwrap_or(0);
     let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        decode(&job.bytes, &job.probe, IMAGE_MIN_SIDE)
+        decode(&job.bytes, &job.probe, min_side)
     }));
     let image = decoded.unwrap_or_else(|_| {
         Err(ImageError::Corrupt(
             "the decoder failed on this file".into(),
         ))
     })?;
-    let mut scores = ImageScores {
+    let mut scores = ImageJobScores {
         format: Some(job.probe.format),
         decode_us: started.elapsed().as_micros() as u64,
-        ..ImageScores::default()
+        rows: Vec::new(),
     };
-    let open_nsfw = job.models.open_nsfw && sessions.open_nsfw.is_some();
-    if open_nsfw {
+    let mut added: Vec<usize> = Vec::new();
+    for (slot, spec) in models.iter().enumerate() {
+        if !wants(wanted, slot) {
+            continue;
+        }
         let started = Instant::now();
-        let at = open_nsfw_inputs.len();
-        open_nsfw_inputs.resize(at + INPUT_LEN, 0.0);
-        if let Err(error) = opennsfw_input(&image, &mut open_nsfw_inputs[at..]) {
-            open_nsfw_inputs.truncate(at);
+        let at = inputs[slot].len();
+        inputs[slot].resize(at + spec.input_len(), 0.0);
+        if let Err(error) = (spec.prepare)(&image, &mut inputs[slot][at..]) {
+            inputs[slot].truncate(at);
+            // Inputs already added for this image are taken back: it runs in no model.
+            for &earlier in &added {
+                let len = inputs[earlier].len() - models[earlier].input_len();
+                inputs[earlier].truncate(len);
+            }
             return Err(error);
         }
-        scores.resize_us[0] = Some(started.elapsed().as_micros() as u64);
+        added.push(slot);
+        scores.rows.push(ModelRow {
+            slot,
+            values: Vec::new(),
+            prepare_us: started.elapsed().as_micros() as u64,
+            run_us: 0,
+        });
     }
-    let nsfwjs = job.models.nsfwjs && sessions.nsfwjs.is_some();
-    if nsfwjs {
-        let started = Instant::now();
-        let at = nsfwjs_inputs.len();
-        nsfwjs_inputs.resize(at + INPUT_LEN, 0.0);
-        nsfwjs_input(&image, &mut nsfwjs_inputs[at..]);
-        scores.resize_us[1] = Some(started.elapsed().as_micros() as u64);
-    }
-    Ok((scores, open_nsfw, nsfwjs))
+    Ok(scores)
 }
 
 /// Pins the calling thread to `cpu` and lowers its priority below the reactor's.

@@ -202,13 +202,26 @@ impl LimitHeaders {
 }
 
 /// What a check holds while it runs: a permit and a quota unit, given back or spent by
-/// [`ShardLimits::finish`].
+/// [`ShardLimits::finish`]. An admission dropped without `finish` (its request's task
+/// panicked or was cancelled) gives both back, as a refusal does: nothing leaks.
 #[must_use]
 pub struct Admission {
     org: String,
     month: u32,
+    admitted_ms: i64,
+    /// The shard's limits until the admission is settled.
+    unsettled: Option<ShardLimits>,
 }
 
+impl Drop for Admission {
+    fn drop(&mut self) {
+        if let Some(limits) = self.unsettled.take() {
+            limits.settle(&self.org, self.month, false, self.admitted_ms);
+        }
+    }
+}
+
+#[derive(Clone)]
 pub struct ShardLimits {
     source: Arc<dyn LeaseSource>,
     shards: u32,
@@ -302,7 +315,12 @@ impl ShardLimits {
             self.release_permit(&org, now_ms);
             return Err(error);
         }
-        Ok(Admission { org, month })
+        Ok(Admission {
+            org,
+            month,
+            admitted_ms: now_ms,
+            unsettled: Some(self.clone()),
+        })
     }
 
     fn take_permit(&self, org: &str, max: u32, now_ms: i64) -> ApiResult<()> {
@@ -444,10 +462,15 @@ impl ShardLimits {
 
     /// Ends a check: the permit goes back; the quota unit is spent if the check ran, else it
     /// returns to the lease (refusals do not count).
-    pub fn finish(&self, admission: Admission, ran: bool, now_ms: i64) {
-        self.release_permit(&admission.org, now_ms);
-        if let Some(lease) = self.inner.quota.borrow_mut().get_mut(&admission.org) {
-            if lease.month == admission.month {
+    pub fn finish(&self, mut admission: Admission, ran: bool, now_ms: i64) {
+        admission.unsettled = None;
+        self.settle(&admission.org, admission.month, ran, now_ms);
+    }
+
+    fn settle(&self, org: &str, month: u32, ran: bool, now_ms: i64) {
+        self.release_permit(org, now_ms);
+        if let Some(lease) = self.inner.quota.borrow_mut().get_mut(org) {
+            if lease.month == month {
                 lease.touched_ms = now_ms;
                 if ran {
                     lease.spent_unsynced += 1;

@@ -7,11 +7,11 @@
 use std::fmt::Write as _;
 
 use super::histogram::{Histogram, BATCH_BOUNDS, LATENCY_BOUNDS_US, STORAGE_BOUNDS_US};
-use super::{Counters, Model, ShardSnapshot, ACTIONS, ROUTE_SLOTS, STATUSES};
-use crate::api::Route;
+use super::{Counters, ShardSnapshot, ACTIONS, ROUTE_SLOTS, STATUSES};
 use crate::download::Refusal;
 use crate::error::ErrorKind;
 use crate::image::Format;
+use crate::route::Route;
 
 /// The `Content-Type` of the answer.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -232,7 +232,7 @@ pub fn render(snapshots: &[ShardSnapshot], process: &ProcessInfo) -> String {
                 let _ = writeln!(
                     out,
                     "modgate_checks_total{{kind=\"{}\",workflow=\"{}\",action=\"{action}\"}} {count}",
-                    if *kind == 1 { "image" } else { "text" },
+                    kind.as_str(),
                     escaped(workflow)
                 );
             }
@@ -264,12 +264,9 @@ pub fn render(snapshots: &[ShardSnapshot], process: &ProcessInfo) -> String {
         "histogram",
         "Time to make one model's input from a decoded image, by model.",
     );
-    for (model, h) in [Model::OpenNsfw, Model::Nsfwjs]
-        .iter()
-        .zip(&sum.resize_seconds)
-    {
+    for (model, h) in &sum.resize_seconds {
         if h.count > 0 {
-            let labels = format!("model=\"{}\"", model.label());
+            let labels = format!("model=\"{model}\"");
             histogram(
                 &mut out,
                 "modgate_image_resize_duration_seconds",
@@ -286,9 +283,9 @@ pub fn render(snapshots: &[ShardSnapshot], process: &ProcessInfo) -> String {
         "histogram",
         "Model run time per check, by model (a batch's run time is shared among its checks).",
     );
-    for (model, h) in Model::ALL.iter().zip(&sum.model_seconds) {
+    for (model, h) in &sum.model_seconds {
         if h.count > 0 {
-            let labels = format!("model=\"{}\"", model.label());
+            let labels = format!("model=\"{model}\"");
             histogram(
                 &mut out,
                 "modgate_model_duration_seconds",
@@ -455,7 +452,7 @@ mod tests {
         let metrics = Metrics::new(true);
         metrics.request(Some(Route::Text), 200, None, 1200);
         metrics.request(None, 404, Some(ErrorKind::NotFound), 10);
-        metrics.check("we\"ird\\name", "text", "review");
+        metrics.check("we\"ird\\name", crate::content::ContentKind::Text, "review");
         metrics.journal_commit(3, 80, true);
         let snapshot = ShardSnapshot {
             shard: 0,

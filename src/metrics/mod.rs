@@ -24,10 +24,11 @@ use std::rc::Rc;
 
 use histogram::{Histogram, BATCH_BOUNDS, LATENCY_BOUNDS_US, STORAGE_BOUNDS_US};
 
-use crate::api::Route;
+use crate::content::ContentKind;
 use crate::download::Refusal;
 use crate::error::ErrorKind;
 use crate::image::Format;
+use crate::route::Route;
 
 /// Statuses with their own label value; anything else is counted as `other`.
 pub const STATUSES: [u16; 15] = [
@@ -41,22 +42,26 @@ pub const ROUTE_SLOTS: usize = Route::ALL.len() + 1;
 pub const WORKFLOW_LABELS_MAX: usize = 64;
 /// `summary.action` values, in label order.
 pub const ACTIONS: [&str; 3] = ["accept", "review", "reject"];
-/// Model runs timed by [`Metrics::model_run`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Model {
-    OpenNsfw,
-    Nsfwjs,
-    Toxblock,
+/// Histograms labelled by a model's name (the check registry's names, which metrics do not
+/// know in advance): a short list searched in order, one entry per model that ran.
+pub type ByModel = Vec<(&'static str, Latency)>;
+
+fn observe_by_model(histograms: &mut ByModel, model: &'static str, us: u64) {
+    match histograms.iter_mut().find(|(name, _)| *name == model) {
+        Some((_, histogram)) => histogram.observe(&LATENCY_BOUNDS_US, us),
+        None => {
+            let mut histogram = Latency::default();
+            histogram.observe(&LATENCY_BOUNDS_US, us);
+            histograms.push((model, histogram));
+        }
+    }
 }
 
-impl Model {
-    pub const ALL: [Model; 3] = [Model::OpenNsfw, Model::Nsfwjs, Model::Toxblock];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Model::OpenNsfw => "open_nsfw",
-            Model::Nsfwjs => "nsfwjs",
-            Model::Toxblock => "toxblock",
+fn add_by_model(mine: &mut ByModel, theirs: &ByModel) {
+    for (model, histogram) in theirs {
+        match mine.iter_mut().find(|(name, _)| name == model) {
+            Some((_, existing)) => existing.add(histogram),
+            None => mine.push((model, *histogram)),
         }
     }
 }
@@ -72,14 +77,14 @@ pub struct Counters {
     pub errors: [[u64; ErrorKind::ALL.len()]; ROUTE_SLOTS],
     /// Server time per answer, from the end of the head to the answer, by route slot.
     pub request_seconds: [Latency; ROUTE_SLOTS],
-    /// Checks that ran: (workflow, kind: 0 text / 1 image, counts by action).
-    pub checks: Vec<(String, usize, [u64; 3])>,
+    /// Checks that ran: (workflow, kind, counts by action).
+    pub checks: Vec<(String, ContentKind, [u64; 3])>,
     /// Decode time by format (`Format::ALL` order).
     pub decode_seconds: [Latency; 4],
     /// Resize time by image model (open-NSFW, nsfwjs).
-    pub resize_seconds: [Latency; 2],
-    /// Model run time per request by model (`Model::ALL` order); a batch's time is shared.
-    pub model_seconds: [Latency; 3],
+    pub resize_seconds: ByModel,
+    /// Model run time per request by model; a batch's time is shared.
+    pub model_seconds: ByModel,
     /// Connections refused at accept over `connections_per_shard_max`.
     pub connections_refused: u64,
     /// Panics caught while serving a connection (each closed that connection alone).
@@ -103,8 +108,8 @@ impl Default for Counters {
             request_seconds: [Latency::default(); ROUTE_SLOTS],
             checks: Vec::new(),
             decode_seconds: [Latency::default(); 4],
-            resize_seconds: [Latency::default(); 2],
-            model_seconds: [Latency::default(); 3],
+            resize_seconds: ByModel::new(),
+            model_seconds: ByModel::new(),
             connections_refused: 0,
             panics: 0,
             journal_commits: 0,
@@ -140,8 +145,8 @@ impl Counters {
             }
         }
         add_histograms(&mut self.decode_seconds, &other.decode_seconds);
-        add_histograms(&mut self.resize_seconds, &other.resize_seconds);
-        add_histograms(&mut self.model_seconds, &other.model_seconds);
+        add_by_model(&mut self.resize_seconds, &other.resize_seconds);
+        add_by_model(&mut self.model_seconds, &other.model_seconds);
         self.connections_refused += other.connections_refused;
         self.panics += other.panics;
         self.journal_commits += other.journal_commits;
@@ -247,11 +252,10 @@ impl Metrics {
     }
 
     /// A check that ran, by workflow, kind (`text` or `image`) and action.
-    pub fn check(&self, workflow: &str, kind: &str, action: &str) {
+    pub fn check(&self, workflow: &str, kind: ContentKind, action: &str) {
         if !self.enabled {
             return;
         }
-        let kind = usize::from(kind == "image");
         let action = ACTIONS.iter().position(|&a| a == action).unwrap_or(0);
         let mut counters = self.counters.borrow_mut();
         let checks = &mut counters.checks;
@@ -279,27 +283,30 @@ impl Metrics {
     }
 
     /// The stages of one image check, as the model worker timed them.
-    pub fn image_stages(&self, format: Format, decode_us: u64, resize_us: [Option<u64>; 2]) {
+    /// `prepared`: each model that ran and the time its input took.
+    pub fn image_stages(
+        &self,
+        format: Format,
+        decode_us: u64,
+        prepared: impl Iterator<Item = (&'static str, u64)>,
+    ) {
         if !self.enabled {
             return;
         }
         let mut counters = self.counters.borrow_mut();
         let format = Format::ALL.iter().position(|&f| f == format).unwrap_or(0);
         counters.decode_seconds[format].observe(&LATENCY_BOUNDS_US, decode_us);
-        for (histogram, us) in counters.resize_seconds.iter_mut().zip(resize_us) {
-            if let Some(us) = us {
-                histogram.observe(&LATENCY_BOUNDS_US, us);
-            }
+        for (model, us) in prepared {
+            observe_by_model(&mut counters.resize_seconds, model, us);
         }
     }
 
     /// One request's share of a model run.
-    pub fn model_run(&self, model: Model, us: u64) {
+    pub fn model_run(&self, model: &'static str, us: u64) {
         if !self.enabled {
             return;
         }
-        let slot = Model::ALL.iter().position(|&m| m == model).unwrap_or(0);
-        self.counters.borrow_mut().model_seconds[slot].observe(&LATENCY_BOUNDS_US, us);
+        observe_by_model(&mut self.counters.borrow_mut().model_seconds, model, us);
     }
 
     pub fn connection_refused(&self) {
@@ -384,7 +391,7 @@ mod tests {
 
         let off = Metrics::new(false);
         off.request(Some(Route::Text), 200, None, 700);
-        off.check("default", "text", "accept");
+        off.check("default", ContentKind::Text, "accept");
         assert_eq!(off.counters().request_seconds[text].count, 0);
         assert!(off.counters().checks.is_empty());
     }
@@ -400,7 +407,7 @@ mod tests {
     fn workflow_labels_are_capped() {
         let metrics = Metrics::new(true);
         for i in 0..WORKFLOW_LABELS_MAX + 10 {
-            metrics.check(&format!("w{i}"), "text", "reject");
+            metrics.check(&format!("w{i}"), ContentKind::Text, "reject");
         }
         let checks = metrics.counters().checks;
         assert_eq!(checks.len(), WORKFLOW_LABELS_MAX + 1);
@@ -412,15 +419,17 @@ mod tests {
     fn shards_add_up() {
         let a = Metrics::new(true);
         let b = Metrics::new(true);
-        a.check("default", "image", "review");
-        b.check("default", "image", "review");
-        b.check("default", "text", "accept");
+        a.check("default", ContentKind::Image, "review");
+        b.check("default", ContentKind::Image, "review");
+        b.check("default", ContentKind::Text, "accept");
         b.download(Ok(1000));
         b.download(Err(Refusal::Address));
         let mut sum = a.counters();
         sum.add(&b.counters());
         assert_eq!(sum.checks.len(), 2);
-        assert!(sum.checks.contains(&("default".into(), 1, [0, 2, 0])));
+        assert!(sum
+            .checks
+            .contains(&("default".into(), ContentKind::Image, [0, 2, 0])));
         assert_eq!((sum.downloads_ok, sum.download_bytes), (1, 1000));
         assert_eq!(sum.download_refusals.iter().sum::<u64>(), 1);
     }

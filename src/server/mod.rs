@@ -27,10 +27,11 @@ use futures_lite::FutureExt;
 use glommio::{CpuSet, LocalExecutorPoolBuilder, PoolPlacement};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::checks::registry;
 use crate::checks::TextModels;
 use crate::config::{Config, Overrides};
 use crate::download::Downloader;
-use crate::inference::{self, WorkerConfig, WorkerModels};
+use crate::inference::{self, WorkerModels};
 use crate::limits::lease::{LeaseSource, LocalLeases};
 use crate::logging::LogControl;
 use crate::metrics::scrape::{self, ProcessState};
@@ -74,7 +75,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
     let downloader = Downloader::new(
         config.testing.allow_private_urls,
         config.testing.download_extra_roots.as_deref(),
-        crate::image::IMAGE_BYTES_MAX,
+        crate::bounds::IMAGE_BYTES_MAX,
     )?;
     if let Some(path) = &config.testing.download_extra_roots {
         tracing::warn!(path = %path.display(), "testing.download_extra_roots is set: downloads trust extra authorities (test only)");
@@ -136,10 +137,10 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
             .map_err(|error| anyhow!("reading the CPU topology: {error}"))?,
     );
     let fds = Arc::new(Mutex::new(fds.into_iter().enumerate().collect::<Vec<_>>()));
-    let worker_config = WorkerConfig {
-        queue_depth_max: config.inference.queue_depth_max,
-        batch_rows_max: config.inference.batch_rows_max,
-    };
+    let worker_config = registry::worker_config(
+        config.inference.queue_depth_max,
+        config.inference.batch_rows_max,
+    );
     let config = Arc::new(config);
     let mut pool = LocalExecutorPoolBuilder::new(placement)
         .name("modgate-shard")
@@ -163,7 +164,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
                 downloader: downloader.clone(),
                 text_models: text_models.clone(),
                 worker_models: worker_models.clone(),
-                worker_config,
+                worker_config: worker_config.clone(),
                 cpu: Some(cpus[index % cpus.len()]),
             });
             async move {
@@ -198,8 +199,8 @@ fn load_models(config: &Config) -> anyhow::Result<(Arc<TextModels>, Option<Worke
     let (text_models, tokenizer_problem) =
         TextModels::load(models_dir).map_err(|error| anyhow!(error))?;
     let library = models_dir.join(&config.models.onnxruntime_library);
-    let mut preflight =
-        inference::preflight(models_dir, &library, required).map_err(|error| anyhow!(error))?;
+    let mut preflight = inference::preflight(models_dir, &library, &registry::models(), required)
+        .map_err(|error| anyhow!(error))?;
     if let Some(problem) = tokenizer_problem {
         if required {
             bail!("{problem} (set models.required = false to start without it)");

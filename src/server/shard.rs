@@ -23,26 +23,24 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt, FutureExt};
+use futures_lite::{AsyncWriteExt, FutureExt};
 use glommio::net::{TcpListener, TcpStream};
 
-use crate::api;
-use crate::auth::{self, Caller};
+use crate::api::{self, context::ContextParts, context::Readiness};
 use crate::checks::{Engine, TextModels};
-use crate::clock::Clock;
 use crate::config::Config;
 use crate::download::Downloader;
-use crate::error::{ApiError, ApiResult, ErrorKind};
-use crate::http::conn::{self, ConnConfig, ConnHost, Exchange};
-use crate::http::response::{ConnectionHeader, DateCache, Frame, Response};
-use crate::inference::{ImageModels, Worker, WorkerConfig, WorkerModels};
+use crate::error::{ApiError, ErrorKind};
+use crate::http::conn::{self, ConnConfig, ConnHost};
+use crate::http::response::{ConnectionHeader, DateCache, Frame};
+use crate::inference::{Worker, WorkerConfig, WorkerModels};
 use crate::journal::Journal;
 use crate::limits::lease::LeaseSource;
 use crate::limits::{ShardLimits, IDLE_RETURN_MS};
 use crate::metrics::scrape::{answer_scrapes, MetricsHub, ProcessState};
 use crate::metrics::{Gauges, Metrics, ShardSnapshot};
 use crate::request_id::{RequestId, RequestIdGen};
-use crate::store::view::{StoreView, Workflows};
+use crate::store::view::StoreView;
 use crate::store::Store;
 
 /// State shared by all shards and the signal thread. Not touched per request.
@@ -119,6 +117,12 @@ impl ServerState {
     }
 }
 
+impl Readiness for ServerState {
+    fn is_ready(&self) -> bool {
+        ServerState::is_ready(self)
+    }
+}
+
 impl ProcessState for ServerState {
     fn shards(&self) -> usize {
         self.shards
@@ -175,44 +179,6 @@ impl ConnSlots {
     }
 }
 
-/// Reusable body buffers of a shard, so that steady traffic allocates none.
-pub struct BufferPool {
-    free: RefCell<Vec<Vec<u8>>>,
-    /// Buffers kept at most.
-    kept_max: usize,
-    /// The largest capacity worth keeping.
-    kept_bytes_max: usize,
-}
-
-impl BufferPool {
-    pub fn new(kept_max: usize, kept_bytes_max: usize) -> Self {
-        BufferPool {
-            free: RefCell::new(Vec::new()),
-            kept_max,
-            kept_bytes_max,
-        }
-    }
-
-    pub fn take(&self) -> Vec<u8> {
-        self.free.borrow_mut().pop().unwrap_or_default()
-    }
-
-    pub fn give(&self, mut buffer: Vec<u8>) {
-        let mut free = self.free.borrow_mut();
-        if free.len() < self.kept_max && buffer.capacity() <= self.kept_bytes_max {
-            buffer.clear();
-            free.push(buffer);
-        }
-    }
-}
-
-/// Text bodies: many small buffers.
-pub const TEXT_BUFFERS_KEPT: usize = 64;
-pub const TEXT_BUFFER_BYTES_KEPT: usize = 1 << 20;
-/// Image bodies: a few buffers of up to an image's size (15 MB) plus a form's fields.
-pub const IMAGE_BUFFERS_KEPT: usize = 4;
-pub const IMAGE_BUFFER_BYTES_KEPT: usize = 16 << 20;
-
 /// What a shard gets from start-up besides its listener.
 pub struct ShardResources {
     pub leases: Arc<dyn LeaseSource>,
@@ -224,130 +190,30 @@ pub struct ShardResources {
     pub cpu: Option<usize>,
 }
 
-/// The parts of a shard made before it: its checks, its limits, its journal, its downloader.
-pub struct ShardParts {
-    pub engine: Engine,
-    pub limits: ShardLimits,
-    pub journal: Rc<Journal>,
-    pub downloader: Downloader,
-    pub metrics: Rc<Metrics>,
-}
-
+/// A shard: what its connections need (ids, dates, slots, the stop signal) and the request
+/// path's context, to which it hands every request.
 pub struct Shard {
     pub index: usize,
-    pub config: Arc<Config>,
     conn_config: ConnConfig,
     state: Arc<ServerState>,
-    store: StoreView,
     request_ids: RequestIdGen,
     date: DateCache,
     conns: ConnSlots,
-    pub engine: Engine,
-    pub buffers: BufferPool,
-    pub image_buffers: BufferPool,
-    pub downloader: Downloader,
-    /// Compatible-form uploads in progress (capped by `limits.uploads_per_shard_max`).
-    pub uploads: Cell<usize>,
-    pub clock: Clock,
-    pub limits: ShardLimits,
-    pub journal: Rc<Journal>,
-    /// This shard's counters; read by scrapes through [`Shard::metrics_snapshot`].
-    pub metrics: Rc<Metrics>,
+    /// Everything a request may touch.
+    pub api: api::Context,
 }
 
 impl Shard {
-    pub fn new(
-        index: usize,
-        config: Arc<Config>,
-        state: Arc<ServerState>,
-        store: Store,
-        parts: ShardParts,
-    ) -> std::io::Result<Shard> {
-        let ShardParts {
-            engine,
-            limits,
-            journal,
-            downloader,
-            metrics,
-        } = parts;
-        Ok(Shard {
-            metrics,
-            clock: config.clock(),
-            limits,
-            journal,
-            index,
-            conn_config: config.conn_config(),
-            config,
-            state,
-            store: StoreView::new(store),
-            request_ids: RequestIdGen::from_os(index as u8)?,
-            date: DateCache::default(),
-            conns: ConnSlots::default(),
-            engine,
-            buffers: BufferPool::new(TEXT_BUFFERS_KEPT, TEXT_BUFFER_BYTES_KEPT),
-            image_buffers: BufferPool::new(IMAGE_BUFFERS_KEPT, IMAGE_BUFFER_BYTES_KEPT),
-            downloader,
-            uploads: Cell::new(0),
-        })
-    }
-
-    pub fn now_ms(&self) -> i64 {
-        self.clock.now_ms()
-    }
-
-    pub fn is_ready(&self) -> bool {
-        self.state.is_ready()
-    }
-
-    /// The caller presenting `key`, checked against the store as of now.
-    pub fn authenticate_key(&self, key: &str) -> ApiResult<Caller> {
-        self.store.sync();
-        auth::authenticate(&self.store, key, self.now_ms())
-    }
-
-    pub fn workflows(&self) -> ApiResult<Rc<Workflows>> {
-        self.store.workflows().map_err(|error| {
-            tracing::error!(%error, "reading workflows failed");
-            ApiError::internal("the workflow store could not be read")
-        })
-    }
-
-    /// 503 `busy` when the model queue is full: checked before an image body is read.
-    pub fn refuse_if_busy(&self) -> ApiResult<()> {
-        match &self.engine.worker {
-            Some(worker) if worker.is_full() => Err(crate::inference::worker::busy()),
-            _ => Ok(()),
-        }
-    }
-
-    pub fn error_answer(&self, error: &ApiError, path: &str, request_id: &RequestId) -> Response {
-        api::envelope::error_response(error, path, request_id, self.now_ms())
-    }
-
-    /// Downloads `url` into `out` (the rules of [`Downloader`]), counting bytes and refusals.
-    pub async fn download(&self, url: &str, out: &mut Vec<u8>) -> ApiResult<()> {
-        match self.downloader.fetch(url, out).await {
-            Ok(()) => {
-                self.metrics.download(Ok(out.len()));
-                Ok(())
-            }
-            Err(refused) => {
-                self.metrics.download(Err(refused.reason));
-                Err(refused.into())
-            }
-        }
-    }
-
     /// What a `/metrics` scrape gets from this shard.
     pub fn metrics_snapshot(&self) -> ShardSnapshot {
         ShardSnapshot {
             shard: self.index,
-            counters: self.metrics.counters(),
+            counters: self.api.metrics.counters(),
             gauges: Gauges {
                 // The accept loop holds a slot of its own while it runs.
                 open_connections: self.conns.open.get().saturating_sub(1),
-                uploads_in_progress: self.uploads.get(),
-                model_queue_depth: self.engine.worker.as_ref().map_or(0, |w| w.pending()),
+                uploads_in_progress: self.api.uploads.get(),
+                model_queue_depth: self.api.checks.worker.as_ref().map_or(0, |w| w.pending()),
             },
         }
     }
@@ -359,7 +225,7 @@ impl ConnHost for Shard {
     }
 
     fn next_request_id(&self) -> RequestId {
-        self.request_ids.next(self.now_ms() as u64)
+        self.request_ids.next(self.api.now_ms() as u64)
     }
 
     fn date(&self) -> Ref<'_, String> {
@@ -375,44 +241,6 @@ impl ConnHost for Shard {
 
     fn poll_stop(&self, slot: usize, cx: &mut Context<'_>) -> Poll<()> {
         self.conns.poll(slot, cx)
-    }
-
-    /// Refusals before routing (a malformed, oversized or slow head): counted, logged and, on
-    /// a check route, journaled here, since they never reach [`api::handle`].
-    async fn refuse_head(&self, error: &ApiError, path: &str, request_id: &RequestId) -> Response {
-        let status = error.kind.status();
-        self.metrics.request(None, status, Some(error.kind), 0);
-        tracing::info!(
-            request_id = request_id.as_str(),
-            shard = self.index,
-            route = "none",
-            status,
-            error_type = error.kind.wire_type(),
-            time_us = 0,
-            "refused before routing"
-        );
-        api::journal_head_refusal(self, error, path, request_id).await;
-        self.error_answer(error, path, request_id)
-    }
-
-    fn answer_panic(&self, path: &str, request_id: &RequestId) -> Response {
-        self.metrics.panic_caught();
-        let error = ApiError::internal("the server failed while answering this request");
-        self.metrics.request(None, 500, Some(error.kind), 0);
-        // The panic itself was logged by the panic hook, without its message.
-        tracing::error!(
-            request_id = request_id.as_str(),
-            shard = self.index,
-            "a request's handler panicked: answered 500 and closed its connection"
-        );
-        self.error_answer(&error, path, request_id)
-    }
-
-    async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
-        &self,
-        exchange: &mut Exchange<'_, S>,
-    ) -> Response {
-        api::handle(self, exchange).await
     }
 }
 
@@ -455,25 +283,35 @@ pub async fn run(
             return;
         }
     };
-    let shard = match Shard::new(
-        index,
-        config.clone(),
-        state.clone(),
-        store,
-        ShardParts {
-            engine,
-            limits,
-            journal,
-            downloader,
-            metrics,
-        },
-    ) {
-        Ok(shard) => Rc::new(shard),
+    let request_ids = match RequestIdGen::from_os(index as u8) {
+        Ok(ids) => ids,
         Err(error) => {
             tracing::error!(shard = index, %error, "shard could not start");
             return;
         }
     };
+    let readiness: Arc<dyn Readiness> = state.clone();
+    let shard = Rc::new(Shard {
+        index,
+        conn_config: config.conn_config(),
+        state: state.clone(),
+        request_ids,
+        date: DateCache::default(),
+        conns: ConnSlots::default(),
+        api: api::Context::new(ContextParts {
+            shard: index,
+            clock: config.clock(),
+            request_limits: config.limits.clone(),
+            panic_path: config.testing.panic_path.clone(),
+            store: StoreView::new(store),
+            limits,
+            checks: engine,
+            journal,
+            metrics,
+            downloader,
+            readiness,
+        }),
+    });
     let scrapes = {
         let shard = shard.clone();
         let mailbox = state.metrics.register();
@@ -491,7 +329,7 @@ pub async fn run(
         spawn_essential(&state, index, async move {
             loop {
                 glommio::timer::sleep(Duration::from_millis(IDLE_RETURN_MS as u64)).await;
-                shard.limits.return_idle(shard.now_ms());
+                shard.api.limits.return_idle(shard.api.now_ms());
             }
         })
     };
@@ -553,8 +391,8 @@ pub async fn run(
     // A graceful stop leaves nothing behind: unspent quota back to the ledger, the journal
     // fsynced (the interval policy may have commits not yet on disk). Blocking here is fine:
     // the shard serves nothing any more.
-    shard.limits.return_quota_blocking();
-    shard.journal.sync_blocking();
+    shard.api.limits.return_quota_blocking();
+    shard.api.journal.sync_blocking();
 }
 
 /// Starts the shard's model worker (if a model runtime is there) and waits until its
@@ -572,8 +410,11 @@ async fn start_engine(
         worker_config,
         cpu,
     } = resources;
-    let toxblock_loaded = worker_models.as_ref().is_some_and(|m| m.toxblock.is_some());
-    let image_models = ImageModels::loaded(worker_models.as_ref());
+    let toxblock_loaded = match (&worker_models, &worker_config.text_model) {
+        (Some(models), Some(spec)) => models.path_of(spec).is_some(),
+        _ => false,
+    };
+    let image_slots_loaded = crate::checks::image_slots_loaded(worker_models.as_ref());
     let worker = match worker_models {
         None => None,
         Some(models) => {
@@ -587,7 +428,7 @@ async fn start_engine(
     };
     Ok(Engine {
         toxblock_ready: toxblock_loaded && text_models.tox_tokenizer.is_some() && worker.is_some(),
-        image_models,
+        image_slots_loaded,
         text: text_models,
         worker,
         normalizer: Default::default(),
@@ -626,10 +467,10 @@ async fn serve(
     let deadline = Instant::now() + shard.conn_config.header_read_timeout;
     let served = async {
         match tls {
-            None => conn::serve_connection(stream, &*shard, slot, deadline).await,
+            None => conn::serve_connection(stream, &*shard, &shard.api, slot, deadline).await,
             Some(acceptor) => {
                 if let Some(Ok(stream)) = conn::until(deadline, acceptor.accept(stream)).await {
-                    conn::serve_connection(stream, &*shard, slot, deadline).await;
+                    conn::serve_connection(stream, &*shard, &shard.api, slot, deadline).await;
                 }
             }
         }
@@ -641,7 +482,7 @@ async fn serve(
         .await
         .is_err()
     {
-        shard.metrics.panic_caught();
+        shard.api.metrics.panic_caught();
         tracing::error!(
             shard = shard.index,
             "a connection's task panicked: the connection was closed"
@@ -652,14 +493,14 @@ async fn serve(
 
 /// Answers a connection over the cap with 503 and closes it, without reading its request.
 async fn refuse_over_cap(shard: Rc<Shard>, mut stream: TcpStream) {
-    shard.metrics.connection_refused();
+    shard.api.metrics.connection_refused();
     let request_id = shard.next_request_id();
     let error = ApiError::new(
         ErrorKind::Busy,
         "too many connections on this server; retry shortly",
     )
     .with_retry_after(1);
-    let response = shard.error_answer(&error, "", &request_id);
+    let response = shard.api.error_answer(&error, "", &request_id);
     let mut out = Vec::with_capacity(256);
     response.write_to(
         &mut out,

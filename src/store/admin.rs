@@ -18,7 +18,7 @@ use super::Store;
 use crate::workflow::{self, WorkflowDef};
 
 /// The longest rotation grace delay (SPEC section 3).
-pub const ROTATION_GRACE_MS_MAX: i64 = 24 * 3600 * 1000;
+pub use crate::bounds::ROTATION_GRACE_MS_MAX;
 pub const ORG_NAME_BYTES_MAX: usize = 64;
 
 pub fn validate_org_name(name: &str) -> anyhow::Result<()> {

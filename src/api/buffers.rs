@@ -1,0 +1,112 @@
+//! Reusable body buffers of a shard, so that steady traffic allocates none.
+//!
+//! [`BufferPool::take`] lends a buffer as a [`PooledBuffer`], which goes back to its pool when
+//! dropped, whatever way the request ends (an error, an early return, a panic). A buffer
+//! grown past `kept_bytes_max`, or one more than `kept_max` idle buffers, is freed instead,
+//! so the pool holds at most `kept_max × kept_bytes_max` bytes.
+
+use std::cell::RefCell;
+use std::ops::{Deref, DerefMut};
+
+/// Text bodies: many small buffers.
+pub const TEXT_BUFFERS_KEPT: usize = 64;
+pub const TEXT_BUFFER_BYTES_KEPT: usize = 1 << 20;
+/// Image bodies: a few buffers of up to an image's size (15 MB) plus a form's fields.
+pub const IMAGE_BUFFERS_KEPT: usize = 4;
+pub const IMAGE_BUFFER_BYTES_KEPT: usize = 16 << 20;
+
+pub struct BufferPool {
+    free: RefCell<Vec<Vec<u8>>>,
+    /// Buffers kept at most.
+    kept_max: usize,
+    /// The largest capacity worth keeping.
+    kept_bytes_max: usize,
+}
+
+impl BufferPool {
+    pub fn new(kept_max: usize, kept_bytes_max: usize) -> Self {
+        BufferPool {
+            free: RefCell::new(Vec::new()),
+            kept_max,
+            kept_bytes_max,
+        }
+    }
+
+    /// An empty buffer, back in the pool when dropped.
+    pub fn take(&self) -> PooledBuffer<'_> {
+        PooledBuffer {
+            buffer: self.free.borrow_mut().pop().unwrap_or_default(),
+            pool: self,
+        }
+    }
+
+    fn give(&self, mut buffer: Vec<u8>) {
+        let mut free = self.free.borrow_mut();
+        if free.len() < self.kept_max && buffer.capacity() <= self.kept_bytes_max {
+            buffer.clear();
+            free.push(buffer);
+        }
+    }
+
+    /// Idle buffers in the pool.
+    pub fn idle(&self) -> usize {
+        self.free.borrow().len()
+    }
+}
+
+/// A buffer lent by a [`BufferPool`]. To hand the bytes to another thread and back (the model
+/// worker), move them out with `std::mem::take(&mut *buffer)` and put them back the same way.
+pub struct PooledBuffer<'p> {
+    buffer: Vec<u8>,
+    pool: &'p BufferPool,
+}
+
+impl Deref for PooledBuffer<'_> {
+    type Target = Vec<u8>;
+    fn deref(&self) -> &Vec<u8> {
+        &self.buffer
+    }
+}
+
+impl DerefMut for PooledBuffer<'_> {
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.buffer
+    }
+}
+
+impl Drop for PooledBuffer<'_> {
+    fn drop(&mut self) {
+        self.pool.give(std::mem::take(&mut self.buffer));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_come_back_when_dropped_and_large_ones_are_freed() {
+        let pool = BufferPool::new(2, 1024);
+        {
+            let mut a = pool.take();
+            a.extend_from_slice(b"hello");
+            let mut b = pool.take();
+            b.reserve(4096);
+        }
+        assert_eq!(
+            pool.idle(),
+            1,
+            "the small one came back, the large one was freed"
+        );
+        let again = pool.take();
+        assert!(again.is_empty(), "a buffer comes back cleared");
+        assert!(again.capacity() >= 5);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _lent = pool.take();
+            panic!("a request fails");
+        }));
+        assert!(result.is_err());
+        drop(again);
+        assert_eq!(pool.idle(), 2, "a buffer comes back on unwind too");
+    }
+}

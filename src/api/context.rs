@@ -1,0 +1,182 @@
+//! What a request may touch: the narrow context of the request path.
+//!
+//! A handler gets a [`Context`] and nothing of the server: the store as this shard sees it,
+//! the clock, the request limits of the configuration, the plans' limits (rate, concurrency,
+//! quota), the check engine, the journal, the metrics, the body buffers, the downloader, the
+//! count of uploads in progress, and whether the process is ready. The server (executor,
+//! listeners, connection slots) builds one per shard and hands requests to it through
+//! [`crate::http::conn::Handler`], implemented in [`super`].
+//!
+//! Everything here belongs to one shard and is used from that shard's thread only; the only
+//! state shared across threads is behind [`Readiness`] and the journal's and leases' own
+//! channels.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::buffers::BufferPool;
+use super::envelope;
+use crate::auth::{self, Caller};
+use crate::checks::Engine;
+use crate::clock::Clock;
+use crate::config::LimitsConfig;
+use crate::download::Downloader;
+use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::http::response::Response;
+use crate::journal::Journal;
+use crate::limits::ShardLimits;
+use crate::metrics::Metrics;
+use crate::request_id::RequestId;
+use crate::store::view::{StoreView, Workflows};
+
+/// Whether the whole process is ready to serve (every shard started, none failed, not
+/// stopping): what `/health` answers.
+pub trait Readiness {
+    fn is_ready(&self) -> bool;
+}
+
+pub struct Context {
+    /// The shard's index, for logs.
+    pub shard: usize,
+    pub clock: Clock,
+    /// `[limits]` of the configuration: body sizes, timeouts, uploads in progress.
+    pub request_limits: LimitsConfig,
+    /// Test only (`testing.panic_path`): a request to this path panics in its handler.
+    pub panic_path: Option<String>,
+    store: StoreView,
+    /// Rate, concurrency and quota of the plans, leased by this shard.
+    pub limits: ShardLimits,
+    pub checks: Engine,
+    pub journal: Rc<Journal>,
+    pub metrics: Rc<Metrics>,
+    pub text_buffers: BufferPool,
+    pub image_buffers: BufferPool,
+    downloader: Downloader,
+    /// Compatible-form uploads in progress (capped by `limits.uploads_per_shard_max`).
+    pub uploads: Cell<usize>,
+    readiness: Arc<dyn Readiness>,
+}
+
+/// What a [`Context`] is made of.
+pub struct ContextParts {
+    pub shard: usize,
+    pub clock: Clock,
+    pub request_limits: LimitsConfig,
+    pub panic_path: Option<String>,
+    pub store: StoreView,
+    pub limits: ShardLimits,
+    pub checks: Engine,
+    pub journal: Rc<Journal>,
+    pub metrics: Rc<Metrics>,
+    pub downloader: Downloader,
+    pub readiness: Arc<dyn Readiness>,
+}
+
+impl Context {
+    pub fn new(parts: ContextParts) -> Context {
+        use super::buffers::*;
+        let ContextParts {
+            shard,
+            clock,
+            request_limits,
+            panic_path,
+            store,
+            limits,
+            checks,
+            journal,
+            metrics,
+            downloader,
+            readiness,
+        } = parts;
+        Context {
+            shard,
+            clock,
+            request_limits,
+            panic_path,
+            store,
+            limits,
+            checks,
+            journal,
+            metrics,
+            text_buffers: BufferPool::new(TEXT_BUFFERS_KEPT, TEXT_BUFFER_BYTES_KEPT),
+            image_buffers: BufferPool::new(IMAGE_BUFFERS_KEPT, IMAGE_BUFFER_BYTES_KEPT),
+            downloader,
+            uploads: Cell::new(0),
+            readiness,
+        }
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.readiness.is_ready()
+    }
+
+    /// The caller presenting `key`, checked against the store as of now.
+    pub fn authenticate_key(&self, key: &str) -> ApiResult<Caller> {
+        self.store.sync();
+        auth::authenticate(&self.store, key, self.now_ms())
+    }
+
+    pub fn workflows(&self) -> ApiResult<Rc<Workflows>> {
+        self.store.workflows().map_err(|error| {
+            tracing::error!(%error, "reading workflows failed");
+            ApiError::internal("the workflow store could not be read")
+        })
+    }
+
+    /// 503 `busy` when the model queue is full: checked before an image body is read.
+    pub fn refuse_if_busy(&self) -> ApiResult<()> {
+        match &self.checks.worker {
+            Some(worker) if worker.is_full() => Err(crate::inference::worker::busy()),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn error_answer(&self, error: &ApiError, path: &str, request_id: &RequestId) -> Response {
+        envelope::error_response(error, path, request_id, self.now_ms())
+    }
+
+    /// Downloads `url` into `out` (the rules of [`Downloader`]), counting bytes and refusals.
+    pub async fn download(&self, url: &str, out: &mut Vec<u8>) -> ApiResult<()> {
+        match self.downloader.fetch(url, out).await {
+            Ok(()) => {
+                self.metrics.download(Ok(out.len()));
+                Ok(())
+            }
+            Err(refused) => {
+                self.metrics.download(Err(refused.reason));
+                Err(refused.into())
+            }
+        }
+    }
+
+    /// A place among the uploads in progress, or 503 `busy` past the cap.
+    pub fn upload_place(&self) -> ApiResult<UploadPlace<'_>> {
+        if self.uploads.get() >= self.request_limits.uploads_per_shard_max {
+            return Err(ApiError::new(
+                ErrorKind::Busy,
+                "too many uploads in progress on this server; retry shortly",
+            )
+            .with_retry_after(1));
+        }
+        self.uploads.set(self.uploads.get() + 1);
+        Ok(UploadPlace {
+            uploads: &self.uploads,
+        })
+    }
+}
+
+/// A place among the shard's uploads in progress; freed on drop.
+pub struct UploadPlace<'c> {
+    uploads: &'c Cell<usize>,
+}
+
+impl Drop for UploadPlace<'_> {
+    fn drop(&mut self) {
+        self.uploads.set(self.uploads.get() - 1);
+    }
+}

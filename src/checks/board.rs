@@ -1,0 +1,62 @@
+//! The scores gathered from the checks of one request: the best score per category and the
+//! check that gave it, and the categories no check here could score. The decision
+//! ([`crate::decision`]) reads it against a workflow's thresholds.
+
+/// The best score of one category and the check that gave it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scored {
+    pub category: &'static str,
+    pub score: f64,
+    pub source: &'static str,
+}
+
+/// Scores gathered from the checks of one request: the best per category.
+#[derive(Clone, Debug, Default)]
+pub struct ScoreBoard {
+    scored: Vec<Scored>,
+    unchecked: Vec<&'static str>,
+}
+
+impl ScoreBoard {
+    /// Records `score` for `category` from `source`, keeping the best per category.
+    pub fn add(&mut self, category: &'static str, score: f64, source: &'static str) {
+        let score = if score.is_nan() {
+            0.0
+        } else {
+            score.clamp(0.0, 1.0)
+        };
+        match self.scored.iter_mut().find(|s| s.category == category) {
+            Some(existing) if existing.score >= score => {}
+            Some(existing) => {
+                *existing = Scored {
+                    category,
+                    score,
+                    source,
+                }
+            }
+            None => self.scored.push(Scored {
+                category,
+                score,
+                source,
+            }),
+        }
+    }
+
+    /// Records that the categories of a check could not be scored here.
+    pub fn unavailable(&mut self, categories: &[&'static str]) {
+        for &category in categories {
+            if !self.unchecked.contains(&category) {
+                self.unchecked.push(category);
+            }
+        }
+    }
+
+    /// Whether `category` was wanted but no check here could score it.
+    pub fn is_unavailable(&self, category: &str) -> Option<&'static str> {
+        self.unchecked.iter().copied().find(|&id| id == category)
+    }
+
+    pub fn get(&self, category: &str) -> Option<&Scored> {
+        self.scored.iter().find(|s| s.category == category)
+    }
+}

@@ -1,0 +1,196 @@
+//! The check registry: every check of this build, declared once by the file that implements
+//! it (`pub const CHECK: Check`), and listed here.
+//!
+//! A check declares its name (the `source` a workflow names and a reason carries), the kind
+//! of content it reads, the categories it scores and how it runs. Everything else is driven
+//! from this list: workflow validation ([`crate::workflow`]), `unchecked` (the categories of
+//! a check that cannot run here), the models the server verifies and loads at start
+//! ([`models`]), the image models the shard's worker runs ([`image_models`]) and the model
+//! labels of the metrics (the model's own name).
+//!
+//! Adding an image model is one new file under `checks/` (its [`ImageModelSpec`]: file,
+//! sha256, input and output; and its `score` function: what the output means) plus its line
+//! in [`REGISTRY`] and its entry in `models/fetch.py`. A check with no model (a scanner over
+//! the text) is a [`Runner::Text`] function.
+
+use super::board::ScoreBoard;
+use super::{nsfwjs, open_nsfw, pii, profanity_svm, toxblock, wordlist, TextModels};
+use crate::content::ContentKind;
+use crate::inference::{ImageModelSpec, ModelSpec, WorkerConfig};
+
+/// A check of this build.
+#[derive(Debug)]
+pub struct Check {
+    pub name: &'static str,
+    pub kind: ContentKind,
+    pub categories: &'static [&'static str],
+    pub runner: Runner,
+}
+
+/// What a text check reads: the text as sent, and as normalised against disguises.
+pub struct TextInput<'a> {
+    pub raw: &'a str,
+    /// Lower case, leetspeak and confusables folded, spacing undone (empty unless a check
+    /// of the workflow reads it: [`Check::reads_normalised`]).
+    pub normalised: &'a str,
+    /// Whether normalising changed a word (a disguise was seen).
+    pub disguised: bool,
+}
+
+/// How a check runs.
+#[derive(Debug)]
+pub enum Runner {
+    /// On the shard itself, in microseconds: a word list, a linear model, a scanner.
+    /// `reads_normalised` asks for the normalised text.
+    Text {
+        score: fn(&TextInput<'_>, &TextModels, &mut ScoreBoard),
+        reads_normalised: bool,
+    },
+    /// A text model over token windows on the shard's model worker (tox-block: its
+    /// tokenizer is loaded with the text models).
+    TextModel(ModelSpec),
+    /// An image model on the shard's model worker; `score` reads one image's output row.
+    Image {
+        model: &'static ImageModelSpec,
+        score: fn(&[f32], &mut ScoreBoard),
+    },
+}
+
+impl Check {
+    /// The model file this check needs, if any.
+    pub fn model(&self) -> Option<ModelSpec> {
+        match &self.runner {
+            Runner::Text { .. } => None,
+            Runner::TextModel(spec) => Some(*spec),
+            Runner::Image { model, .. } => Some(model.model),
+        }
+    }
+
+    pub fn reads_normalised(&self) -> bool {
+        matches!(
+            self.runner,
+            Runner::Text {
+                reads_normalised: true,
+                ..
+            }
+        )
+    }
+}
+
+/// Every check of this build. Order matters only for image models: a model's place among
+/// the image models is its slot on the model worker.
+pub const REGISTRY: &[&Check] = &[
+    &wordlist::CHECK,
+    &profanity_svm::CHECK,
+    &pii::CHECK,
+    &toxblock::CHECK,
+    &open_nsfw::CHECK,
+    &nsfwjs::CHECK,
+];
+
+/// The check named `name`.
+pub fn find(name: &str) -> Option<&'static Check> {
+    REGISTRY.iter().copied().find(|check| check.name == name)
+}
+
+/// Every model file of this build, verified and loaded at start.
+pub fn models() -> Vec<ModelSpec> {
+    REGISTRY.iter().filter_map(|check| check.model()).collect()
+}
+
+/// The text model the shard's worker runs (tox-block), if this build has one.
+pub fn text_model() -> Option<ModelSpec> {
+    REGISTRY.iter().find_map(|check| match check.runner {
+        Runner::TextModel(spec) => Some(spec),
+        _ => None,
+    })
+}
+
+/// The image models, in worker slot order.
+pub fn image_models() -> Vec<&'static ImageModelSpec> {
+    REGISTRY
+        .iter()
+        .filter_map(|check| match check.runner {
+            Runner::Image { model, .. } => Some(model),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The side an image is decoded to at least: the largest any image model needs.
+pub fn image_min_side_px() -> usize {
+    image_models()
+        .iter()
+        .map(|spec| spec.min_side_px)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The model worker's settings, with the models of this build.
+pub fn worker_config(queue_depth_max: usize, batch_rows_max: usize) -> WorkerConfig {
+    WorkerConfig {
+        queue_depth_max,
+        batch_rows_max,
+        text_model: text_model(),
+        image_models: image_models(),
+    }
+}
+
+/// Whether the checks named run a model on the worker.
+pub fn any_on_worker(names: &[String]) -> bool {
+    names
+        .iter()
+        .filter_map(|name| find(name))
+        .any(|check| check.model().is_some())
+}
+
+/// The worker slot of an image check's model.
+pub fn image_slot(check: &Check) -> Option<usize> {
+    let Runner::Image { model, .. } = check.runner else {
+        return None;
+    };
+    // By name: a `const` spec has no one address to compare.
+    image_models()
+        .iter()
+        .position(|candidate| candidate.model.name == model.model.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_categories_described() {
+        let mut seen = std::collections::HashSet::new();
+        for check in REGISTRY {
+            assert!(seen.insert(check.name), "{} twice", check.name);
+            assert!(!check.categories.is_empty(), "{}", check.name);
+            for category in check.categories {
+                assert!(
+                    super::super::categories::CATEGORIES
+                        .iter()
+                        .any(|(id, _, _)| id == category),
+                    "{category} of {} has no title",
+                    check.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn image_checks_have_slots_and_the_others_none() {
+        for check in REGISTRY {
+            assert_eq!(
+                image_slot(check).is_some(),
+                check.kind == ContentKind::Image,
+                "{}",
+                check.name
+            );
+        }
+        assert!(image_models().len() <= crate::inference::worker::IMAGE_MODELS_MAX);
+        let mut names: Vec<_> = models().iter().map(|spec| spec.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), models().len(), "model names are unique");
+    }
+}

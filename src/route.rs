@@ -1,0 +1,93 @@
+//! The routes of the interface: their paths, methods and the content they check. A leaf, so
+//! that metrics and logs can name routes without knowing the request path.
+
+use crate::content::ContentKind;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Route {
+    Health,
+    OpenApi,
+    Workflows,
+    Text,
+    CompatText,
+    Image,
+    CompatImage,
+}
+
+impl Route {
+    pub const ALL: [Route; 7] = [
+        Route::Health,
+        Route::OpenApi,
+        Route::Workflows,
+        Route::Text,
+        Route::CompatText,
+        Route::Image,
+        Route::CompatImage,
+    ];
+
+    /// The route's place in [`Route::ALL`] (for per-route counters).
+    pub fn index(self) -> usize {
+        match self {
+            Route::Health => 0,
+            Route::OpenApi => 1,
+            Route::Workflows => 2,
+            Route::Text => 3,
+            Route::CompatText => 4,
+            Route::Image => 5,
+            Route::CompatImage => 6,
+        }
+    }
+
+    pub fn find(path: &str) -> Option<Route> {
+        Route::ALL.into_iter().find(|route| route.path() == path)
+    }
+
+    /// The routes in the shape of the third-party API (compatible envelope, `api_secret`).
+    pub fn is_compat(self) -> bool {
+        matches!(self, Route::CompatText | Route::CompatImage)
+    }
+
+    pub fn path(self) -> &'static str {
+        match self {
+            Route::Health => "/health",
+            Route::OpenApi => "/openapi.json",
+            Route::Workflows => "/v1/workflows",
+            Route::Text => "/v1/text",
+            Route::CompatText => "/1.0/text/check-workflow.json",
+            Route::Image => "/v1/image",
+            Route::CompatImage => "/1.0/check-workflow.json",
+        }
+    }
+
+    /// The `Allow` header of the route (GET routes answer HEAD too).
+    pub fn allow(self) -> &'static str {
+        match self {
+            Route::Health | Route::OpenApi | Route::Workflows => "GET, HEAD",
+            Route::Text | Route::CompatText | Route::Image => "POST",
+            Route::CompatImage => "GET, POST",
+        }
+    }
+
+    /// The kind of content a check route checks; `None` for the others (not journaled).
+    pub fn check_kind(self) -> Option<ContentKind> {
+        match self {
+            Route::Text | Route::CompatText => Some(ContentKind::Text),
+            Route::Image | Route::CompatImage => Some(ContentKind::Image),
+            Route::Health | Route::OpenApi | Route::Workflows => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Route;
+
+    #[test]
+    fn paths_find_their_routes() {
+        for (at, route) in Route::ALL.into_iter().enumerate() {
+            assert_eq!(Route::find(route.path()), Some(route));
+            assert_eq!(route.index(), at);
+        }
+        assert_eq!(Route::find("/v1/texts"), None);
+    }
+}
