@@ -1,4 +1,4 @@
-//! Who is calling: the API key from the request, checked against the store (SPEC section 5).
+//! Who is calling: the API key from the request, checked against the store (`docs/interface.md#keys`).
 //!
 //! A key may come as `Authorization: Bearer`, as `X-Api-Key`, and on the compatible routes as
 //! `api_secret`. Where several are sent they must be the same key, else 401: a request that
@@ -133,7 +133,7 @@ impl Caller {
         Ok(record)
     }
 
-    /// 403 unless the key has the scope of `kind` (SPEC 5.5); checked right after the key,
+    /// 403 unless the key has the scope of `kind` (`docs/interface.md#keys`); checked right after the key,
     /// before any content is read.
     pub fn require_scope(&self, kind: ContentKind) -> ApiResult<()> {
         let (scoped, what) = match kind {

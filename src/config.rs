@@ -482,7 +482,7 @@ impl Config {
         if self.plans.is_empty() {
             bail!("at least one plan is needed");
         }
-        // The interface promises these bounds (SPEC 8); a configuration may tighten them only.
+        // The interface promises these bounds (`docs/interface.md#limits`); a configuration may tighten them only.
         if self.limits.form_timeout_ms > FORM_TIMEOUT_MS {
             bail!(
                 "limits.form_timeout_ms must be at most {FORM_TIMEOUT_MS} (the interface's bound)"

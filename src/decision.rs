@@ -1,4 +1,4 @@
-//! The decision rule of SPEC 2.3: from the scores of a check and the workflow's thresholds to
+//! The decision rule (`docs/interface.md#the-decision`): from the scores of a check and the workflow's thresholds to
 //! `accept`, `review` or `reject` with reasons.
 //!
 //! - A category whose score reaches its reject threshold is a reject reason; one that reaches

@@ -1,7 +1,7 @@
 //! The one error type of the request path.
 //!
 //! Every refusal the server sends is an [`ApiError`]: a [`ErrorKind`] plus an English message.
-//! The kind alone decides the HTTP status and the wire `error.type` (SPEC section 7), in exactly
+//! The kind alone decides the HTTP status and the wire `error.type` (`docs/interface.md#errors`), in exactly
 //! one function, [`ErrorKind::wire`]. Handlers never pick a status themselves.
 //!
 //! Errors of the CLI and of start-up use `anyhow` instead; they never reach a client.

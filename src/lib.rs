@@ -1,8 +1,8 @@
 //! modgate: a self-hosted content moderation gateway.
 //!
 //! Callers send an image or a text from their own servers, name a workflow, and get back
-//! `accept`, `review` or `reject` with per-category scores and reasons (`../SPEC.md` is the
-//! contract). modgate also answers the legacy `/1.0/...` routes of a hosted moderation API.
+//! `accept`, `review` or `reject` with per-category scores and reasons (`docs/interface.md` and
+//! the OpenAPI document are the contract). modgate also answers the legacy `/1.0/...` routes of a hosted moderation API.
 //!
 //! # Shape
 //!
@@ -11,6 +11,31 @@
 //! cached view of the store. The store (LMDB, written by the admin CLI) is read through a
 //! per-shard cache that is dropped whenever LMDB's last transaction id moves, so a revoked key
 //! fails on its very next request without any cross-shard message.
+//!
+//! # Request path
+//!
+//! From accept to the journal, each hop in its own module:
+//!
+//! 1. [`server::shard`] accepts a connection on the shard's SO_REUSEPORT listener (capped per
+//!    shard) and runs it in a task of its own; a panic in it closes that connection alone.
+//! 2. [`http::conn`] reads a head ([`http::head`] parses it; a head refused here goes to
+//!    [`api::refuse_head`]) and hands the request to the [`http::conn::Handler`], which is
+//!    [`api::Context`].
+//! 3. [`api::handle`] finds the [`route::Route`], refuses `Origin`, wrong methods and oversized
+//!    bodies, then calls the route's module ([`api::text`], [`api::image`], ...).
+//! 4. The route authenticates the key ([`auth`], against the [`store::view`] cache), admits the
+//!    check under the plan ([`limits`]: rate, concurrency, quota leases), reads the body
+//!    ([`http::conn::Exchange`], forms through [`http::multipart`]) into a pooled buffer.
+//! 5. [`checks::Engine`] runs the workflow's checks from [`checks::registry`]: text checks on
+//!    the shard, models on the shard's worker ([`inference::worker`]); images are probed on the
+//!    shard and decoded on the worker ([`image`]).
+//! 6. [`api::finish`] decides ([`decision`]) and shapes the answer; [`api::handle`] appends the
+//!    journal record ([`journal`], group-committed) before the answer leaves, settles the
+//!    admission and counts the request ([`metrics`]).
+//!
+//! Imports run one way (`tests/layers.rs` checks it): `server` over `api`, `api` over `auth`,
+//! `limits`, `store`, `journal`, `checks`, and those over the leaf modules ([`route`],
+//! [`content`], [`bounds`], [`error`], [`clock`], [`request_id`]).
 //!
 //! # Layout
 //!
@@ -22,7 +47,10 @@
 //! - [`http`]: HTTP/1.1 without a framework: [`http::head`] parses heads, [`http::chunked`]
 //!   decodes bodies, [`http::multipart`] streams forms, [`http::response`] writes answers,
 //!   [`http::conn`] runs a connection.
-//! - [`api`]: the routes of SPEC section 4 and the order of refusals they share.
+//! - [`api`]: the request path: the routes, the order of refusals they share, and
+//!   [`api::Context`], what a request may touch.
+//! - [`route`], [`content`], [`bounds`]: the routes, the two kinds of content, and the
+//!   interface's limits, named once.
 //! - [`auth`]: API keys from the request, checked against the store.
 //! - [`store`]: organizations, plans, keys and workflows in LMDB; [`store::view`] is the
 //!   per-shard cache.

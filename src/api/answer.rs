@@ -1,4 +1,4 @@
-//! The answer of a check: Answer (SPEC 2.1) on the native routes, CompatAnswer (2.2) on the
+//! The answer of a check: Answer on the native routes, CompatAnswer on the
 //! compatible ones. Both come from one [`Decision`]; only `workflow` and `request` differ.
 
 use serde::ser::{SerializeMap, Serializer};

@@ -1,4 +1,4 @@
-//! `POST` and `GET /1.0/check-workflow.json` (SPEC 4.4, 4.5): the compatible image routes,
+//! `POST` and `GET /1.0/check-workflow.json` (`docs/interface.md#routes`): the compatible image routes,
 //! answered with CompatAnswer or CompatErrorEnvelope.
 //!
 //! POST: the upload cap (503), a multipart form (415 if not one) within 10 s (408), `media`

@@ -1,7 +1,7 @@
-//! `POST /1.0/text/check-workflow.json` (SPEC 4.6): a multipart CompatTextForm, answered with
+//! `POST /1.0/text/check-workflow.json` (`docs/interface.md#routes`): a multipart CompatTextForm, answered with
 //! CompatAnswer or CompatErrorEnvelope.
 //!
-//! Order: the upload cap (503), the content type (400: SPEC 4.6 has no 415), the form within
+//! Order: the upload cap (503), the content type (400: the compatible text route's statuses have no 415), the form within
 //! 10 s (408; fields over 64 KiB: 413), then the key from `api_secret` or the headers (401 if
 //! they differ), then `text` (400 missing, 413 over the plan) and the workflow, then the checks.
 

@@ -1,4 +1,4 @@
-//! The JSON shapes every route shares: error envelopes (SPEC 2.8) and `CompatRequest` (2.5).
+//! The JSON shapes every route shares: error envelopes and `CompatRequest` (`docs/interface.md#decisions`).
 //!
 //! Native routes answer errors with `{status, error}`; the compatible `/1.0/` routes add
 //! `request {id, timestamp, operations}`. Which one a path gets is [`is_compat_path`]'s call,

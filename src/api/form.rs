@@ -1,4 +1,4 @@
-//! The compatible routes' multipart forms (SPEC 2.10), read with [`crate::http::multipart`].
+//! The compatible routes' multipart forms (`docs/interface.md#routes`), read with [`crate::http::multipart`].
 //!
 //! One field is the payload (`text` or `media`): its bytes go straight into the buffer the
 //! check will read, with no second copy. Every other field holds at most
@@ -8,7 +8,7 @@
 //!
 //! The whole form must arrive within `limits.form_timeout_ms` (10 s): the key is inside it, so
 //! nothing about the caller is known until it is all read. Uploads in progress are capped per
-//! cx ([`UploadSlot`]).
+//! shard ([`super::context::Context::upload_place`]).
 
 use std::time::{Duration, Instant};
 
@@ -145,7 +145,7 @@ pub struct FormSpec {
     pub payload_bytes_max: usize,
     pub body_bytes_max: usize,
     /// The status for a body that is not multipart/form-data: 415 on the image route, 400 on
-    /// the text route (whose statuses in SPEC 4.6 have no 415).
+    /// the text route (whose statuses have no 415).
     pub not_multipart: ErrorKind,
 }
 

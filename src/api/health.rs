@@ -1,4 +1,4 @@
-//! `GET /health` (SPEC 4.7): 200 `ok` once the store is open and every cx has loaded what
+//! `GET /health` (`docs/interface.md#routes`): 200 `ok` once the store is open and every shard has loaded what
 //! the workflows need; 503 `unavailable` before that and from the moment a stop begins.
 
 use super::context::Context;

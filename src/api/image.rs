@@ -1,4 +1,4 @@
-//! `POST /v1/image` (SPEC 4.1), and the image check every image route ends in.
+//! `POST /v1/image` (`docs/interface.md#routes`), and the image check every image route ends in.
 //!
 //! Order: the key (headers), its `image` scope, the plan's limits; then the query (`ref`,
 //! `workflow`, `url`: unknown workflow 400, not allowed 403); then, before reading any body,

@@ -1,7 +1,11 @@
-//! The routes of SPEC section 4: which path is which route, and the order of refusals that
-//! every route shares (DESIGN.md, "Decisions"): `Origin` first, then the method, then the
-//! request's own size limits, then the key, then the plan's limits, then parameters and
+//! The request path: the routes of `docs/interface.md#routes`, and the order of refusals that
+//! every route shares (`docs/interface.md#decisions`): `Origin` first, then the method, then
+//! the request's own size limits, then the key, then the plan's limits, then parameters and
 //! content.
+//!
+//! A handler sees a [`Context`] (what a request may touch) and the request's
+//! [`RequestNotes`], never the server. The server reaches the request path through one entry
+//! point, the [`Handler`] impl of [`Context`].
 //!
 //! Each route has its own module; this one routes, and after the route has answered it does
 //! what every answer needs: the limit headers of an authenticated caller, the end of the
@@ -23,6 +27,9 @@ pub mod text;
 pub mod workflows;
 
 pub use context::Context;
+
+#[cfg(test)]
+mod tests;
 
 use std::borrow::Cow;
 use std::rc::Rc;

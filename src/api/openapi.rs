@@ -1,4 +1,4 @@
-//! `GET /openapi.json` (SPEC 4.8): the OpenAPI 3.1 document of this version, embedded at build
+//! `GET /openapi.json` (`docs/interface.md#routes`): the OpenAPI 3.1 document of this version, embedded at build
 //! time. It is a contract: the integration tests validate real answers against its schemas.
 
 use crate::http::response::Response;

@@ -843,8 +843,8 @@ def error_responses(route):
         ]), ["bad_request", "unknown_workflow", "corrupt_media", "url_refused"], "maybe")
     elif route == "compat_text":
         r["400"] = err_response(400, True, "\n\n".join([
-            FRAMING_400 + " Also: a body that is not `multipart/form-data` (SPEC 4.6 lists no 415 "
-            "for this route), a malformed multipart body (missing or bad boundary, bad part "
+            FRAMING_400 + " Also: a body that is not `multipart/form-data` (this route answers no 415), "
+            "a malformed multipart body (missing or bad boundary, bad part "
             "headers, an unterminated part), no `text` field, a field that is not UTF-8, a known "
             "field sent twice, a workflow with no checks for texts.",
             "`unknown_workflow`: the named workflow does not exist (checked before the key's "
@@ -1407,7 +1407,7 @@ doc = {
     },
 }
 
-# /health answers 503 with Retry-After (SPEC 4.9: sent in the 503 cases).
+# /health answers 503 with Retry-After (sent in every 503 case).
 doc["paths"]["/health"]["get"]["responses"]["503"]["headers"]["Retry-After"] = {
     "$ref": "#/components/headers/Retry-After"
 }

@@ -1,11 +1,11 @@
-//! `POST /v1/text` (SPEC 4.2): a JSON TextRequest, checked by the workflow's text checks.
+//! `POST /v1/text` (`docs/interface.md#routes`): a JSON TextRequest, checked by the workflow's text checks.
 //!
 //! Order: the key (from the headers), then the content type (415 without JSON), then the body
 //! (413 over `limits.text_body_bytes_max`), then its fields: JSON (400 saying where it broke),
 //! `ref` (400), `context` (413, every plan), `text` (413 over the plan's characters), the
 //! workflow (400 unknown, 403 not allowed), then the checks.
 //!
-//! The body is parsed in place by simd-json from a per-cx pooled buffer; strings without
+//! The body is parsed in place by simd-json from a per-shard pooled buffer; strings without
 //! escapes are borrowed from it, not copied.
 
 use std::borrow::Cow;

@@ -1,4 +1,4 @@
-//! `GET /v1/workflows` (SPEC 4.3): the workflows the key may use, with their current versions.
+//! `GET /v1/workflows` (`docs/interface.md#routes`): the workflows the key may use, with their current versions.
 //! A workflow is listed when the key's allow-list names it (or allows all) and the
 //! organization's plan admits it (paid-only workflows need a paid plan).
 

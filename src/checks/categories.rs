@@ -1,5 +1,5 @@
 //! Every category a check can score, with the English title (`text`) and the end-user
-//! sentence (`message`) that reasons carry (SPEC 2.4).
+//! sentence (`message`) that reasons carry (`docs/interface.md#the-decision`).
 
 pub const NUDITY: &str = "nudity";
 pub const SUGGESTIVE: &str = "suggestive";

@@ -1,4 +1,4 @@
-//! Downloads for `url` checks (SPEC 4.1 and 8): an HTTP/1.1 client on glommio with rustls.
+//! Downloads for `url` checks (`docs/interface.md#decisions` and `#limits`): an HTTP/1.1 client on glommio with rustls.
 //!
 //! Rules, each refused with 400 `url_refused` and the reason:
 //! - `http` and `https` only; at most [`DOWNLOAD_REDIRECTS_MAX`] redirects; everything (name

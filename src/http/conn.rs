@@ -234,30 +234,37 @@ pub async fn until<F: Future>(deadline: Instant, future: F) -> Option<F::Output>
     .await
 }
 
+/// How a body's end is found.
+enum BodyReader {
+    /// `Content-Length`: bytes still to read (never 0: a finished body is `Done`).
+    Length {
+        remaining: u64,
+    },
+    Chunked(ChunkedDecoder),
+}
+
 /// How far the body of the current request has been read.
-struct BodyState {
-    framing: Framing,
-    /// `Length`: bytes still to read.
-    remaining: u64,
-    chunked: ChunkedDecoder,
-    done: bool,
-    /// `Expect: 100-continue` on HTTP/1.1 and `100 Continue` not sent yet.
-    continue_due: bool,
+enum BodyState {
+    /// Nothing read yet, and the client waits for `100 Continue` before it sends the body
+    /// (`Expect: 100-continue` on HTTP/1.1): sent with the first read, not before, so a
+    /// request refused without its body never has it sent.
+    AwaitingContinue(BodyReader),
+    Reading(BodyReader),
+    /// Read to its end, or there was none.
+    Done,
 }
 
 impl BodyState {
     fn new(head: &RequestHead) -> Self {
-        let (remaining, done) = match head.framing {
-            Framing::Empty => (0, true),
-            Framing::Length(n) => (n, false),
-            Framing::Chunked => (0, false),
+        let reader = match head.framing {
+            Framing::Empty | Framing::Length(0) => return BodyState::Done,
+            Framing::Length(n) => BodyReader::Length { remaining: n },
+            Framing::Chunked => BodyReader::Chunked(ChunkedDecoder::new()),
         };
-        BodyState {
-            framing: head.framing,
-            remaining,
-            chunked: ChunkedDecoder::new(),
-            done,
-            continue_due: head.expect_continue && head.version == Version::Http11 && !done,
+        if head.expect_continue && head.version == Version::Http11 {
+            BodyState::AwaitingContinue(reader)
+        } else {
+            BodyState::Reading(reader)
         }
     }
 }
@@ -272,12 +279,12 @@ pub struct Exchange<'c, S> {
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<'_, S> {
     pub fn framing(&self) -> Framing {
-        self.body.framing
+        self.head.framing
     }
 
     /// Whether the body has been read to its end.
     pub fn body_done(&self) -> bool {
-        self.body.done
+        matches!(self.body, BodyState::Done)
     }
 
     /// The next piece of the body, borrowed from the connection's buffer; `None` at its end.
@@ -294,7 +301,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<'_, S> {
         max_bytes: usize,
         deadline: Instant,
     ) -> ApiResult<()> {
-        if let Framing::Length(n) = self.body.framing {
+        if let Framing::Length(n) = self.head.framing {
             if n > max_bytes as u64 {
                 return Err(body_too_large(max_bytes));
             }
@@ -313,15 +320,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<'_, S> {
     /// [`DRAIN_BYTES_MAX`] within [`DRAIN_TIMEOUT`], and never when the client is waiting for
     /// a `100 Continue` it will not get. Returns whether the body is now fully read.
     async fn drain_body(&mut self) -> bool {
-        if self.body.done {
-            return true;
-        }
-        let small = match self.body.framing {
-            Framing::Length(_) => self.body.remaining <= DRAIN_BYTES_MAX as u64,
-            Framing::Chunked => true,
-            Framing::Empty => true,
+        let small = match &self.body {
+            BodyState::Done => return true,
+            // The client sends nothing until it gets a `100 Continue` it will not get.
+            BodyState::AwaitingContinue(_) => return false,
+            BodyState::Reading(BodyReader::Length { remaining }) => {
+                *remaining <= DRAIN_BYTES_MAX as u64
+            }
+            BodyState::Reading(BodyReader::Chunked(_)) => true,
         };
-        if self.body.continue_due || !small {
+        if !small {
             return false;
         }
         let deadline = Instant::now() + DRAIN_TIMEOUT;
@@ -332,30 +340,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<'_, S> {
                 return false;
             }
         }
-        self.body.done
+        self.body_done()
     }
 
     async fn next_body_range(&mut self, deadline: Instant) -> ApiResult<Option<Range<usize>>> {
         loop {
-            if self.body.done {
-                return Ok(None);
-            }
+            let reader = match &mut self.body {
+                BodyState::Done => return Ok(None),
+                BodyState::AwaitingContinue(reader) | BodyState::Reading(reader) => reader,
+            };
             let available = self.io.rend - self.io.rstart;
             if available > 0 {
                 let start = self.io.rstart;
-                match self.body.framing {
-                    Framing::Empty => unreachable!("an empty body starts done"),
-                    Framing::Length(_) => {
-                        let take = (self.body.remaining.min(available as u64)) as usize;
+                match reader {
+                    BodyReader::Length { remaining } => {
+                        let take = ((*remaining).min(available as u64)) as usize;
                         self.io.rstart += take;
-                        self.body.remaining -= take as u64;
-                        self.body.done = self.body.remaining == 0;
+                        *remaining -= take as u64;
+                        if *remaining == 0 {
+                            self.body = BodyState::Done;
+                        }
                         return Ok(Some(start..start + take));
                     }
-                    Framing::Chunked => {
-                        let (used, step) = self
-                            .body
-                            .chunked
+                    BodyReader::Chunked(decoder) => {
+                        let (used, step) = decoder
                             .step(&self.io.rbuf[start..self.io.rend])
                             .map_err(|error| {
                                 ApiError::bad_request(format!("bad chunked body: {error}"))
@@ -368,7 +376,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<'_, S> {
                             } => return Ok(Some(start + from..start + to)),
                             Step::NeedMore => {}
                             Step::Done => {
-                                self.body.done = true;
+                                self.body = BodyState::Done;
                                 return Ok(None);
                             }
                         }
@@ -378,8 +386,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<'_, S> {
                     }
                 }
             }
-            if self.body.continue_due {
-                self.body.continue_due = false;
+            if matches!(self.body, BodyState::AwaitingContinue(_)) {
+                if let BodyState::AwaitingContinue(reader) =
+                    std::mem::replace(&mut self.body, BodyState::Done)
+                {
+                    self.body = BodyState::Reading(reader);
+                }
                 self.io
                     .wbuf
                     .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
@@ -487,7 +499,8 @@ pub async fn serve_connection<S, H, A>(
             body,
             ..
         } = exchange;
-        let keep_alive = head.keep_alive && body.done && !response.close && !host.is_stopping();
+        let body_done = matches!(body, BodyState::Done);
+        let keep_alive = head.keep_alive && body_done && !response.close && !host.is_stopping();
         let connection = match (keep_alive, head.version) {
             (false, _) => ConnectionHeader::Close,
             (true, Version::Http10) => ConnectionHeader::KeepAlive,
@@ -498,7 +511,7 @@ pub async fn serve_connection<S, H, A>(
         if !keep_alive {
             // Bytes the client sent that we will not read (a body, pipelined requests) would
             // turn the close into a reset that can discard the answer: linger over them.
-            let unread = !body.done || io.rstart < io.rend;
+            let unread = !body_done || io.rstart < io.rend;
             if io.flush().await.is_ok() && unread {
                 linger(&mut io).await;
             }
@@ -644,6 +657,84 @@ impl ConnHost for NoHost {
     }
     fn poll_stop(&self, _: usize, _: &mut Context<'_>) -> Poll<()> {
         match *self {}
+    }
+}
+
+/// Requests answered without a socket, for unit tests of handlers.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+    use crate::http::head::parse_head;
+
+    /// A stream that reads from bytes given up front and keeps what is written.
+    pub struct MemoryStream {
+        input: Vec<u8>,
+        at: usize,
+        output: Vec<u8>,
+    }
+
+    impl AsyncRead for MemoryStream {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut [u8],
+        ) -> Poll<io::Result<usize>> {
+            let me = self.get_mut();
+            let n = buf.len().min(me.input.len() - me.at);
+            buf[..n].copy_from_slice(&me.input[me.at..me.at + n]);
+            me.at += n;
+            Poll::Ready(Ok(n))
+        }
+    }
+
+    impl AsyncWrite for MemoryStream {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.get_mut().output.extend_from_slice(buf);
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Parses `request` (a whole head and its body) and hands it to `handler`: its answer.
+    pub async fn answer<A: Handler>(handler: &A, request: &[u8]) -> Response {
+        let limits = HeadLimits {
+            head_bytes_max: 64 * 1024,
+            uri_bytes_max: 8 * 1024,
+        };
+        let (head, len) = match parse_head(request, &limits) {
+            Ok(Some(parsed)) => parsed,
+            other => panic!("not a whole request head: {other:?}"),
+        };
+        let config = ConnConfig {
+            head: limits,
+            header_read_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(5),
+        };
+        let stream = MemoryStream {
+            input: request[len..].to_vec(),
+            at: 0,
+            output: Vec::new(),
+        };
+        let mut io = ConnIo::new(stream, &config);
+        let body = BodyState::new(&head);
+        let request_id = crate::request_id::RequestIdGen::new(0, 7).next(0);
+        let mut exchange = Exchange {
+            head,
+            request_id,
+            io: &mut io,
+            body,
+        };
+        handler.handle(&mut exchange).await
     }
 }
 

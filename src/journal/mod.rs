@@ -108,10 +108,19 @@ pub fn open_env(
     Ok((env, db))
 }
 
+/// Where a record is on its way to disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Outcome {
+    #[default]
+    Waiting,
+    Committed,
+    Failed,
+}
+
 /// Where a record's commit outcome lands, and who waits for it.
 #[derive(Default)]
 struct Slot {
-    outcome: Cell<Option<bool>>,
+    outcome: Cell<Outcome>,
     waker: RefCell<Option<Waker>>,
 }
 
@@ -207,9 +216,9 @@ impl Journal {
             waker.wake();
         }
         std::future::poll_fn(|cx| match slot.outcome.get() {
-            Some(true) => Poll::Ready(Ok(())),
-            Some(false) => Poll::Ready(Err(JournalError)),
-            None => {
+            Outcome::Committed => Poll::Ready(Ok(())),
+            Outcome::Failed => Poll::Ready(Err(JournalError)),
+            Outcome::Waiting => {
                 *slot.waker.borrow_mut() = Some(cx.waker().clone());
                 Poll::Pending
             }
@@ -263,7 +272,11 @@ impl Journal {
             self.metrics
                 .journal_commit(count, started.elapsed().as_micros() as u64, ok);
             for slot in slots {
-                slot.outcome.set(Some(ok));
+                slot.outcome.set(if ok {
+                    Outcome::Committed
+                } else {
+                    Outcome::Failed
+                });
                 if let Some(waker) = slot.waker.borrow_mut().take() {
                     waker.wake();
                 }

@@ -176,7 +176,7 @@ impl Refill {
 /// last grant (leases smaller than this are refilled only when empty).
 pub const QUOTA_REFILL_AT: u64 = 4;
 
-/// The limit headers of an authenticated answer (SPEC 4.9; semantics in the OpenAPI document).
+/// The limit headers of an authenticated answer (`docs/interface.md#decisions`, limit headers).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LimitHeaders {
     pub limit: u32,

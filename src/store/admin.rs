@@ -17,7 +17,7 @@ use super::records::{
 use super::Store;
 use crate::workflow::{self, WorkflowDef};
 
-/// The longest rotation grace delay (SPEC section 3).
+/// The longest rotation grace delay (`docs/interface.md#keys`).
 pub use crate::bounds::ROTATION_GRACE_MS_MAX;
 pub const ORG_NAME_BYTES_MAX: usize = 64;
 

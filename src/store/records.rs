@@ -152,7 +152,7 @@ pub struct KeyRecord {
     pub rotated_from: Option<String>,
 }
 
-/// A key's lifecycle state (SPEC section 3), derived from its record and the time.
+/// A key's lifecycle state (`docs/interface.md#keys`), derived from its record and the time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyState {
     Active,
