@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Server CPU per request of two modgate binaries, interleaved in one pass, so that the noise of
+# this machine falls on both alike. Each binary serves one shard on CPU 0 with a fresh data
+# directory and a `pro` plan key (its rate raised past what one core answers); wrk runs on CPU 1 (`cpu-per-request --pin-wrk 1`).
+#
+#   tuning/cpu_compare.sh BIN_BEFORE BIN_AFTER [ROUNDS]
+#   ROUTES="workflows text" tuning/cpu_compare.sh ...   (a subset of the routes)
+#
+# Routes: GET /v1/workflows, POST /v1/text with a 1 KiB text, POST /v1/image with the 1 MP
+# JPEG of the test images. Prints one line per (round, binary, route) with microseconds of
+# server CPU per request, then the median per binary and route.
+set -euo pipefail
+before=$1 after=$2 rounds=${3:-3}
+routes=${ROUTES:-workflows text image}
+root=$(cd "$(dirname "$0")/.." && pwd)
+tool=${CPU_PER_REQUEST:-$root/../shared/tools/cpu-per-request}
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+python3 -c "
+import json
+text = ('Thanks for the quick reply, the parcel arrived on time and the fit is fine. ' * 14)[:1024]
+open('$work/text.json','w').write(json.dumps({'text': text}))
+"
+cp "$root/models/image/testimages/jpeg_baseline_retina_1152x864_1mp.jpg" "$work/image.jpg"
+
+start() { # BIN NAME -> sets pid, port, key
+  local bin=$1 name=$2 data="$work/data-$2"
+  taskset -c 0 "$bin" serve --data "$data" --listen 127.0.0.1:0 --cores 1 \
+    --models "$root/models" --metrics-listen off --log-level warn >"$work/$name.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do
+    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.out" | grep -o '[0-9]*$' || true)
+    if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then
+      # Plans are written by the server at start; the organization and key after that.
+      "$bin" org create bench --plan pro --data "$data" >/dev/null
+      # Limits far above what one core answers, so that every answer is a check, not a 429.
+      "$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 \
+        --quota-per-month 1000000000 --data "$data" >/dev/null
+      key=$("$bin" key create --org bench --data "$data" | head -1)
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "server $name did not start" >&2; cat "$work/$name.out" >&2; exit 1
+}
+
+measure() { # NAME ROUTE -> us per request
+  local route=$1 out
+  case $route in
+    workflows) out=$("$tool" --pid "$pid" --url "http://127.0.0.1:$port/v1/workflows" \
+                 -H "X-Api-Key: $key" --pin-wrk 1 --seconds 6 --connections 16) ;;
+    text) out=$("$tool" --pid "$pid" --url "http://127.0.0.1:$port/v1/text" --method POST \
+                 --body-file "$work/text.json" -H "X-Api-Key: $key" \
+                 -H "Content-Type: application/json" --pin-wrk 1 --seconds 6 --connections 16) ;;
+    image) out=$("$tool" --pid "$pid" --url "http://127.0.0.1:$port/v1/image" --method POST \
+                 --body-file "$work/image.jpg" -H "X-Api-Key: $key" --pin-wrk 1 --seconds 8 \
+                 --connections 2) ;;
+  esac
+  echo "$out" | tail -1 | grep -o 'non2xx=[0-9]*\|us_per_request=[0-9.]*' | tr '\n' ' '
+}
+
+results="$work/results"
+for round in $(seq "$rounds"); do
+  for name in before after; do
+    bin=$before; [ $name = after ] && bin=$after
+    start "$bin" "$name-$round"
+    for route in $routes; do
+      line=$(measure "$route")
+      echo "round=$round binary=$name route=$route $line" | tee -a "$results"
+    done
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+  done
+done
+python3 - "$results" <<'PY'
+import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = dict(kv.split("=") for kv in line.split())
+    rows.setdefault((f["route"], f["binary"]), []).append(float(f["us_per_request"]))
+for route in dict.fromkeys(r for r, _ in rows):
+    b, a = statistics.median(rows[(route, "before")]), statistics.median(rows[(route, "after")])
+    print(f"{route:10s} before {b:10.1f} us  after {a:10.1f} us  after/before {a / b:.3f}")
+PY
