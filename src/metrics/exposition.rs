@@ -23,6 +23,8 @@ pub struct ProcessInfo {
     /// Shards that answered this scrape.
     pub answering: usize,
     pub ready: bool,
+    /// In a fleet: the applied control-plane revision and its staleness in seconds.
+    pub control_plane: Option<(i64, f64)>,
 }
 
 fn route_label(slot: usize) -> &'static str {
@@ -151,6 +153,22 @@ pub fn render(snapshots: &[ShardSnapshot], process: &ProcessInfo) -> String {
         "1 when GET /health answers 200.",
     );
     let _ = writeln!(out, "modgate_ready {}", u8::from(process.ready));
+    if let Some((revision, stale_s)) = process.control_plane {
+        family(
+            &mut out,
+            "modgate_control_plane_revision",
+            "gauge",
+            "The fleet's control-plane revision this node has applied.",
+        );
+        let _ = writeln!(out, "modgate_control_plane_revision {revision}");
+        family(
+            &mut out,
+            "modgate_control_plane_staleness_seconds",
+            "gauge",
+            "Seconds since PostgreSQL last answered this node's follower.",
+        );
+        let _ = writeln!(out, "modgate_control_plane_staleness_seconds {stale_s:.3}");
+    }
 
     family(
         &mut out,
@@ -468,6 +486,7 @@ mod tests {
                 shards: 1,
                 answering: 1,
                 ready: true,
+                control_plane: None,
             },
         );
         assert!(text.contains("modgate_requests_total{route=\"/v1/text\",status=\"200\"} 1\n"));

@@ -87,6 +87,11 @@ pub async fn answer_scrapes(
 pub trait ProcessState: Send + Sync + 'static {
     fn shards(&self) -> usize;
     fn is_ready(&self) -> bool;
+    /// In a fleet: the control-plane revision applied and seconds since PostgreSQL last
+    /// answered.
+    fn control_plane(&self) -> Option<(i64, f64)> {
+        None
+    }
 }
 
 /// Serves `GET /metrics` on `listener` from a thread of its own.
@@ -124,6 +129,7 @@ fn answer(mut stream: TcpStream, hub: &MetricsHub, process: &dyn ProcessState) {
                 shards: process.shards(),
                 answering: snapshots.len(),
                 ready: process.is_ready(),
+                control_plane: process.control_plane(),
             };
             let text = exposition::render(&snapshots, &info);
             let body = if head_only { String::new() } else { text };

@@ -31,6 +31,8 @@ use crate::checks::registry;
 use crate::checks::TextModels;
 use crate::config::{Config, Overrides};
 use crate::download::Downloader;
+use crate::fleet;
+use crate::fleet::follower::ControlPlaneStatus;
 use crate::inference::{self, WorkerModels};
 use crate::limits::lease::{LeaseSource, LocalLeases};
 use crate::logging::LogControl;
@@ -54,13 +56,33 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         tracing::warn!(%error, "could not raise the open-file limit");
     }
     let store = Store::open(&config.server.data_dir)?;
-    bootstrap(&store, &config)?;
-    if let Some(file) = &config.workflows.file {
-        let changed = reload::import_workflows(&store, file)?;
-        if !changed.is_empty() {
-            tracing::info!(workflows = %changed.join(", "), "imported from workflows.file");
+    let control_plane = match &config.cluster {
+        None => {
+            bootstrap(&store, &config)?;
+            if let Some(file) = &config.workflows.file {
+                let changed = reload::import_workflows(&store, file)?;
+                if !changed.is_empty() {
+                    tracing::info!(workflows = %changed.join(", "), "imported from workflows.file");
+                }
+            }
+            None
         }
-    }
+        Some(cluster) => {
+            // A fleet node's store is a replica of PostgreSQL, written by its follower only.
+            if config.workflows.file.is_some() {
+                tracing::warn!("workflows.file is not read by a fleet node: import it with `modgate workflow import --config`");
+            }
+            let status = Arc::new(ControlPlaneStatus::default());
+            fleet::follower::initial_sync(cluster, &store, &status)?;
+            fleet::follower::spawn(cluster.clone(), store.clone(), status.clone())?;
+            announce(format_args!(
+                "following the fleet's control plane as node {} (revision {})",
+                cluster.node_id(),
+                status.applied_revision()
+            ));
+            Some(status)
+        }
+    };
 
     let cpus = allowed_cpus()?;
     let shards = match config.server.cores {
@@ -103,7 +125,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         ),
         None => None,
     };
-    let state = Arc::new(ServerState::new(shards));
+    let state = Arc::new(ServerState::new(shards, control_plane));
     spawn_signal_thread(
         state.clone(),
         reload::Reloader {

@@ -47,7 +47,13 @@ impl Reloader {
             }
             Err(error) => problems.push(format!("{error:#}")),
         }
-        if next.plans != self.running.plans {
+        // In a fleet the store is a replica of PostgreSQL: plans and workflows change there.
+        let fleet = self.running.cluster.is_some();
+        if fleet && (next.plans != self.running.plans || next.workflows.file.is_some()) {
+            problems.push(
+                "plans and workflows.file are not applied by a fleet node: change them with `modgate db migrate` or `modgate workflow import` and --config".to_owned(),
+            );
+        } else if next.plans != self.running.plans {
             match self.store.put_plans(&next.plans) {
                 Ok(()) => {
                     applied.push("plans".to_owned());
@@ -56,7 +62,7 @@ impl Reloader {
                 Err(error) => problems.push(format!("plans not applied: {error:#}")),
             }
         }
-        if let Some(file) = &next.workflows.file {
+        if let (false, Some(file)) = (fleet, &next.workflows.file) {
             match import_workflows(&self.store, file) {
                 Ok(changed) if changed.is_empty() => {}
                 Ok(changed) => applied.push(format!("workflows {}", changed.join(", "))),
@@ -73,6 +79,7 @@ impl Reloader {
             ("journal", next.journal != self.running.journal),
             ("log.format", next.log.format != self.running.log.format),
             ("metrics", next.metrics != self.running.metrics),
+            ("cluster", next.cluster != self.running.cluster),
             ("testing", next.testing != self.running.testing),
         ]
         .into_iter()

@@ -31,6 +31,7 @@ use crate::checks::{Engine, TextModels};
 use crate::config::Config;
 use crate::download::Downloader;
 use crate::error::{ApiError, ErrorKind};
+use crate::fleet::follower::ControlPlaneStatus;
 use crate::http::conn::{self, ConnConfig, ConnHost};
 use crate::http::response::{ConnectionHeader, DateCache, Frame};
 use crate::inference::{Worker, WorkerConfig, WorkerModels};
@@ -51,14 +52,17 @@ pub struct ServerState {
     ready_shards: AtomicUsize,
     /// Shards ended by a panic in their own tasks: any one makes the process unhealthy.
     failed_shards: AtomicUsize,
+    /// In a fleet: how far this node follows the control plane (for `/metrics`).
+    control_plane: Option<Arc<ControlPlaneStatus>>,
     stopping: AtomicBool,
     /// One waker per shard's stop watcher (not per connection).
     stop_wakers: Mutex<Vec<Waker>>,
 }
 
 impl ServerState {
-    pub fn new(shards: usize) -> Self {
+    pub fn new(shards: usize, control_plane: Option<Arc<ControlPlaneStatus>>) -> Self {
         ServerState {
+            control_plane,
             shards,
             metrics: Arc::default(),
             ready_shards: AtomicUsize::new(0),
@@ -130,6 +134,15 @@ impl ProcessState for ServerState {
 
     fn is_ready(&self) -> bool {
         ServerState::is_ready(self)
+    }
+
+    fn control_plane(&self) -> Option<(i64, f64)> {
+        let status = self.control_plane.as_ref()?;
+        let now_ms = crate::clock::Clock::System.now_ms();
+        Some((
+            status.applied_revision(),
+            status.staleness_ms(now_ms) as f64 / 1000.0,
+        ))
     }
 }
 

@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod keys;
 pub mod records;
+pub mod replica;
 pub mod view;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,7 @@
 //! validate answers against.
 #![allow(dead_code)]
 
+pub mod engines;
 pub mod prometheus;
 
 use std::io::{BufRead, BufReader, Read, Write};

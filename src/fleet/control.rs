@@ -1,0 +1,216 @@
+//! The admin side of the control plane: every admin command, run on the fleet.
+//!
+//! An admin command runs unchanged on a [`Store`]: [`transact`] gives it one, filled from
+//! `control_records` in a temporary directory, inside a PostgreSQL transaction that holds the
+//! admin lock. What the command changed (the difference of the store before and after) is
+//! written back to `control_records`, appended to `control_changes` under one new revision, and
+//! announced with `NOTIFY`, all in that transaction. So the rules of the single-node store
+//! (plan key counts, rotation grace, workflow versions) hold in the fleet by construction, and
+//! a fleet change is all or nothing.
+//!
+//! [`wait_for_nodes`] then waits until every live node has applied the revision.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context as _};
+use serde::Serialize;
+
+use super::{connect, schema, CHANGES_CHANNEL, NODE_LIVE_MS};
+use crate::config::ClusterConfig;
+use crate::store::replica::RawRecord;
+use crate::store::Store;
+
+/// Runs `op` on the fleet's control plane; returns its value and the revision it made (none
+/// when it changed nothing).
+pub async fn transact<T>(
+    cluster: &ClusterConfig,
+    op: impl FnOnce(&Store) -> anyhow::Result<T>,
+) -> anyhow::Result<(T, Option<i64>)> {
+    let mut client = connect(cluster).await?;
+    schema::check(&client).await?;
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&schema::ADMIN_LOCK])
+        .await?;
+    let rows = tx
+        .query("SELECT tbl, key, value FROM control_records", &[])
+        .await?;
+    let records: Vec<RawRecord> = rows
+        .iter()
+        .map(|row| RawRecord {
+            table: row.get(0),
+            key: row.get(1),
+            value: row.get(2),
+        })
+        .collect();
+    let dir = tempfile::tempdir().context("a directory for the control plane's working copy")?;
+    let store = Store::open(dir.path())?;
+    store.replace_all(&records, 0)?;
+    let before = store.dump()?;
+    let value = op(&store)?;
+    let changes = Store::diff(&before, &store.dump()?);
+    if changes.is_empty() {
+        tx.commit().await?;
+        return Ok((value, None));
+    }
+    let revision: i64 = tx
+        .query_one("SELECT nextval('control_revision')", &[])
+        .await?
+        .get(0);
+    for (seq, change) in changes.iter().enumerate() {
+        match &change.value {
+            Some(bytes) => {
+                tx.execute(
+                    "INSERT INTO control_records (tbl, key, value, revision) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (tbl, key) DO UPDATE SET value = EXCLUDED.value, revision = EXCLUDED.revision",
+                    &[&change.table, &change.key, bytes, &revision],
+                )
+                .await?;
+            }
+            None => {
+                tx.execute(
+                    "DELETE FROM control_records WHERE tbl = $1 AND key = $2",
+                    &[&change.table, &change.key],
+                )
+                .await?;
+            }
+        }
+        tx.execute(
+            "INSERT INTO control_changes (revision, seq, tbl, key, value) VALUES ($1, $2, $3, $4, $5)",
+            &[&revision, &(seq as i32), &change.table, &change.key, &change.value],
+        )
+        .await?;
+    }
+    tx.execute(
+        "SELECT pg_notify($1, $2)",
+        &[&CHANGES_CHANNEL, &revision.to_string()],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok((value, Some(revision)))
+}
+
+/// The live nodes that have not applied `revision` after `timeout` (empty: all have).
+pub async fn wait_for_nodes(
+    cluster: &ClusterConfig,
+    revision: i64,
+    timeout: Duration,
+) -> anyhow::Result<Vec<String>> {
+    let client = connect(cluster).await?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let behind: Vec<String> = client
+            .query(
+                "SELECT node_id FROM nodes
+                 WHERE heartbeat_at > now() - make_interval(secs => $1::float8 / 1000)
+                   AND applied_revision < $2
+                 ORDER BY node_id",
+                &[&(NODE_LIVE_MS as f64), &revision],
+            )
+            .await?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        if behind.is_empty() || Instant::now() >= deadline {
+            return Ok(behind);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One node, as `fleet status` shows it.
+#[derive(Debug, Serialize)]
+pub struct NodeStatus {
+    pub node_id: String,
+    pub live: bool,
+    pub applied_revision: i64,
+    /// Revisions the node still has to apply.
+    pub behind: i64,
+    pub heartbeat_age_ms: i64,
+    pub version: String,
+}
+
+/// The fleet, as `fleet status` shows it.
+#[derive(Debug, Serialize)]
+pub struct FleetStatus {
+    pub revision: i64,
+    pub schema_version: i32,
+    pub postgres: String,
+    pub redis: String,
+    pub nodes: Vec<NodeStatus>,
+}
+
+pub async fn status(cluster: &ClusterConfig) -> anyhow::Result<FleetStatus> {
+    let client = connect(cluster).await?;
+    schema::check(&client).await?;
+    let revision: i64 = client
+        .query_one(
+            "SELECT coalesce(max(revision), 0) FROM control_changes",
+            &[],
+        )
+        .await?
+        .get(0);
+    let nodes = client
+        .query(
+            "SELECT node_id, applied_revision,
+                    (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint, version
+             FROM nodes ORDER BY node_id",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|row| {
+            let applied: i64 = row.get(1);
+            let age: i64 = row.get(2);
+            NodeStatus {
+                node_id: row.get(0),
+                live: age < NODE_LIVE_MS,
+                applied_revision: applied,
+                behind: (revision - applied).max(0),
+                heartbeat_age_ms: age,
+                version: row.get(3),
+            }
+        })
+        .collect();
+    Ok(FleetStatus {
+        revision,
+        schema_version: schema::current_version(),
+        postgres: "ok".to_owned(),
+        redis: match &cluster.redis_url {
+            None => "not configured".to_owned(),
+            Some(_) => "not used yet: budgets are per node".to_owned(),
+        },
+        nodes,
+    })
+}
+
+/// Runs an admin command on the fleet from synchronous code (the CLI): the change, then the
+/// wait for the live nodes when it made one. `strict`: nodes still behind after the wait are
+/// an error (revocation, suspension); otherwise they are only reported.
+pub fn run_admin<T>(
+    cluster: &ClusterConfig,
+    strict: bool,
+    op: impl FnOnce(&Store) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let runtime = super::runtime()?;
+    runtime.block_on(async {
+        let (value, revision) = transact(cluster, op).await?;
+        if let Some(revision) = revision {
+            let behind = wait_for_nodes(cluster, revision, ADMIN_WAIT).await?;
+            if !behind.is_empty() {
+                let message = format!(
+                    "revision {revision} is committed, but these live nodes had not applied it after {} s: {}",
+                    ADMIN_WAIT.as_secs(),
+                    behind.join(", ")
+                );
+                if strict {
+                    return Err(anyhow!(message));
+                }
+                eprintln!("modgate: {message}");
+            }
+        }
+        Ok(value)
+    })
+}
+
+/// How long an admin command waits for the live nodes to apply its change.
+pub const ADMIN_WAIT: Duration = Duration::from_secs(5);

@@ -1,0 +1,286 @@
+//! The node side of the control plane: follow the change log into the local LMDB store.
+//!
+//! At start ([`initial_sync`], before any shard serves) a node whose store has never been
+//! synchronised takes a snapshot of `control_records` as of the latest revision, read in one
+//! repeatable-read transaction; a node that has applied revision R takes the changes after R.
+//! Then [`spawn`] starts the follower thread: it listens on [`CHANGES_CHANNEL`], applies the
+//! changes after its revision whenever a notification comes and at least every
+//! [`HEARTBEAT_MS`] (so a lost notification costs at most that), and heartbeats its applied
+//! revision into `nodes`. After a lost connection it reconnects and catches up from its last
+//! applied revision, so a missed notification is never a missed change.
+//!
+//! While PostgreSQL cannot be reached the node keeps answering from its last applied state;
+//! [`ControlPlaneStatus`] says how stale that is (a metric, a log line past
+//! `cluster.stale_after_ms`).
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio_postgres::AsyncMessage;
+
+use super::{schema, CHANGES_CHANNEL, HEARTBEAT_MS};
+use crate::clock::Clock;
+use crate::config::ClusterConfig;
+use crate::store::replica::{RawChange, RawRecord};
+use crate::store::Store;
+
+/// Revisions applied in one LMDB transaction at most while catching up.
+pub const CATCH_UP_REVISIONS_MAX: i64 = 1_000;
+/// Wait before reconnecting after PostgreSQL was lost.
+pub const RECONNECT_DELAY: Duration = Duration::from_millis(500);
+
+/// What the follower tells the rest of the process: read by `/metrics`, never per request.
+#[derive(Debug, Default)]
+pub struct ControlPlaneStatus {
+    applied_revision: AtomicI64,
+    /// When PostgreSQL last answered, Unix ms.
+    last_contact_ms: AtomicI64,
+    /// The loss of the connection was logged (once per loss).
+    lost_logged: AtomicBool,
+    /// The staleness past `stale_after_ms` was logged (once per loss).
+    stale_logged: AtomicBool,
+}
+
+impl ControlPlaneStatus {
+    pub fn applied_revision(&self) -> i64 {
+        self.applied_revision.load(Ordering::Relaxed)
+    }
+
+    /// Milliseconds since PostgreSQL last answered.
+    pub fn staleness_ms(&self, now_ms: i64) -> i64 {
+        (now_ms - self.last_contact_ms.load(Ordering::Relaxed)).max(0)
+    }
+
+    fn contact(&self, revision: i64, now_ms: i64) {
+        self.applied_revision.store(revision, Ordering::Relaxed);
+        self.last_contact_ms.store(now_ms, Ordering::Relaxed);
+        self.lost_logged.store(false, Ordering::Relaxed);
+        if self.stale_logged.swap(false, Ordering::Relaxed) {
+            tracing::info!(revision, "control plane reached again");
+        }
+    }
+}
+
+/// Brings `store` up to the fleet's latest revision and registers the node. Blocking: called
+/// before the shards start, so that a node never answers from an empty or outdated store.
+pub fn initial_sync(
+    cluster: &ClusterConfig,
+    store: &Store,
+    status: &ControlPlaneStatus,
+) -> anyhow::Result<()> {
+    let runtime = super::runtime()?;
+    runtime.block_on(async {
+        let mut client = super::connect(cluster).await?;
+        schema::check(&client).await?;
+        let revision = match store.revision()? {
+            Some(revision) => catch_up(&client, store, revision).await?,
+            None => {
+                if !store.dump()?.is_empty() {
+                    tracing::warn!(
+                        "the local store has records but has never followed a fleet: it is replaced by the fleet's control plane"
+                    );
+                }
+                snapshot(&mut client, store).await?
+            }
+        };
+        heartbeat(&client, &cluster.node_id(), revision, true).await?;
+        status.contact(revision, Clock::System.now_ms());
+        tracing::info!(revision, node = %cluster.node_id(), "control plane synchronised");
+        Ok(())
+    })
+}
+
+/// Starts the follower thread.
+pub fn spawn(
+    cluster: ClusterConfig,
+    store: Store,
+    status: Arc<ControlPlaneStatus>,
+) -> anyhow::Result<()> {
+    std::thread::Builder::new()
+        .name("modgate-fleet".into())
+        .spawn(move || {
+            let runtime = match super::runtime() {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    tracing::error!(
+                        error = format!("{error:#}"),
+                        "the fleet follower could not start"
+                    );
+                    return;
+                }
+            };
+            runtime.block_on(follow(cluster, store, status));
+        })
+        .context("starting the fleet follower")?;
+    Ok(())
+}
+
+async fn follow(cluster: ClusterConfig, store: Store, status: Arc<ControlPlaneStatus>) {
+    loop {
+        let Err(error) = follow_once(&cluster, &store, &status).await;
+        // One warning when the connection is lost, one error once the node is stale; the
+        // retries in between are quiet. Both are re-armed by the next contact.
+        if !status.lost_logged.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "control plane connection lost; reconnecting"
+            );
+        }
+        let stale_ms = status.staleness_ms(Clock::System.now_ms());
+        if stale_ms > cluster.stale_after_ms as i64
+            && !status.stale_logged.swap(true, Ordering::Relaxed)
+        {
+            tracing::error!(
+                stale_ms,
+                revision = status.applied_revision(),
+                "control plane unreachable: answering from the last applied state"
+            );
+        }
+        tokio::time::sleep(RECONNECT_DELAY).await;
+    }
+}
+
+/// One connection's life: listen, catch up on every notification and heartbeat, until the
+/// connection fails.
+async fn follow_once(
+    cluster: &ClusterConfig,
+    store: &Store,
+    status: &ControlPlaneStatus,
+) -> anyhow::Result<std::convert::Infallible> {
+    let (client, mut connection) =
+        tokio_postgres::connect(&cluster.postgres_url, tokio_postgres::NoTls).await?;
+    let (notified, mut notifications) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(_))) => {
+                    if notified.send(()).is_err() {
+                        return;
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => return,
+            }
+        }
+    });
+    client
+        .batch_execute(&format!("LISTEN {CHANGES_CHANNEL}"))
+        .await?;
+    let node_id = cluster.node_id();
+    let mut revision = store.revision()?.unwrap_or(0);
+    loop {
+        revision = catch_up(&client, store, revision).await?;
+        heartbeat(&client, &node_id, revision, false).await?;
+        status.contact(revision, Clock::System.now_ms());
+        tokio::select! {
+            received = notifications.recv() => {
+                if received.is_none() {
+                    anyhow::bail!("the connection closed");
+                }
+                while notifications.try_recv().is_ok() {}
+            }
+            _ = tokio::time::sleep(Duration::from_millis(HEARTBEAT_MS)) => {}
+        }
+    }
+}
+
+/// Takes the whole control plane as of its latest revision; returns that revision.
+async fn snapshot(client: &mut tokio_postgres::Client, store: &Store) -> anyhow::Result<i64> {
+    let tx = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let revision: i64 = tx
+        .query_one(
+            "SELECT coalesce(max(revision), 0) FROM control_changes",
+            &[],
+        )
+        .await?
+        .get(0);
+    let records: Vec<RawRecord> = tx
+        .query("SELECT tbl, key, value FROM control_records", &[])
+        .await?
+        .iter()
+        .map(|row| RawRecord {
+            table: row.get(0),
+            key: row.get(1),
+            value: row.get(2),
+        })
+        .collect();
+    tx.commit().await?;
+    store.replace_all(&records, revision)?;
+    Ok(revision)
+}
+
+/// Applies the changes after `revision`, a bounded range of revisions per LMDB transaction;
+/// returns the revision now applied.
+async fn catch_up(
+    client: &tokio_postgres::Client,
+    store: &Store,
+    mut revision: i64,
+) -> anyhow::Result<i64> {
+    loop {
+        let latest: i64 = client
+            .query_one(
+                "SELECT coalesce(max(revision), 0) FROM control_changes",
+                &[],
+            )
+            .await?
+            .get(0);
+        if latest <= revision {
+            return Ok(revision);
+        }
+        let upto = latest.min(revision + CATCH_UP_REVISIONS_MAX);
+        let changes: Vec<RawChange> = client
+            .query(
+                "SELECT tbl, key, value FROM control_changes
+                 WHERE revision > $1 AND revision <= $2 ORDER BY revision, seq",
+                &[&revision, &upto],
+            )
+            .await?
+            .iter()
+            .map(|row| RawChange {
+                table: row.get(0),
+                key: row.get(1),
+                value: row.get(2),
+            })
+            .collect();
+        store.apply_changes(&changes, upto)?;
+        tracing::debug!(
+            from = revision,
+            to = upto,
+            changes = changes.len(),
+            "control plane changes applied"
+        );
+        revision = upto;
+    }
+}
+
+async fn heartbeat(
+    client: &tokio_postgres::Client,
+    node_id: &str,
+    revision: i64,
+    starting: bool,
+) -> anyhow::Result<()> {
+    let started = if starting {
+        "now()"
+    } else {
+        "nodes.started_at"
+    };
+    client
+        .execute(
+            &format!(
+                "INSERT INTO nodes (node_id, applied_revision, started_at, heartbeat_at, version)
+                 VALUES ($1, $2, now(), now(), $3)
+                 ON CONFLICT (node_id) DO UPDATE SET applied_revision = EXCLUDED.applied_revision,
+                    heartbeat_at = now(), version = EXCLUDED.version, started_at = {started}"
+            ),
+            &[&node_id, &revision, &env!("CARGO_PKG_VERSION")],
+        )
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! A fleet of modgate nodes on PostgreSQL: one control plane for every node.
+//!
+//! PostgreSQL is the one source of truth for organizations, plans, keys and workflows
+//! ([`schema`]). The admin CLI changes it in one transaction that also appends to a change log
+//! and notifies ([`control`]); each node follows the log into its own LMDB store
+//! ([`follower`]), so the request path is unchanged: a shard reads LMDB, never an engine, and
+//! a change reaches it as the store view's cache notices LMDB's new transaction.
+//!
+//! How it runs beside glommio: the engine client is `tokio-postgres`, the maintained async
+//! PostgreSQL client, on one side thread per process with a current-thread tokio runtime
+//! (the follower); the CLI runs the same client on a runtime of its own. The shards never await
+//! it: they talk to it only through the LMDB store it writes and a few atomics it sets
+//! ([`follower::ControlPlaneStatus`]). glommio's executors cannot drive tokio's I/O, and a
+//! client on its own thread keeps a slow or dead PostgreSQL away from every request.
+//!
+//! Not yet in the fleet (see the README, "Running a fleet"): rate, concurrency and quota are
+//! still each node's own, and journals stay on their node.
+
+pub mod control;
+pub mod follower;
+pub mod schema;
+
+use anyhow::Context as _;
+
+use crate::config::ClusterConfig;
+
+/// The channel PostgreSQL notifies on when the control plane changes.
+pub const CHANGES_CHANNEL: &str = "modgate_changes";
+/// How long a node counts as live after its last heartbeat.
+pub const NODE_LIVE_MS: i64 = 5_000;
+/// How often a node heartbeats (and polls the change log, in case a notification was lost).
+pub const HEARTBEAT_MS: u64 = 1_000;
+
+/// A runtime for the CLI's engine calls.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the engine client's runtime")
+}
+
+/// Connects to the control plane; the connection is driven by a task on the current runtime.
+pub async fn connect(cluster: &ClusterConfig) -> anyhow::Result<tokio_postgres::Client> {
+    let (client, connection) =
+        tokio_postgres::connect(&cluster.postgres_url, tokio_postgres::NoTls)
+            .await
+            .with_context(|| {
+                format!(
+                    "connecting to PostgreSQL at {}",
+                    redacted(&cluster.postgres_url)
+                )
+            })?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::warn!(%error, "PostgreSQL connection ended");
+        }
+    });
+    Ok(client)
+}
+
+/// A connection URL without its password, for messages and logs.
+pub fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_are_not_shown() {
+        assert_eq!(
+            super::redacted("postgres://modgate:s3cret@127.0.0.1:5432/modgate"),
+            "postgres://modgate:***@127.0.0.1:5432/modgate"
+        );
+        assert_eq!(
+            super::redacted("postgres://modgate@127.0.0.1/db"),
+            "postgres://modgate@127.0.0.1/db"
+        );
+    }
+}

@@ -1,0 +1,122 @@
+//! The control plane's schema in PostgreSQL, as versioned migrations.
+//!
+//! `modgate db migrate` applies the migrations a database lacks, in order, each in the same
+//! transaction as its row in `modgate_schema`, under an advisory lock so that two migrating
+//! processes do not race; running it again does nothing. `modgate serve` and every admin
+//! command refuse a database whose schema is not the one this build knows, and say what to
+//! run.
+//!
+//! Tables:
+//! - `control_records`: every record of the control plane (`tbl`, `key`, the bytes a node's
+//!   LMDB store holds for it), the current state.
+//! - `control_changes`: the change log; one revision per admin transaction, one row per record
+//!   written (`value`) or deleted (null). Revisions are drawn under the admin lock, so they
+//!   follow commit order and a node that has applied revision R has seen everything before.
+//! - `nodes`: each node's applied revision and heartbeat, for `fleet status` and for admin
+//!   commands that wait until every live node has a change.
+
+use anyhow::{bail, Context as _};
+
+/// Serialises schema changes and admin writes (a `pg_advisory_xact_lock` key).
+pub const ADMIN_LOCK: i64 = 0x006d_6f64_6761_7465; // "modgate" in ASCII
+
+/// `(version, SQL)`, in order. Never edit one that has shipped: add the next.
+pub const MIGRATIONS: &[(i32, &str)] = &[(
+    1,
+    "CREATE TABLE control_records (
+        tbl text NOT NULL,
+        key text NOT NULL,
+        value bytea NOT NULL,
+        revision bigint NOT NULL,
+        PRIMARY KEY (tbl, key)
+    );
+    CREATE SEQUENCE control_revision;
+    CREATE TABLE control_changes (
+        revision bigint NOT NULL,
+        seq integer NOT NULL,
+        tbl text NOT NULL,
+        key text NOT NULL,
+        value bytea,
+        changed_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (revision, seq)
+    );
+    CREATE TABLE nodes (
+        node_id text PRIMARY KEY,
+        applied_revision bigint NOT NULL,
+        started_at timestamptz NOT NULL,
+        heartbeat_at timestamptz NOT NULL,
+        version text NOT NULL
+    );",
+)];
+
+/// The schema version this build reads and writes.
+pub fn current_version() -> i32 {
+    MIGRATIONS.last().map_or(0, |(version, _)| *version)
+}
+
+/// Applies the missing migrations; returns the versions applied.
+pub async fn migrate(client: &mut tokio_postgres::Client) -> anyhow::Result<Vec<i32>> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&ADMIN_LOCK])
+        .await?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS modgate_schema (
+            version integer PRIMARY KEY,
+            applied_at timestamptz NOT NULL DEFAULT now()
+        )",
+    )
+    .await?;
+    let have: i32 = tx
+        .query_one("SELECT coalesce(max(version), 0) FROM modgate_schema", &[])
+        .await?
+        .get(0);
+    if have > current_version() {
+        bail!(
+            "the database has schema version {have}, newer than this build's {}: upgrade modgate",
+            current_version()
+        );
+    }
+    let mut applied = Vec::new();
+    for (version, sql) in MIGRATIONS.iter().filter(|(version, _)| *version > have) {
+        tx.batch_execute(sql)
+            .await
+            .with_context(|| format!("migration {version}"))?;
+        tx.execute(
+            "INSERT INTO modgate_schema (version) VALUES ($1)",
+            &[version],
+        )
+        .await?;
+        applied.push(*version);
+    }
+    tx.commit().await?;
+    Ok(applied)
+}
+
+/// Refuses a database whose schema is not this build's, saying what to run.
+pub async fn check(client: &tokio_postgres::Client) -> anyhow::Result<()> {
+    let exists: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.tables WHERE table_name = 'modgate_schema')",
+            &[],
+        )
+        .await?
+        .get(0);
+    let have: i32 = if exists {
+        client
+            .query_one("SELECT coalesce(max(version), 0) FROM modgate_schema", &[])
+            .await?
+            .get(0)
+    } else {
+        0
+    };
+    let want = current_version();
+    if have < want {
+        bail!(
+            "the database has schema version {have}, this build needs {want}: run `modgate db migrate --config FILE`"
+        );
+    }
+    if have > want {
+        bail!("the database has schema version {have}, newer than this build's {want}: upgrade modgate");
+    }
+    Ok(())
+}

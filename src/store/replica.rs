@@ -1,0 +1,187 @@
+//! The store as records: what a fleet's control plane keeps in PostgreSQL and each node
+//! replays into its LMDB store ([`crate::fleet`]).
+//!
+//! A record is a table name, a key and the bytes LMDB holds for it (bincode of the table's
+//! record type), so PostgreSQL stores exactly what the nodes read and the request path does
+//! not change. `meta.revision` holds the last change-log revision applied to this store; a
+//! store with none has never been synchronised with a fleet.
+
+use std::collections::BTreeMap;
+
+use anyhow::bail;
+use heed::types::{Bytes, Str};
+use heed::{Database, RwTxn};
+
+use super::Store;
+
+/// The tables that make up the control plane.
+pub const TABLES: [&str; 4] = ["orgs", "plans", "keys", "workflows"];
+
+/// One record of the control plane.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RawRecord {
+    pub table: String,
+    pub key: String,
+    pub value: Vec<u8>,
+}
+
+/// A change: a record written (`value`) or deleted (`None`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawChange {
+    pub table: String,
+    pub key: String,
+    pub value: Option<Vec<u8>>,
+}
+
+impl Store {
+    fn raw_table(&self, table: &str) -> anyhow::Result<Database<Str, Bytes>> {
+        Ok(match table {
+            "orgs" => self.orgs.remap_data_type::<Bytes>(),
+            "plans" => self.plans.remap_data_type::<Bytes>(),
+            "keys" => self.keys.remap_data_type::<Bytes>(),
+            "workflows" => self.workflows.remap_data_type::<Bytes>(),
+            other => bail!("no table '{other}' in the store"),
+        })
+    }
+
+    /// Every record of the control plane, by table and key.
+    pub fn dump(&self) -> anyhow::Result<BTreeMap<(String, String), Vec<u8>>> {
+        let txn = self.env().read_txn()?;
+        let mut out = BTreeMap::new();
+        for table in TABLES {
+            for entry in self.raw_table(table)?.iter(&txn)? {
+                let (key, value) = entry?;
+                out.insert((table.to_owned(), key.to_owned()), value.to_vec());
+            }
+        }
+        Ok(out)
+    }
+
+    /// The changes that turn `before` into `after` (two dumps).
+    pub fn diff(
+        before: &BTreeMap<(String, String), Vec<u8>>,
+        after: &BTreeMap<(String, String), Vec<u8>>,
+    ) -> Vec<RawChange> {
+        let mut changes = Vec::new();
+        for ((table, key), value) in after {
+            if before.get(&(table.clone(), key.clone())) != Some(value) {
+                changes.push(RawChange {
+                    table: table.clone(),
+                    key: key.clone(),
+                    value: Some(value.clone()),
+                });
+            }
+        }
+        for (table, key) in before.keys() {
+            if !after.contains_key(&(table.clone(), key.clone())) {
+                changes.push(RawChange {
+                    table: table.clone(),
+                    key: key.clone(),
+                    value: None,
+                });
+            }
+        }
+        changes
+    }
+
+    /// Replaces the whole control plane with `records`, as of `revision`, in one transaction.
+    pub fn replace_all(&self, records: &[RawRecord], revision: i64) -> anyhow::Result<()> {
+        let mut txn = self.env().write_txn()?;
+        for table in TABLES {
+            self.raw_table(table)?.clear(&mut txn)?;
+        }
+        for record in records {
+            self.raw_table(&record.table)?
+                .put(&mut txn, &record.key, &record.value)?;
+        }
+        self.set_revision(&mut txn, revision)?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Applies `changes` and records `revision`, in one transaction.
+    pub fn apply_changes(&self, changes: &[RawChange], revision: i64) -> anyhow::Result<()> {
+        let mut txn = self.env().write_txn()?;
+        for change in changes {
+            let table = self.raw_table(&change.table)?;
+            match &change.value {
+                Some(value) => table.put(&mut txn, &change.key, value)?,
+                None => {
+                    table.delete(&mut txn, &change.key)?;
+                }
+            }
+        }
+        self.set_revision(&mut txn, revision)?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// The last change-log revision applied here; `None` for a store never synchronised.
+    pub fn revision(&self) -> anyhow::Result<Option<i64>> {
+        let txn = self.env().read_txn()?;
+        Ok(self
+            .meta
+            .get(&txn, "revision")?
+            .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+            .map(i64::from_le_bytes))
+    }
+
+    fn set_revision(&self, txn: &mut RwTxn<'_>, revision: i64) -> anyhow::Result<()> {
+        self.meta.put(txn, "revision", &revision.to_le_bytes())?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::records::{Scopes, WorkflowAccess};
+
+    #[test]
+    fn a_diff_replayed_on_a_copy_gives_the_same_store() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let source = Store::open(a.path()).unwrap();
+        let replica = Store::open(b.path()).unwrap();
+        let plan = crate::store::records::PlanLimits {
+            text_chars_max: 5000,
+            image_pixels_max: 12_000_000,
+            rate_per_s: 5,
+            rate_burst: 10,
+            concurrent_max: 4,
+            quota_per_month: 10_000,
+            keys_max: 3,
+            paid: false,
+        };
+        source
+            .put_plans(&BTreeMap::from([("free".to_owned(), plan)]))
+            .unwrap();
+        source.create_org("acme", "free", 0).unwrap();
+        let empty = BTreeMap::new();
+        let first = source.dump().unwrap();
+        replica
+            .apply_changes(&Store::diff(&empty, &first), 1)
+            .unwrap();
+        assert_eq!(replica.dump().unwrap(), first);
+        let issued = source
+            .create_key("acme", Scopes::ALL, WorkflowAccess::All, None, 0)
+            .unwrap();
+        source.revoke_key(&issued.record.id, 5).unwrap();
+        let second = source.dump().unwrap();
+        let changes = Store::diff(&first, &second);
+        assert!(!changes.is_empty());
+        replica.apply_changes(&changes, 2).unwrap();
+        assert_eq!(replica.dump().unwrap(), second);
+        assert_eq!(replica.revision().unwrap(), Some(2));
+        // A full replacement drops what is not in the snapshot.
+        let records: Vec<RawRecord> = first
+            .iter()
+            .map(|((table, key), value)| RawRecord {
+                table: table.clone(),
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect();
+        replica.replace_all(&records, 3).unwrap();
+        assert_eq!(replica.dump().unwrap(), first);
+    }
+}

@@ -1,0 +1,200 @@
+//! The fleet's control plane against a real PostgreSQL (issue 12): three `modgate serve`
+//! processes follow one control plane; keys made once work everywhere; a revocation reaches
+//! every live node within a second; a node keeps answering while PostgreSQL is down and
+//! catches up after.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::engines::Postgres;
+use common::*;
+
+fn cluster_config(postgres: &Postgres, node: &str) -> String {
+    format!(
+        "[cluster]\nnode_id = \"{node}\"\npostgres_url = \"{}\"\n",
+        postgres.url()
+    )
+}
+
+/// Runs `modgate ARGS --config FILE`.
+fn fleet_admin(config: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run modgate")
+}
+
+fn fleet_admin_ok(config: &std::path::Path, args: &[&str]) -> String {
+    let output = fleet_admin(config, args);
+    assert!(
+        output.status.success(),
+        "modgate {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
+/// A configuration file for the admin commands (no node of its own).
+fn admin_config(postgres: &Postgres, dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("admin.toml");
+    let plans = "\n[plans.free]\nrate_per_s = 100000\nrate_burst = 100000\nconcurrent_max = 1000\nquota_per_month = 1000000000\n";
+    std::fs::write(&path, cluster_config(postgres, "admin") + plans).expect("config");
+    path
+}
+
+fn status_on(server: &Server, key: &str) -> u16 {
+    let (status, _, _) = get(&server.url("/v1/workflows"), &[("X-Api-Key", key)]);
+    status
+}
+
+fn start_node(postgres: &Postgres, node: &str) -> Server {
+    Server::start_with(Options {
+        cores: Some(1),
+        config: cluster_config(postgres, node),
+        ..Options::default()
+    })
+}
+
+#[test]
+fn serve_refuses_a_database_without_the_schema_and_migrate_is_idempotent() {
+    let postgres = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = admin_config(&postgres, dir.path());
+    let output = std::process::Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(dir.path().join("node"))
+        .arg("--config")
+        .arg(&config)
+        .args(["--models", MODELS, "--metrics-listen", "off"])
+        .output()
+        .expect("serve");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("modgate db migrate"), "{stderr}");
+    let first = fleet_admin_ok(&config, &["db", "migrate"]);
+    assert!(first.contains("applied schema versions [1]"), "{first}");
+    let second = fleet_admin_ok(&config, &["db", "migrate"]);
+    assert!(second.contains("up to date"), "{second}");
+    let plans = fleet_admin_ok(&config, &["plan", "list"]);
+    assert!(plans.contains("free") && plans.contains("pro"), "{plans}");
+    let workflows = fleet_admin_ok(&config, &["workflow", "list"]);
+    assert!(workflows.contains("default\tversion 1"), "{workflows}");
+}
+
+#[test]
+fn keys_made_once_work_on_every_node_and_a_revocation_reaches_them_within_a_second() {
+    let postgres = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = admin_config(&postgres, dir.path());
+    fleet_admin_ok(&config, &["db", "migrate"]);
+    let nodes: Vec<Server> = ["node-a", "node-b", "node-c"]
+        .iter()
+        .map(|node| start_node(&postgres, node))
+        .collect();
+    fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
+    let status = fleet_admin_ok(&config, &["fleet", "status"]);
+    for node in ["node-a", "node-b", "node-c"] {
+        assert!(
+            status
+                .lines()
+                .any(|l| l.starts_with(node) && l.contains("\tyes\t")),
+            "{status}"
+        );
+    }
+    for round in 0..3 {
+        let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
+            .lines()
+            .next()
+            .expect("the key")
+            .to_owned();
+        // `key create` returns once every live node has the key.
+        for node in &nodes {
+            assert_eq!(
+                status_on(node, &key),
+                200,
+                "round {round}: a new key on {}",
+                node.addr
+            );
+        }
+        let id = &key["mg_live_".len().."mg_live_".len() + 12];
+        let started = Instant::now();
+        fleet_admin_ok(&config, &["key", "revoke", id]);
+        for node in &nodes {
+            assert_eq!(
+                status_on(node, &key),
+                401,
+                "round {round}: revoked on {}",
+                node.addr
+            );
+        }
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "round {round}: revocation took {took:?} to reach every node"
+        );
+    }
+    // Suspension too, and the JSON status agrees on the revision.
+    let (key, _) = {
+        let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"]);
+        (key.lines().next().unwrap().to_owned(), ())
+    };
+    fleet_admin_ok(&config, &["org", "suspend", "acme"]);
+    for node in &nodes {
+        assert_eq!(status_on(node, &key), 403);
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&fleet_admin_ok(&config, &["fleet", "status", "--json"])).unwrap();
+    let revision = json["revision"].as_i64().unwrap();
+    assert!(revision > 0);
+    for node in json["nodes"].as_array().unwrap() {
+        assert_eq!(node["applied_revision"].as_i64(), Some(revision), "{json}");
+        assert_eq!(node["live"], true);
+    }
+    for node in &nodes {
+        let scrape = node.scrape();
+        assert_eq!(
+            scrape.value("modgate_control_plane_revision", &[]),
+            Some(revision as f64)
+        );
+    }
+}
+
+#[test]
+fn a_node_answers_while_postgres_is_down_and_catches_up_after() {
+    let mut postgres = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = admin_config(&postgres, dir.path());
+    fleet_admin_ok(&config, &["db", "migrate"]);
+    let node = start_node(&postgres, "node-a");
+    fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
+    let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    let id = key["mg_live_".len().."mg_live_".len() + 12].to_owned();
+    postgres.stop();
+    // The node keeps answering from what it applied, and says it is getting stale.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(status_on(&node, &key), 200);
+    let stale = node
+        .scrape()
+        .value("modgate_control_plane_staleness_seconds", &[])
+        .expect("a staleness gauge");
+    assert!(stale >= 1.0, "staleness {stale}");
+    // An admin command cannot change anything meanwhile, and says why.
+    let refused = fleet_admin(&config, &["key", "revoke", &id]);
+    assert!(!refused.status.success());
+    postgres.restart();
+    // Back: a change made now reaches the node (it reconnects and catches up).
+    fleet_admin_ok(&config, &["key", "revoke", &id]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while status_on(&node, &key) != 401 {
+        assert!(Instant::now() < deadline, "the node did not catch up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A fleet on loopback to try: PostgreSQL (Debian's package, run as its own user) in a temporary
+# directory, the schema migrated, and three nodes on 127.0.0.1:8081-8083 following it.
+#
+#   tuning/fleet/try.sh [MODGATE_BINARY]     (default: target/release/modgate; build it first)
+#
+# Prints the admin commands to try; Ctrl-C stops everything and removes the directory.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${1:-$root/target/release/modgate}
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort | tail -1)
+work=$(mktemp -d /tmp/modgate-fleet-XXXXXX)
+port=${PGPORT:-55439}
+as_pg() { if [ "$(id -u)" = 0 ]; then chown -R postgres "$work"; runuser -u postgres -- "$@"; else "$@"; fi; }
+cleanup() {
+  kill $(jobs -p) 2>/dev/null || true
+  as_pg "$pgbin/pg_ctl" -D "$work/pg" -m fast -w stop >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+as_pg "$pgbin/initdb" -D "$work/pg" -A trust -U modgate --no-sync >/dev/null
+as_pg "$pgbin/pg_ctl" -D "$work/pg" -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work" -l "$work/pg.log" -w start >/dev/null
+"$pgbin/createdb" -h 127.0.0.1 -p "$port" -U modgate modgate
+for node in a b c; do
+  cat > "$work/$node.toml" <<TOML
+[cluster]
+node_id = "node-$node"
+postgres_url = "postgres://modgate@127.0.0.1:$port/modgate"
+TOML
+done
+"$bin" db migrate --config "$work/a.toml"
+i=1
+for node in a b c; do
+  "$bin" serve --config "$work/$node.toml" --data "$work/data-$node" --listen "127.0.0.1:808$i" \
+    --cores 1 --models "$root/models" --metrics-listen "127.0.0.1:946$i" >"$work/$node.log" 2>&1 &
+  i=$((i + 1))
+done
+sleep 3
+"$bin" fleet status --config "$work/a.toml"
+cat <<TEXT
+
+Three nodes on 127.0.0.1:8081, :8082 and :8083 follow postgres://127.0.0.1:$port/modgate.
+  $bin org create acme --plan pro --config $work/a.toml
+  $bin key create --org acme --config $work/a.toml
+  curl -H "X-Api-Key: KEY" http://127.0.0.1:8082/v1/workflows
+  $bin key revoke KEYID --config $work/a.toml
+  $bin fleet status --config $work/a.toml
+Logs: $work/{a,b,c}.log. Ctrl-C stops it all.
+TEXT
+wait
