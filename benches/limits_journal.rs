@@ -124,6 +124,7 @@ fn journal_config(sync: SyncPolicy) -> JournalConfig {
         sync,
         batch_records_max: 512,
         map_bytes: 64 << 30,
+        ship: false,
     }
 }
 

@@ -511,15 +511,16 @@ fn fleet_status(path: &Path, json: bool) -> anyhow::Result<()> {
         status.postgres,
         status.redis
     );
-    say!("node	live	applied	behind	heartbeat_ms	version");
+    say!("node\tlive\tapplied\tbehind\theartbeat_ms\tjournal_unshipped\tversion");
     for node in &status.nodes {
         say!(
-            "{}	{}	{}	{}	{}	{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}",
             node.node_id,
             if node.live { "yes" } else { "no" },
             node.applied_revision,
             node.behind,
             node.heartbeat_age_ms,
+            node.journal_unshipped,
             node.version
         );
     }
@@ -586,7 +587,12 @@ fn journal(args: JournalArgs) -> anyhow::Result<()> {
     use crate::journal::query;
     if let Some(JournalCommand::Prune { before, store }) = args.command {
         let (dir, config) = resolve(&store)?;
-        let deleted = query::prune(&dir, config.journal.map_bytes, parse_rfc3339_ms(&before)?)?;
+        let before_ms = parse_rfc3339_ms(&before)?;
+        let deleted = match &config.cluster {
+            Some(cluster) => crate::fleet::runtime()?
+                .block_on(crate::fleet::shipper::prune(cluster, before_ms))?,
+            None => query::prune(&dir, config.journal.map_bytes, before_ms)? as u64,
+        };
         say!("deleted {deleted} records older than {before}");
         return Ok(());
     }
@@ -601,7 +607,7 @@ fn journal(args: JournalArgs) -> anyhow::Result<()> {
     if !args.json {
         say!("time\trequest_id\tkey\torg\troute\tworkflow\tstatus\tresult\tref");
     }
-    let count = query::for_each(&dir, config.journal.map_bytes, &filter, |record| {
+    let mut print = |record: &crate::journal::JournalRecord<'_>| -> anyhow::Result<()> {
         if args.json {
             let line = simd_json::to_string(record).map_err(|e| anyhow!("{e}"))?;
             say!("{line}");
@@ -627,7 +633,13 @@ fn journal(args: JournalArgs) -> anyhow::Result<()> {
             );
         }
         Ok(())
-    })?;
+    };
+    // With a [cluster] section: the fleet's table, every node's records.
+    let count = match &config.cluster {
+        Some(cluster) => crate::fleet::runtime()?
+            .block_on(crate::fleet::shipper::query(cluster, &filter, &mut print))?,
+        None => query::for_each(&dir, config.journal.map_bytes, &filter, &mut print)? as u64,
+    };
     if !args.json {
         eprintln!("{count} records");
     }

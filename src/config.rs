@@ -557,6 +557,7 @@ impl Config {
             },
             batch_records_max: self.journal.batch_records_max,
             map_bytes: self.journal.map_bytes,
+            ship: self.cluster.is_some(),
         }
     }
 

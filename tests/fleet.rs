@@ -76,7 +76,7 @@ fn serve_refuses_a_database_without_the_schema_and_migrate_is_idempotent() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("modgate db migrate"), "{stderr}");
     let first = fleet_admin_ok(&config, &["db", "migrate"]);
-    assert!(first.contains("applied schema versions [1]"), "{first}");
+    assert!(first.contains("applied schema versions [1, 2]"), "{first}");
     let second = fleet_admin_ok(&config, &["db", "migrate"]);
     assert!(second.contains("up to date"), "{second}");
     let plans = fleet_admin_ok(&config, &["plan", "list"]);
@@ -197,4 +197,114 @@ fn a_node_answers_while_postgres_is_down_and_catches_up_after() {
         assert!(Instant::now() < deadline, "the node did not catch up");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+fn check_text(node: &Server, key: &str, n: usize) -> String {
+    let body = format!(r#"{{"text": "message {n}", "ref": "r-{n}"}}"#);
+    let (status, _, answer) = post(
+        &node.url("/v1/text"),
+        &[("X-Api-Key", key), ("Content-Type", "application/json")],
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    answer["request_id"]
+        .as_str()
+        .expect("request id")
+        .to_owned()
+}
+
+#[test]
+fn journals_ship_to_one_table_exactly_once_even_across_a_kill() {
+    let postgres = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = admin_config(&postgres, dir.path());
+    fleet_admin_ok(&config, &["db", "migrate"]);
+    let node_options = |node: &str| {
+        std::fs::create_dir_all(dir.path().join(node)).unwrap();
+        Options {
+            cores: Some(2),
+            config: cluster_config(&postgres, node),
+            data: Some(dir.path().join(node)),
+            ..Options::default()
+        }
+    };
+    let mut a = Server::start_with(node_options("node-a"));
+    let b = Server::start_with(node_options("node-b"));
+    fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
+    let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut answered = Vec::new();
+    for n in 0..30 {
+        answered.push(check_text(&a, &key, n));
+        answered.push(check_text(&b, &key, 100 + n));
+    }
+    // Killed right after its last answer: what it had not shipped yet is shipped after its
+    // restart, from its own journal.
+    a.kill();
+    let a = Server::start_with(node_options("node-a"));
+    for n in 30..40 {
+        answered.push(check_text(&a, &key, n));
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let count: usize = postgres
+            .psql("SELECT count(*) FROM journal")
+            .parse()
+            .unwrap();
+        if count >= answered.len() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{count} of {} records shipped",
+            answered.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        postgres.psql("SELECT count(*) FROM journal"),
+        answered.len().to_string(),
+        "every answered check once, nothing else"
+    );
+    let listed = fleet_admin_ok(&config, &["journal"]);
+    for id in &answered {
+        assert!(
+            listed.contains(id.as_str()),
+            "{id} missing from `modgate journal`"
+        );
+    }
+    let json = fleet_admin_ok(&config, &["journal", "--json", "--ref", "r-105"]);
+    let lines: Vec<&str> = json.lines().collect();
+    assert_eq!(lines.len(), 1, "{json}");
+    let record: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(record["ref"], "r-105");
+    assert_eq!(record["org"], "acme");
+    // Every node reports nothing left to ship.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let status: serde_json::Value =
+            serde_json::from_str(&fleet_admin_ok(&config, &["fleet", "status", "--json"])).unwrap();
+        let lag: i64 = status["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["journal_unshipped"].as_i64().unwrap())
+            .sum();
+        if lag == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "journal lag stays at {lag}: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        b.scrape()
+            .value("modgate_journal_unshipped_records", &[("shard", "0")]),
+        Some(0.0)
+    );
 }

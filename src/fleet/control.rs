@@ -126,6 +126,8 @@ pub struct NodeStatus {
     /// Revisions the node still has to apply.
     pub behind: i64,
     pub heartbeat_age_ms: i64,
+    /// Journal records committed on the node and not in the fleet's table yet.
+    pub journal_unshipped: i64,
     pub version: String,
 }
 
@@ -152,7 +154,8 @@ pub async fn status(cluster: &ClusterConfig) -> anyhow::Result<FleetStatus> {
     let nodes = client
         .query(
             "SELECT node_id, applied_revision,
-                    (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint, version
+                    (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint, version,
+                    journal_unshipped
              FROM nodes ORDER BY node_id",
             &[],
         )
@@ -167,6 +170,7 @@ pub async fn status(cluster: &ClusterConfig) -> anyhow::Result<FleetStatus> {
                 applied_revision: applied,
                 behind: (revision - applied).max(0),
                 heartbeat_age_ms: age,
+                journal_unshipped: row.get(4),
                 version: row.get(3),
             }
         })

@@ -41,6 +41,8 @@ pub struct ControlPlaneStatus {
     lost_logged: AtomicBool,
     /// The staleness past `stale_after_ms` was logged (once per loss).
     stale_logged: AtomicBool,
+    /// The shards' journal records not shipped yet, reported with each heartbeat.
+    pub unshipped: std::sync::OnceLock<Arc<Vec<std::sync::atomic::AtomicU64>>>,
 }
 
 impl ControlPlaneStatus {
@@ -173,6 +175,15 @@ async fn follow_once(
     loop {
         revision = catch_up(&client, store, revision).await?;
         heartbeat(&client, &node_id, revision, false).await?;
+        if let Some(unshipped) = status.unshipped.get() {
+            let total: u64 = unshipped.iter().map(|n| n.load(Ordering::Relaxed)).sum();
+            client
+                .execute(
+                    "UPDATE nodes SET journal_unshipped = $2 WHERE node_id = $1",
+                    &[&node_id, &(total as i64)],
+                )
+                .await?;
+        }
         status.contact(revision, Clock::System.now_ms());
         tokio::select! {
             received = notifications.recv() => {

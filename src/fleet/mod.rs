@@ -13,12 +13,15 @@
 //! ([`follower::ControlPlaneStatus`]). glommio's executors cannot drive tokio's I/O, and a
 //! client on its own thread keeps a slow or dead PostgreSQL away from every request.
 //!
+//! Journals ship to one table ([`shipper`]), on a thread of their own too.
+//!
 //! Not yet in the fleet (see the README, "Running a fleet"): rate, concurrency and quota are
-//! still each node's own, and journals stay on their node.
+//! still each node's own.
 
 pub mod control;
 pub mod follower;
 pub mod schema;
+pub mod shipper;
 
 use anyhow::Context as _;
 

@@ -12,8 +12,10 @@
 //! - `control_changes`: the change log; one revision per admin transaction, one row per record
 //!   written (`value`) or deleted (null). Revisions are drawn under the admin lock, so they
 //!   follow commit order and a node that has applied revision R has seen everything before.
-//! - `nodes`: each node's applied revision and heartbeat, for `fleet status` and for admin
-//!   commands that wait until every live node has a change.
+//! - `nodes`: each node's applied revision, heartbeat and journal records not shipped yet,
+//!   for `fleet status` and for admin commands that wait until every live node has a change.
+//! - `journal`: every node's journal records ([`super::shipper`]), keyed by request id, with
+//!   the record as JSON and the columns `modgate journal` filters on.
 
 use anyhow::{bail, Context as _};
 
@@ -21,9 +23,10 @@ use anyhow::{bail, Context as _};
 pub const ADMIN_LOCK: i64 = 0x006d_6f64_6761_7465; // "modgate" in ASCII
 
 /// `(version, SQL)`, in order. Never edit one that has shipped: add the next.
-pub const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    "CREATE TABLE control_records (
+pub const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        "CREATE TABLE control_records (
         tbl text NOT NULL,
         key text NOT NULL,
         value bytea NOT NULL,
@@ -47,7 +50,25 @@ pub const MIGRATIONS: &[(i32, &str)] = &[(
         heartbeat_at timestamptz NOT NULL,
         version text NOT NULL
     );",
-)];
+    ),
+    (
+        2,
+        "CREATE TABLE journal (
+        request_id text PRIMARY KEY,
+        node_id text NOT NULL,
+        shard integer NOT NULL,
+        unix_ms bigint NOT NULL,
+        org text,
+        key_id text,
+        ref text,
+        record jsonb NOT NULL,
+        shipped_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX journal_time ON journal (unix_ms);
+    CREATE INDEX journal_org_time ON journal (org, unix_ms);
+    ALTER TABLE nodes ADD COLUMN journal_unshipped bigint NOT NULL DEFAULT 0;",
+    ),
+];
 
 /// The schema version this build reads and writes.
 pub fn current_version() -> i32 {

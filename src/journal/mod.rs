@@ -18,6 +18,7 @@
 //! Records are bincode; `modgate journal` ([`query`]) reads and merges the shards' journals.
 
 pub mod query;
+pub mod shipping;
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
@@ -75,6 +76,8 @@ pub struct JournalConfig {
     pub sync: SyncPolicy,
     pub batch_records_max: usize,
     pub map_bytes: usize,
+    /// Keep the commit-order index for shipping (a fleet node).
+    pub ship: bool,
 }
 
 pub fn shard_dir(data_dir: &Path, shard: usize) -> PathBuf {
@@ -89,7 +92,7 @@ pub fn open_env(
 ) -> anyhow::Result<(Env, Database<Str, Bytes>)> {
     std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
     let mut options = EnvOpenOptions::new();
-    options.map_size(map_bytes).max_dbs(2);
+    options.map_size(map_bytes).max_dbs(4);
     if no_sync {
         // SAFETY: NO_SYNC only skips the fsync at commit; it changes what a power loss can
         // take (documented above), not the memory safety of the map. The other conditions
@@ -143,10 +146,21 @@ pub struct Journal {
     metrics: Rc<Metrics>,
     /// Commits so far; the interval syncer fsyncs only when this moved.
     commits: Cell<u64>,
+    /// In a fleet: the commit-order index and where shipping is.
+    ship: Option<ShipState>,
 }
 
 #[derive(Debug)]
 pub struct JournalError;
+
+/// Where shipping is, in a fleet.
+struct ShipState {
+    index: shipping::ShipIndex,
+    /// The next sequence number a commit gives.
+    next: Cell<u64>,
+    /// The last sequence number in the fleet's table.
+    shipped: Cell<u64>,
+}
 
 impl Journal {
     /// Opens shard `shard`'s journal and starts its committer (and syncer) on the current
@@ -159,7 +173,19 @@ impl Journal {
     ) -> anyhow::Result<Rc<Journal>> {
         let no_sync = matches!(config.sync, SyncPolicy::Interval(_));
         let (env, db) = open_env(&shard_dir(data_dir, shard), config.map_bytes, no_sync)?;
+        let ship = if config.ship {
+            let (index, next) = shipping::ShipIndex::open(&env)?;
+            let shipped = index.shipped(&env)?;
+            Some(ShipState {
+                index,
+                next: Cell::new(next),
+                shipped: Cell::new(shipped),
+            })
+        } else {
+            None
+        };
         let journal = Rc::new(Journal {
+            ship,
             env,
             db,
             config,
@@ -249,12 +275,22 @@ impl Journal {
             }
             let count = records.len();
             let (env, db) = (self.env.clone(), self.db);
+            // Sequence numbers in commit order; a failed commit leaves a gap, which is fine.
+            let order = self.ship.as_ref().map(|ship| {
+                let first = ship.next.get();
+                ship.next.set(first + count as u64);
+                (ship.index, first)
+            });
             let started = Instant::now();
             let committed = glommio::executor()
                 .spawn_blocking(move || -> heed::Result<()> {
                     let mut txn = env.write_txn()?;
                     for (key, value) in &records {
                         db.put(&mut txn, key, value)?;
+                    }
+                    if let Some((index, first)) = order {
+                        let keys: Vec<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
+                        index.append(&mut txn, first, &keys)?;
                     }
                     txn.commit()
                 })
@@ -282,6 +318,38 @@ impl Journal {
                 }
             }
         }
+    }
+
+    /// In a fleet: the records committed after the shipped position, in commit order, at most
+    /// a batch (read on the blocking pool). Empty on a single node.
+    pub async fn unshipped(&self) -> anyhow::Result<Vec<shipping::Unshipped>> {
+        let Some(ship) = &self.ship else {
+            return Ok(Vec::new());
+        };
+        let (env, db, index) = (self.env.clone(), self.db, ship.index);
+        Ok(glommio::executor()
+            .spawn_blocking(move || index.unshipped(&env, db))
+            .await?)
+    }
+
+    /// Records that records up to `seq` are in the fleet's table.
+    pub async fn set_shipped(&self, seq: u64) -> anyhow::Result<()> {
+        let Some(ship) = &self.ship else {
+            return Ok(());
+        };
+        let (env, index) = (self.env.clone(), ship.index);
+        glommio::executor()
+            .spawn_blocking(move || index.set_shipped(&env, seq))
+            .await?;
+        ship.shipped.set(seq);
+        Ok(())
+    }
+
+    /// Records committed and not shipped yet (0 on a single node).
+    pub fn unshipped_count(&self) -> u64 {
+        self.ship.as_ref().map_or(0, |ship| {
+            (ship.next.get() - 1).saturating_sub(ship.shipped.get())
+        })
     }
 
     /// fsync now (at a graceful stop, for the interval policy).

@@ -331,6 +331,11 @@ pub fn render(snapshots: &[ShardSnapshot], process: &ProcessInfo) -> String {
             "Model jobs waiting or running on the shard's model worker, by shard.",
             |g| g.model_queue_depth,
         ),
+        (
+            "modgate_journal_unshipped_records",
+            "Journal records committed and not yet in the fleet's table, by shard (0 on one node).",
+            |g| g.journal_unshipped,
+        ),
     ] {
         family(&mut out, name, "gauge", help);
         for snapshot in snapshots {

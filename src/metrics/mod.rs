@@ -183,6 +183,8 @@ pub struct Gauges {
     pub open_connections: usize,
     pub uploads_in_progress: usize,
     pub model_queue_depth: usize,
+    /// Journal records committed and not shipped to the fleet's table yet (0 on one node).
+    pub journal_unshipped: usize,
 }
 
 /// What a shard sends to a scrape.

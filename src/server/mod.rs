@@ -125,7 +125,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         ),
         None => None,
     };
-    let state = Arc::new(ServerState::new(shards, control_plane));
+    let state = Arc::new(ServerState::new(shards, control_plane.clone()));
     spawn_signal_thread(
         state.clone(),
         reload::Reloader {
@@ -163,6 +163,16 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         config.inference.queue_depth_max,
         config.inference.batch_rows_max,
     );
+    let shipper = match &config.cluster {
+        Some(cluster) => {
+            let shipper = fleet::shipper::spawn(cluster.clone(), shards)?;
+            if let Some(status) = &control_plane {
+                let _ = status.unshipped.set(shipper.unshipped.clone());
+            }
+            Some(shipper)
+        }
+        None => None,
+    };
     let config = Arc::new(config);
     let mut pool = LocalExecutorPoolBuilder::new(placement)
         .name("modgate-shard")
@@ -187,6 +197,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
                 text_models: text_models.clone(),
                 worker_models: worker_models.clone(),
                 worker_config: worker_config.clone(),
+                shipper: shipper.clone(),
                 cpu: Some(cpus[index % cpus.len()]),
             });
             async move {

@@ -32,6 +32,7 @@ use crate::config::Config;
 use crate::download::Downloader;
 use crate::error::{ApiError, ErrorKind};
 use crate::fleet::follower::ControlPlaneStatus;
+use crate::fleet::shipper::{ShipRow, Shipper, SHIP_INTERVAL};
 use crate::http::conn::{self, ConnConfig, ConnHost};
 use crate::http::response::{ConnectionHeader, DateCache, Frame};
 use crate::inference::{Worker, WorkerConfig, WorkerModels};
@@ -201,6 +202,8 @@ pub struct ShardResources {
     pub worker_config: WorkerConfig,
     /// The CPU the shard (and its model worker) runs on.
     pub cpu: Option<usize>,
+    /// In a fleet: where the shard ships its journal.
+    pub shipper: Option<Shipper>,
 }
 
 /// A shard: what its connections need (ids, dates, slots, the stop signal) and the request
@@ -227,6 +230,7 @@ impl Shard {
                 open_connections: self.conns.open.get().saturating_sub(1),
                 uploads_in_progress: self.api.uploads.get(),
                 model_queue_depth: self.api.checks.worker.as_ref().map_or(0, |w| w.pending()),
+                journal_unshipped: self.api.journal.unshipped_count() as usize,
             },
         }
     }
@@ -271,6 +275,7 @@ pub async fn run(
     // shard alone; ownership passes here and nothing else closes or uses it.
     let listener = unsafe { TcpListener::from_raw_fd(listener_fd) };
     let limits = ShardLimits::new(resources.leases.clone(), state.shards);
+    let shipper = resources.shipper.clone();
     let downloader = resources.downloader.clone();
     let metrics = Metrics::new(config.metrics.enabled());
     let journal = match Journal::start(
@@ -324,6 +329,10 @@ pub async fn run(
             downloader,
             readiness,
         }),
+    });
+    let shipping = shipper.map(|shipper| {
+        let journal = shard.api.journal.clone();
+        spawn_essential(&state, index, ship_journal(journal, shipper, index))
     });
     let scrapes = {
         let shard = shard.clone();
@@ -398,6 +407,7 @@ pub async fn run(
             "drain timeout: closing connections with requests in flight"
         );
     }
+    drop(shipping);
     drop(watcher);
     drop(janitor);
     drop(scrapes);
@@ -406,6 +416,55 @@ pub async fn run(
     // the shard serves nothing any more.
     shard.api.limits.return_quota_blocking();
     shard.api.journal.sync_blocking();
+}
+
+/// Ships the shard's journal to the fleet's table, in commit order, for as long as the shard
+/// runs: a batch, then its position once the table has it; a failed batch is sent again.
+async fn ship_journal(journal: Rc<Journal>, shipper: Shipper, shard: usize) {
+    use heed::BytesDecode;
+    loop {
+        let batch = match journal.unshipped().await {
+            Ok(batch) => batch,
+            Err(error) => {
+                tracing::warn!(
+                    shard,
+                    error = format!("{error:#}"),
+                    "reading the journal to ship failed"
+                );
+                Vec::new()
+            }
+        };
+        let Some(last) = batch.last().map(|record| record.seq) else {
+            shipper.unshipped[shard].store(
+                journal.unshipped_count(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            glommio::timer::sleep(SHIP_INTERVAL).await;
+            continue;
+        };
+        let rows: Vec<ShipRow> = batch
+            .iter()
+            .filter_map(|record| {
+                let decoded = crate::journal::RecordCodec::bytes_decode(&record.value).ok()?;
+                Some(ShipRow {
+                    request_id: record.request_id.clone(),
+                    unix_ms: decoded.unix_ms,
+                    org: decoded.org.as_deref().map(str::to_owned),
+                    key_id: decoded.key_id.as_deref().map(str::to_owned),
+                    reference: decoded.reference.as_deref().map(str::to_owned),
+                    json: simd_json::to_string(&decoded).ok()?,
+                })
+            })
+            .collect();
+        let shipped = shipper.ship(shard, rows).await && journal.set_shipped(last).await.is_ok();
+        shipper.unshipped[shard].store(
+            journal.unshipped_count(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        if !shipped {
+            glommio::timer::sleep(SHIP_INTERVAL).await;
+        }
+    }
 }
 
 /// Starts the shard's model worker (if a model runtime is there) and waits until its
@@ -422,6 +481,7 @@ async fn start_engine(
         worker_models,
         worker_config,
         cpu,
+        shipper: _,
     } = resources;
     let toxblock_loaded = match (&worker_models, &worker_config.text_model) {
         (Some(models), Some(spec)) => models.path_of(spec).is_some(),

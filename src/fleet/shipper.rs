@@ -1,0 +1,198 @@
+//! Journal shipping: every node's journal records into one PostgreSQL table.
+//!
+//! The per-shard LMDB journal stays the write-ahead record: a check is answered once its
+//! record is committed there, as on a single node. Each shard then ships what it committed, in
+//! commit order ([`crate::journal::shipping`]), in batches, to this thread, which inserts them
+//! with the request id as the primary key (`ON CONFLICT DO NOTHING`): at least once on the
+//! node's side, exactly once in the table. The shard moves its position only after the insert
+//! committed, so a crash, a lost connection or PostgreSQL down means a resend, never a loss.
+//!
+//! The sink is this narrow interface ([`Shipper::ship`]: a batch in, success or failure out);
+//! a Kafka or NATS JetStream sink would be another thread behind the same call.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures_channel::oneshot;
+
+use super::connect;
+use crate::config::ClusterConfig;
+use crate::journal::query::Filter;
+use crate::journal::JournalRecord;
+
+/// One record to ship.
+pub struct ShipRow {
+    pub request_id: String,
+    pub unix_ms: i64,
+    pub org: Option<String>,
+    pub key_id: Option<String>,
+    pub reference: Option<String>,
+    /// The record as JSON.
+    pub json: String,
+}
+
+struct Batch {
+    shard: i32,
+    rows: Vec<ShipRow>,
+    done: oneshot::Sender<bool>,
+}
+
+/// The shards' handle on the shipping thread.
+#[derive(Clone)]
+pub struct Shipper {
+    batches: tokio::sync::mpsc::UnboundedSender<Batch>,
+    /// Records committed and not shipped yet, per shard (set by each shard).
+    pub unshipped: Arc<Vec<AtomicU64>>,
+}
+
+impl Shipper {
+    /// Ships `rows` of `shard`; `true` once they are in the table.
+    pub async fn ship(&self, shard: usize, rows: Vec<ShipRow>) -> bool {
+        let (done, outcome) = oneshot::channel();
+        let batch = Batch {
+            shard: shard as i32,
+            rows,
+            done,
+        };
+        if self.batches.send(batch).is_err() {
+            return false;
+        }
+        outcome.await.unwrap_or(false)
+    }
+
+    /// Records not shipped yet on this node.
+    pub fn unshipped_total(&self) -> u64 {
+        self.unshipped
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+/// Starts the shipping thread for `shards` shards.
+pub fn spawn(cluster: ClusterConfig, shards: usize) -> anyhow::Result<Shipper> {
+    let (batches, mut queue) = tokio::sync::mpsc::unbounded_channel::<Batch>();
+    let unshipped = Arc::new((0..shards).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
+    std::thread::Builder::new()
+        .name("modgate-ship".into())
+        .spawn(move || {
+            let runtime = match super::runtime() {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    tracing::error!(
+                        error = format!("{error:#}"),
+                        "the journal shipper could not start"
+                    );
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let node_id = cluster.node_id();
+                let mut client: Option<tokio_postgres::Client> = None;
+                while let Some(batch) = queue.recv().await {
+                    if client.as_ref().is_none_or(|c| c.is_closed()) {
+                        client = connect(&cluster).await.ok();
+                    }
+                    let shipped = match &client {
+                        Some(client) => insert(client, &node_id, &batch).await,
+                        None => Err(anyhow::anyhow!("PostgreSQL cannot be reached")),
+                    };
+                    if let Err(error) = &shipped {
+                        tracing::debug!(
+                            error = format!("{error:#}"),
+                            "journal batch not shipped; the shard will resend it"
+                        );
+                        client = None;
+                    }
+                    let _ = batch.done.send(shipped.is_ok());
+                }
+            });
+        })
+        .context("starting the journal shipper")?;
+    Ok(Shipper { batches, unshipped })
+}
+
+async fn insert(
+    client: &tokio_postgres::Client,
+    node_id: &str,
+    batch: &Batch,
+) -> anyhow::Result<()> {
+    let column = |f: fn(&ShipRow) -> Option<String>| batch.rows.iter().map(f).collect::<Vec<_>>();
+    let ids: Vec<&str> = batch.rows.iter().map(|r| r.request_id.as_str()).collect();
+    let times: Vec<i64> = batch.rows.iter().map(|r| r.unix_ms).collect();
+    let orgs = column(|r| r.org.clone());
+    let keys = column(|r| r.key_id.clone());
+    let refs = column(|r| r.reference.clone());
+    let json: Vec<&str> = batch.rows.iter().map(|r| r.json.as_str()).collect();
+    client
+        .execute(
+            "INSERT INTO journal (request_id, node_id, shard, unix_ms, org, key_id, ref, record)
+             SELECT r, $1, $2, t, o, k, f, j::jsonb
+             FROM unnest($3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[])
+                  AS u(r, t, o, k, f, j)
+             ON CONFLICT (request_id) DO NOTHING",
+            &[
+                &node_id,
+                &batch.shard,
+                &ids,
+                &times,
+                &orgs,
+                &keys,
+                &refs,
+                &json,
+            ],
+        )
+        .await
+        .context("inserting journal records")?;
+    Ok(())
+}
+
+/// `modgate journal` on a fleet: the table's records matching `filter`, in time order.
+pub async fn query(
+    cluster: &ClusterConfig,
+    filter: &Filter,
+    each: &mut dyn FnMut(&JournalRecord<'_>) -> anyhow::Result<()>,
+) -> anyhow::Result<u64> {
+    let client = connect(cluster).await?;
+    super::schema::check(&client).await?;
+    let rows = client
+        .query(
+            "SELECT record::text FROM journal
+             WHERE ($1::text IS NULL OR key_id = $1) AND ($2::text IS NULL OR ref = $2)
+               AND ($3::text IS NULL OR org = $3)
+               AND ($4::bigint IS NULL OR unix_ms >= $4) AND ($5::bigint IS NULL OR unix_ms < $5)
+             ORDER BY unix_ms, request_id",
+            &[
+                &filter.key_id,
+                &filter.reference,
+                &filter.org,
+                &filter.since_ms,
+                &filter.until_ms,
+            ],
+        )
+        .await?;
+    let mut count = 0;
+    for row in rows {
+        let text: String = row.get(0);
+        let mut bytes = text.into_bytes();
+        let record: JournalRecord<'static> = simd_json::serde::from_slice(&mut bytes)
+            .map_err(|error| anyhow::anyhow!("a journal row that is not a record: {error}"))?;
+        each(&record)?;
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// `modgate journal prune` on a fleet: deletes the table's records older than `before_ms`.
+pub async fn prune(cluster: &ClusterConfig, before_ms: i64) -> anyhow::Result<u64> {
+    let client = connect(cluster).await?;
+    super::schema::check(&client).await?;
+    Ok(client
+        .execute("DELETE FROM journal WHERE unix_ms < $1", &[&before_ms])
+        .await?)
+}
+
+/// How long a shard waits between shipping rounds when it has nothing new.
+pub const SHIP_INTERVAL: Duration = Duration::from_millis(200);
