@@ -58,6 +58,11 @@ pub fn json_response<T: Serialize>(status: u16, value: &T) -> Response {
 }
 
 /// The answer for `error`, in the envelope of `path`.
+/// The challenges of a 401: a bearer token, or the key in `X-Api-Key` (on the compatible
+/// routes also `api_secret`).
+pub const WWW_AUTHENTICATE: &str =
+    r#"Bearer realm="modgate", ApiKey realm="modgate", header="X-Api-Key""#;
+
 pub fn error_response(
     error: &ApiError,
     path: &str,
@@ -86,6 +91,12 @@ pub fn error_response(
         response
             .headers
             .push(("retry-after", HeaderValue::Int(u64::from(seconds))));
+    }
+    if status == 401 {
+        // Every 401 names the ways a key can be sent (RFC 9110 11.6.1).
+        response
+            .headers
+            .push(("www-authenticate", HeaderValue::Static(WWW_AUTHENTICATE)));
     }
     if let Some(allow) = error.allow {
         response.headers.push(("allow", HeaderValue::Static(allow)));

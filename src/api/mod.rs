@@ -202,6 +202,9 @@ pub fn answer_panic(cx: &Context, path: &str, request_id: &RequestId) -> Respons
     cx.error_answer(&error, path, request_id)
 }
 
+/// `Retry-After` of a check refused because the journal cannot commit.
+pub const JOURNAL_RETRY_AFTER_S: u32 = 5;
+
 /// Answers one request.
 pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
     cx: &Context,
@@ -238,8 +241,14 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         let record = journal_record(&notes, exchange, kind, response.status, refused, now_ms);
         if cx.journal.append(&record).await.is_err() {
             recorded = false;
-            refused = Some(ErrorKind::Internal);
-            let error = ApiError::internal("the check could not be recorded; it was not answered");
+            // Disk or map full, an I/O error: the server's trouble, and passing (the journal
+            // probes and recovers by itself), so 503 with Retry-After rather than 500.
+            refused = Some(ErrorKind::Busy);
+            let error = ApiError::new(
+                ErrorKind::Busy,
+                "the check could not be recorded (the journal cannot commit now); it was not answered: retry shortly",
+            )
+            .with_retry_after(JOURNAL_RETRY_AFTER_S);
             response = cx.error_answer(&error, &exchange.head.path, &exchange.request_id);
         }
     }
@@ -411,7 +420,7 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
     let head = &exchange.head;
     if head.has_origin {
         return Err(ApiError::forbidden(
-            "requests from browsers (with an Origin header) are refused; call from your servers",
+            "requests from browsers (with an Origin or Sec-Fetch-* header) are refused; call from your servers",
         ));
     }
     let route = notes.route.ok_or_else(|| {

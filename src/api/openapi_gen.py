@@ -700,13 +700,16 @@ def framing_refs(compat, form_timeout=False):
 FRAMING_400 = (
     "`bad_request`: malformed body framing: a `Content-Length` that is not a decimal number, "
     "or sent more than once; `Content-Length` together with `Transfer-Encoding`; a transfer "
-    "coding other than `chunked`; malformed chunked encoding."
+    "coding other than `chunked`; malformed chunked encoding (trailer fields follow the header "
+    "grammar: a bare LF, a folded line or a name that is not a token is refused and the "
+    "connection closed)."
 )
 
 AUTH_401 = (
     "`unauthorized`: the key is missing, malformed (not " + "`mg_live_<12 letters or digits>_<32 "
     "letters or digits>`), unknown, revoked, expired, or a rotated key whose grace delay has "
-    "ended; or the key was sent in more than one place with different values"
+    "ended; or the key was sent in more than one place with different values. Every 401 carries "
+    "`WWW-Authenticate: Bearer realm=\"modgate\", ApiKey realm=\"modgate\", header=\"X-Api-Key\"`"
 )
 
 ORDER_NOTE = (
@@ -1286,7 +1289,9 @@ security_schemes = {
 
 DECISIONS = [
     "`Origin` is refused with 403 `forbidden` on every route, `/health` and `/openapi.json` "
-    "included (CompatErrorEnvelope on the compatible paths).",
+    "included (CompatErrorEnvelope on the compatible paths); so are the Fetch Metadata fields "
+    "only browsers send (`Sec-Fetch-Site`, `Sec-Fetch-Mode`, `Sec-Fetch-Dest`, `Sec-Fetch-User`), "
+    "which an `<img src>` sends without an `Origin`: a key in such a URL is a key leaked.",
     "Order of refusals: `Origin`, then the framing and size limits of the request itself, then "
     "the key (401/403), then parameters and content. A key error is reported before a bad `url`.",
     "MB and megapixel are decimal: 15 MB = 15,000,000 bytes; 50 MP = 50,000,000 pixels; "

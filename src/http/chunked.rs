@@ -40,7 +40,9 @@ enum State {
     DataLf,
     /// At the start of a trailer line (or of the final CRLF).
     TrailerStart,
-    /// Inside a trailer field line.
+    /// Inside a trailer field's name (token characters up to the colon).
+    TrailerName,
+    /// Inside a trailer field's value.
     TrailerLine,
     /// Saw CR of a trailer line.
     TrailerLf,
@@ -67,6 +69,9 @@ pub enum ChunkedError {
     LineTooLong,
     TrailerTooLarge,
     MissingCrlf,
+    /// A trailer line that breaks the header grammar: a bare LF, a folded line, a name that
+    /// is not a token (`Content_Length`, a space before the colon), a control character.
+    BadTrailer,
 }
 
 impl fmt::Display for ChunkedError {
@@ -76,6 +81,7 @@ impl fmt::Display for ChunkedError {
             ChunkedError::LineTooLong => "chunk size line too long",
             ChunkedError::TrailerTooLarge => "chunked trailer section too large",
             ChunkedError::MissingCrlf => "chunk not terminated by CRLF",
+            ChunkedError::BadTrailer => "malformed chunked trailer field",
         })
     }
 }
@@ -202,20 +208,35 @@ impl ChunkedDecoder {
                     i += 1;
                     self.state = State::Size;
                 }
+                // Trailers follow the header grammar (RFC 9112 7.1.2, RFC 9110 5.1): a field
+                // line is a token, a colon and a value, ended by CRLF. A bare LF, a folded
+                // line or a name that is not a token is refused (and the connection closed),
+                // so that no front proxy can read a second request where we read trailers.
                 State::TrailerStart => {
                     if byte == b'\r' {
                         self.state = State::EndLf;
-                    } else {
+                    } else if is_tchar(byte) {
                         self.count_trailer_byte()?;
-                        self.state = State::TrailerLine;
+                        self.state = State::TrailerName;
+                    } else {
+                        return Err(ChunkedError::BadTrailer);
                     }
+                    i += 1;
+                }
+                State::TrailerName => {
+                    if byte == b':' {
+                        self.state = State::TrailerLine;
+                    } else if !is_tchar(byte) {
+                        return Err(ChunkedError::BadTrailer);
+                    }
+                    self.count_trailer_byte()?;
                     i += 1;
                 }
                 State::TrailerLine => {
                     if byte == b'\r' {
                         self.state = State::TrailerLf;
-                    } else if byte == b'\n' {
-                        return Err(ChunkedError::MissingCrlf);
+                    } else if byte == b'\n' || (byte.is_ascii_control() && byte != b'\t') {
+                        return Err(ChunkedError::BadTrailer);
                     }
                     self.count_trailer_byte()?;
                     i += 1;
@@ -270,9 +291,58 @@ fn hex_value(byte: u8) -> Option<u8> {
     }
 }
 
+/// A token character of a field name (RFC 9110 5.6.2).
+fn is_tchar(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decode_all(input: &[u8]) -> Result<(usize, Step), ChunkedError> {
+        let mut decoder = ChunkedDecoder::new();
+        let mut at = 0;
+        loop {
+            let (used, step) = decoder.step(&input[at..])?;
+            at += used;
+            match step {
+                Step::Data { .. } => continue,
+                Step::Done => return Ok((at, step)),
+                Step::NeedMore => return Ok((at, step)),
+            }
+        }
+    }
+
+    /// Issue 14, defect 5: trailers follow the header grammar, so nothing after the last
+    /// chunk can be read as a smuggled request by a front proxy that accepts bare LF.
+    #[test]
+    fn chunked_trailers_follow_the_header_grammar() {
+        for bad in [
+            &b"0\r\n\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+            b"0\r\nX-A: 1\nX-B: 2\r\n\r\n",
+            b"0\r\nX-A: 1\r\n folded\r\n\r\n",
+            b"0\r\nX-A : 1\r\n\r\n",
+            b"0\r\nBad Name: 1\r\n\r\n",
+            b"0\r\nX-A: a\x00b\r\n\r\n",
+            b"0\r\nno-colon\r\n\r\n",
+        ] {
+            assert_eq!(
+                decode_all(bad),
+                Err(ChunkedError::BadTrailer),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        // `Content_Length` is a valid token, so a valid trailer name: it is read as nothing
+        // but a trailer (never as Content-Length; trailers are dropped).
+        for good in [
+            &b"0\r\n\r\n"[..],
+            b"0\r\nX-Checksum: abc\tdef\r\nContent_Length: 5\r\n\r\n",
+        ] {
+            assert_eq!(decode_all(good), Ok((good.len(), Step::Done)));
+        }
+    }
     use proptest::prelude::*;
 
     /// Feeds `input` in pieces of `piece` bytes; returns the data and the bytes left after Done.

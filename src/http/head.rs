@@ -91,7 +91,8 @@ pub struct RequestHead {
     pub keep_alive: bool,
     /// `Expect: 100-continue` was sent: send `100 Continue` before reading the body.
     pub expect_continue: bool,
-    /// An `Origin` header was present, whatever its value: browsers are refused.
+    /// A field only browsers send was present (`Origin`, or Fetch Metadata's `Sec-Fetch-*`),
+    /// whatever its value: browsers are refused (a key in a browser's request is a key leaked).
     pub has_origin: bool,
     /// Value of `Authorization`, if sent once.
     pub authorization: Option<String>,
@@ -133,7 +134,7 @@ impl fmt::Display for HeadError {
                 f.write_str("only 'Expect: 100-continue' is supported")
             }
             HeadError::Origin => f.write_str(
-                "requests from browsers (with an Origin header) are refused; call from your servers",
+                "requests from browsers (with an Origin or Sec-Fetch-* header) are refused; call from your servers",
             ),
         }
     }
@@ -159,7 +160,20 @@ pub fn parse_head(
     })
 }
 
-/// Whether the head at the start of `buf` has a line that names the `Origin` field, read
+/// Fields only browsers send: `Origin`, and Fetch Metadata (`Sec-Fetch-Site`, `-Mode`, `-Dest`,
+/// `-User`), which an `<img src>` sends without an `Origin`.
+fn is_browser_field(name: &[u8]) -> bool {
+    const FIELDS: [&[u8]; 5] = [
+        b"origin",
+        b"sec-fetch-site",
+        b"sec-fetch-mode",
+        b"sec-fetch-dest",
+        b"sec-fetch-user",
+    ];
+    FIELDS.iter().any(|field| name.eq_ignore_ascii_case(field))
+}
+
+/// Whether the head at the start of `buf` has a line that names a browser's field, read
 /// from the raw bytes (the head may be too large, too long or malformed for httparse). Only
 /// the head counts: bytes after the blank line that ends it belong to a body.
 fn has_origin_line(buf: &[u8]) -> bool {
@@ -177,12 +191,15 @@ fn has_origin_line(buf: &[u8]) -> bool {
     // Field lines follow a line feed: the request line is skipped. The name may be followed
     // by spaces before its colon (malformed, but a browser's all the same).
     buf[..head_end].split(|&b| b == b'\n').skip(1).any(|line| {
-        line.len() >= 6
-            && line[..6].eq_ignore_ascii_case(b"origin")
-            && line[6..]
-                .iter()
-                .find(|&&b| b != b' ' && b != b'\t')
-                .is_some_and(|&b| b == b':')
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            return false;
+        };
+        let name = &line[..colon];
+        let name_end = name
+            .iter()
+            .rposition(|&b| b != b' ' && b != b'\t')
+            .map_or(0, |last| last + 1);
+        is_browser_field(&name[..name_end])
     })
 }
 
@@ -230,7 +247,7 @@ fn parse_head_fields(
         let browser = request
             .headers
             .iter()
-            .any(|header| header.name.eq_ignore_ascii_case("origin"));
+            .any(|header| is_browser_field(header.name.as_bytes()));
         if browser {
             HeadError::Origin
         } else {
@@ -367,7 +384,7 @@ fn collect_fields(headers: &[httparse::Header<'_>], version: Version) -> Result<
                 return Err(HeadError::UnsupportedExpectation);
             }
             out.expect_continue = true;
-        } else if name.eq_ignore_ascii_case("origin") {
+        } else if is_browser_field(name.as_bytes()) {
             out.has_origin = true;
         } else if name.eq_ignore_ascii_case("authorization") {
             set_once(&mut out.authorization, value, "repeated Authorization")?;
@@ -580,6 +597,31 @@ mod tests {
             parse(b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 200-ok\r\n\r\n"),
             Err(HeadError::UnsupportedExpectation)
         );
+    }
+
+    /// Issue 14: an `<img src>` of the compatible GET route sends Fetch Metadata and no
+    /// `Origin`; a key in such a URL is leaked, so it is refused like an `Origin`.
+    #[test]
+    fn fetch_metadata_is_a_browser() {
+        for field in [
+            "Sec-Fetch-Site: cross-site",
+            "sec-fetch-mode: no-cors",
+            "Sec-Fetch-Dest : image",
+        ] {
+            let request = format!(
+                "GET /1.0/check-workflow.json?url=x HTTP/1.1\r\nHost: a\r\n{field}\r\n\r\n"
+            );
+            match parse(request.as_bytes()) {
+                Ok(Some((head, _))) => assert!(head.has_origin, "{field}"),
+                Err(error) => assert_eq!(error, HeadError::Origin, "{field}"),
+                Ok(None) => panic!("{field}: a whole head"),
+            }
+            assert!(has_origin_line(request.as_bytes()), "{field}");
+        }
+        let (head, _) = parse(b"GET / HTTP/1.1\r\nHost: a\r\nSec-Fetch-Nope: x\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(!head.has_origin);
     }
 
     #[test]

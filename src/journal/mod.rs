@@ -148,7 +148,20 @@ pub struct Journal {
     commits: Cell<u64>,
     /// In a fleet: the commit-order index and where shipping is.
     ship: Option<ShipState>,
+    /// The last commit failed (disk full, map full, I/O error): `/health` answers 503 and the
+    /// committer probes every [`PROBE_INTERVAL`] until a commit succeeds again.
+    failing: Cell<bool>,
+    /// Failures not logged yet, and when the last one was: one line per
+    /// [`FAILURE_LOG_INTERVAL`] at most.
+    failures_unlogged: Cell<u64>,
+    failure_logged_at: Cell<Option<Instant>>,
 }
+
+/// How often a failing journal tries a commit of its own (so that it recovers even when no
+/// check arrives, as happens once `/health` has turned traffic away).
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+/// At most one log line per this while commits fail.
+pub const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 #[derive(Debug)]
 pub struct JournalError;
@@ -186,6 +199,9 @@ impl Journal {
         };
         let journal = Rc::new(Journal {
             ship,
+            failing: Cell::new(false),
+            failures_unlogged: Cell::new(0),
+            failure_logged_at: Cell::new(None),
             env,
             db,
             config,
@@ -252,17 +268,40 @@ impl Journal {
         .await
     }
 
+    /// Whether the last commit (or probe) failed: checks cannot be recorded now.
+    pub fn is_failing(&self) -> bool {
+        self.failing.get()
+    }
+
     async fn commit_loop(self: Rc<Self>) {
         loop {
-            std::future::poll_fn(|cx| {
-                if self.pending.borrow().is_empty() {
-                    *self.committer.borrow_mut() = Some(cx.waker().clone());
-                    Poll::Pending
-                } else {
-                    Poll::Ready(())
-                }
-            })
+            let work = futures_lite::future::or(
+                async {
+                    std::future::poll_fn(|cx| {
+                        if self.pending.borrow().is_empty() {
+                            *self.committer.borrow_mut() = Some(cx.waker().clone());
+                            Poll::Pending
+                        } else {
+                            Poll::Ready(())
+                        }
+                    })
+                    .await;
+                    true
+                },
+                async {
+                    if self.failing.get() {
+                        glommio::timer::sleep(PROBE_INTERVAL).await;
+                    } else {
+                        std::future::pending::<()>().await;
+                    }
+                    false
+                },
+            )
             .await;
+            if !work {
+                self.probe().await;
+                continue;
+            }
             let mut records = Vec::new();
             let mut slots = Vec::new();
             {
@@ -298,10 +337,11 @@ impl Journal {
             let ok = match committed {
                 Ok(()) => {
                     self.commits.set(self.commits.get() + 1);
+                    self.recovered();
                     true
                 }
                 Err(error) => {
-                    tracing::error!(%error, records = count, "journal commit failed");
+                    self.failed(&error, count);
                     false
                 }
             };
@@ -317,6 +357,54 @@ impl Journal {
                     waker.wake();
                 }
             }
+        }
+    }
+
+    /// A commit failed: noted for `/health`, logged at most once per [`FAILURE_LOG_INTERVAL`].
+    fn failed(&self, error: &heed::Error, records: usize) {
+        self.failing.set(true);
+        let due = self
+            .failure_logged_at
+            .get()
+            .is_none_or(|at| at.elapsed() >= FAILURE_LOG_INTERVAL);
+        if due {
+            tracing::error!(
+                %error,
+                records,
+                failures_since_last_line = self.failures_unlogged.get(),
+                "journal commit failed: checks are refused with 503 until it commits again"
+            );
+            self.failure_logged_at.set(Some(Instant::now()));
+            self.failures_unlogged.set(0);
+        } else {
+            self.failures_unlogged.set(self.failures_unlogged.get() + 1);
+        }
+    }
+
+    fn recovered(&self) {
+        if self.failing.replace(false) {
+            tracing::info!("journal commits again");
+            self.failure_logged_at.set(None);
+            self.failures_unlogged.set(0);
+        }
+    }
+
+    /// A commit of nothing but a probe record, written and deleted: whether the journal can
+    /// take a write again.
+    async fn probe(&self) {
+        let (env, db) = (self.env.clone(), self.db);
+        let probed = glommio::executor()
+            .spawn_blocking(move || -> heed::Result<()> {
+                const PROBE_KEY: &str = "~probe";
+                let mut txn = env.write_txn()?;
+                db.put(&mut txn, PROBE_KEY, &[0u8; 64])?;
+                db.delete(&mut txn, PROBE_KEY)?;
+                txn.commit()
+            })
+            .await;
+        match probed {
+            Ok(()) => self.recovered(),
+            Err(error) => self.failed(&error, 0),
         }
     }
 
