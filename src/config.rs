@@ -156,6 +156,8 @@ pub struct TestingConfig {
     /// Test only: a PEM file of extra certificate authorities trusted by `url` downloads
     /// (besides the webpki roots), so tests can serve images over https from 127.0.0.1.
     pub download_extra_roots: Option<PathBuf>,
+    /// Test only: the name servers of `url` downloads instead of the system's (`ip:port`).
+    pub dns_servers: Option<Vec<SocketAddr>>,
     /// Test only: a request to this exact path panics in its handler, so tests can prove that
     /// a panic closes one connection and the shard serves on (fault injection).
     pub panic_path: Option<String>,
@@ -201,6 +203,8 @@ pub struct LimitsConfig {
     pub form_field_bytes_max: usize,
     pub form_timeout_ms: u64,
     pub uploads_per_shard_max: usize,
+    /// Ports a `url` download may connect to.
+    pub download_ports: Vec<u16>,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -370,6 +374,7 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         form_field_bytes_max: Option<usize>,
         form_timeout_ms: Option<u64>,
         uploads_per_shard_max: Option<usize>,
+        download_ports: Option<Vec<u16>>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]

@@ -136,3 +136,92 @@ fn a_journal_that_cannot_commit_answers_503_and_health_follows_until_it_recovers
     );
     assert_eq!(status, 200);
 }
+
+/// Defect 8: refusals tell the caller what was wrong, not the server's view of the network
+/// (no resolved address, no connection error), and only ports 80 and 443 are reached.
+#[test]
+fn the_downloader_tells_little_and_reaches_only_web_ports() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let image = |url: &str| {
+        let (status, _, answer) = post(
+            &server.url(&format!(
+                "/v1/image?url={}",
+                modgate_load::prepare::percent(url)
+            )),
+            &[("X-Api-Key", &key)],
+            b"",
+        );
+        assert_error(status, &answer, 400, "url_refused", false)
+    };
+    // A public address on another port: refused before any connection is tried.
+    let message = image("http://93.184.216.34:22/a.png");
+    assert!(message.contains("port 22"), "{message}");
+    // A name that resolves to loopback: refused, and the resolved address is not told.
+    let message = image("http://localhost/a.png");
+    assert!(message.contains("not a public address"), "{message}");
+    assert!(
+        !message.contains("127.0.0.1") && !message.contains("::1"),
+        "{message}"
+    );
+}
+
+/// Defect 2: 24 `url` checks against a name server that never answers held the shard's
+/// blocking threads (and with them its journal commits): text checks on that shard waited up
+/// to 29.5 s, and the url checks took 20 to 30 s. Lookups now run on a resolver thread of their
+/// own, bounded in number and time.
+#[test]
+fn slow_dns_does_not_stall_the_shard_and_lookups_are_bounded_in_time() {
+    use std::time::{Duration, Instant};
+    // A name server that reads nothing and answers nothing.
+    let blackhole = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dns = blackhole.local_addr().unwrap();
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        config: format!("[testing]\ndns_servers = [\"{dns}\"]\n"),
+        ..Options::default()
+    });
+    let key = server.demo_key.clone().unwrap();
+    let url_checks: Vec<_> = (0..24)
+        .map(|n| {
+            let url = server.url(&format!(
+                "/v1/image?url={}",
+                modgate_load::prepare::percent(&format!("http://host{n}.blackhole.test/a.png"))
+            ));
+            let key = key.clone();
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let (status, _, answer) = post(&url, &[("X-Api-Key", &key)], b"");
+                (status, answer, started.elapsed())
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut slowest = Duration::ZERO;
+    let until = Instant::now() + Duration::from_secs(4);
+    let mut checks = 0;
+    while Instant::now() < until {
+        let started = Instant::now();
+        let (status, _, _) = post(
+            &server.url("/v1/text"),
+            &[("X-Api-Key", &key), ("Content-Type", "application/json")],
+            br#"{"text":"hello"}"#,
+        );
+        assert_eq!(status, 200);
+        slowest = slowest.max(started.elapsed());
+        checks += 1;
+    }
+    assert!(
+        slowest < Duration::from_secs(1),
+        "a text check on the same shard took {slowest:?} while lookups hung ({checks} checks)"
+    );
+    for check in url_checks {
+        let (status, answer, took) = check.join().unwrap();
+        assert_error(status, &answer, 400, "url_refused", false);
+        assert!(
+            took < Duration::from_secs(11),
+            "a url check took {took:?}, past the 10 s download budget"
+        );
+    }
+    drop(blackhole);
+}

@@ -88,8 +88,14 @@ fn with_context(test: impl FnOnce(Rc<Context>, Keys) -> LocalFuture + Send + 'st
                 },
                 journal,
                 metrics,
-                downloader: Downloader::new(false, None, crate::bounds::IMAGE_BYTES_MAX)
-                    .expect("downloader"),
+                downloader: Downloader::new(
+                    false,
+                    None,
+                    crate::bounds::IMAGE_BYTES_MAX,
+                    &[80, 443],
+                    None,
+                )
+                .expect("downloader"),
                 readiness: Arc::new(Ready),
             }));
             test(cx, keys).await;

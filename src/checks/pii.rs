@@ -477,7 +477,7 @@ pub fn luhn_ok(digits: &[u8]) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// Issuer identification ranges and lengths of the major networks.

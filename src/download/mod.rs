@@ -14,9 +14,10 @@
 //! `testing.allow_private_urls` lets tests download from 127.0.0.1; it is off by default and
 //! named for what it is.
 
+pub mod resolver;
 pub mod vet;
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,9 +45,13 @@ pub const URL_BYTES_MAX: usize = 4096;
 #[derive(Clone)]
 pub struct Downloader {
     tls: futures_rustls::TlsConnector,
-    /// Test only: skip the public-address vetting.
+    /// Test only: skip the public-address vetting and the port list.
     allow_private: bool,
     bytes_max: usize,
+    /// Ports a download may connect to (`limits.download_ports`).
+    ports: Arc<[u16]>,
+    /// Name lookups, on a thread of their own.
+    resolver: resolver::Resolver,
 }
 
 /// Why a download was refused: a bounded set, for metrics (the message gives the detail).
@@ -139,6 +144,8 @@ impl Downloader {
         allow_private: bool,
         extra_roots: Option<&Path>,
         bytes_max: usize,
+        ports: &[u16],
+        dns_servers: Option<&[SocketAddr]>,
     ) -> anyhow::Result<Downloader> {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
@@ -166,6 +173,8 @@ impl Downloader {
             tls: futures_rustls::TlsConnector::from(Arc::new(config)),
             allow_private,
             bytes_max,
+            ports: ports.into(),
+            resolver: resolver::Resolver::spawn(dns_servers)?,
         })
     }
 
@@ -243,17 +252,26 @@ impl Downloader {
         let port = url
             .port_or_known_default()
             .unwrap_or(if https { 443 } else { 80 });
+        if !self.allow_private && !self.ports.contains(&port) {
+            return Err(refused(
+                Refusal::Address,
+                format!("the address's port {port} is not one downloads may use"),
+            ));
+        }
         let addresses = match &host {
             url::Host::Ipv4(v4) => vec![SocketAddr::new(IpAddr::V4(*v4), port)],
             url::Host::Ipv6(v6) => vec![SocketAddr::new(IpAddr::V6(*v6), port)],
-            url::Host::Domain(domain) => resolve(domain, port).await?,
+            url::Host::Domain(domain) => self.resolver.lookup(domain, port, deadline).await?,
         };
         if !self.allow_private {
             for address in &addresses {
                 if let Some(why) = vet::refusal(address.ip()) {
+                    // The address itself stays in the log: telling the caller would map the
+                    // server's internal names for them.
+                    tracing::info!(ip = %address.ip(), why, "download refused: not a public address");
                     return Err(refused(
                         Refusal::Address,
-                        format!("the host resolves to {why} ({})", address.ip()),
+                        format!("the host resolves to {why}, not a public address"),
                     ));
                 }
             }
@@ -286,7 +304,8 @@ impl Downloader {
                 }
             };
             let stream = self.tls.connect(name, stream).await.map_err(|error| {
-                refused(Refusal::Tls, format!("the TLS handshake failed ({error})"))
+                tracing::info!(%error, "download refused: TLS handshake");
+                refused(Refusal::Tls, "the TLS handshake failed")
             })?;
             exchange(stream, request.as_bytes(), out, self.bytes_max).await
         } else {
@@ -300,42 +319,16 @@ enum Fetched {
     Redirect(String),
 }
 
-/// Resolves `domain` on the shard's blocking threads (getaddrinfo blocks).
-async fn resolve(domain: &str, port: u16) -> Result<Vec<SocketAddr>, Refused> {
-    let name = domain.to_owned();
-    let resolved = glommio::executor()
-        .spawn_blocking(move || {
-            (name.as_str(), port)
-                .to_socket_addrs()
-                .map(Iterator::collect::<Vec<_>>)
-        })
-        .await;
-    match resolved {
-        Ok(addresses) if !addresses.is_empty() => Ok(addresses),
-        Ok(_) => Err(refused(
-            Refusal::Dns,
-            format!("the host '{domain}' has no address"),
-        )),
-        Err(error) => Err(refused(
-            Refusal::Dns,
-            format!("the host '{domain}' could not be resolved ({error})"),
-        )),
-    }
-}
-
 async fn connect(addresses: &[SocketAddr], deadline: Instant) -> Result<TcpStream, Refused> {
-    let mut last = String::from("no address");
     for address in addresses {
         let remaining = deadline.saturating_duration_since(Instant::now());
         match TcpStream::connect_timeout(*address, remaining.max(Duration::from_millis(1))).await {
             Ok(stream) => return Ok(stream),
-            Err(error) => last = format!("{address}: {error}"),
+            // Details for the operator only: which address refused and why.
+            Err(error) => tracing::info!(%address, %error, "download: connection failed"),
         }
     }
-    Err(refused(
-        Refusal::Connect,
-        format!("the connection failed ({last})"),
-    ))
+    Err(refused(Refusal::Connect, "the connection failed"))
 }
 
 /// Sends `request`, reads the answer: the body into `out`, or a redirect.
@@ -346,7 +339,8 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     bytes_max: usize,
 ) -> Result<Fetched, Refused> {
     let io = |error: std::io::Error| {
-        refused(Refusal::Connect, format!("the connection failed ({error})"))
+        tracing::info!(%error, "download: connection failed");
+        refused(Refusal::Connect, "the connection failed")
     };
     stream.write_all(request).await.map_err(io)?;
     stream.flush().await.map_err(io)?;

@@ -98,6 +98,8 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         config.testing.allow_private_urls,
         config.testing.download_extra_roots.as_deref(),
         crate::bounds::IMAGE_BYTES_MAX,
+        &config.limits.download_ports,
+        config.testing.dns_servers.as_deref(),
     )?;
     if let Some(path) = &config.testing.download_extra_roots {
         tracing::warn!(path = %path.display(), "testing.download_extra_roots is set: downloads trust extra authorities (test only)");
