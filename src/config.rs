@@ -176,6 +176,8 @@ pub struct ServerConfig {
     pub keepalive_idle_timeout_ms: u64,
     pub write_timeout_ms: u64,
     pub connections_per_shard_max: usize,
+    /// Connections per shard from one peer address, at most.
+    pub connections_per_address_max: usize,
     pub drain_timeout_ms: u64,
     /// On a fresh data directory, create organization `demo` and print a key for it once.
     pub demo_key: bool,
@@ -358,6 +360,7 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         keepalive_idle_timeout_ms: Option<u64>,
         write_timeout_ms: Option<u64>,
         connections_per_shard_max: Option<usize>,
+        connections_per_address_max: Option<usize>,
         drain_timeout_ms: Option<u64>,
         demo_key: Option<bool>,
         io_memory_bytes: Option<usize>,
@@ -442,6 +445,11 @@ impl Config {
         }
         if server.uri_bytes_max == 0 || server.uri_bytes_max > server.head_bytes_max {
             bail!("server.uri_bytes_max must be between 1 and server.head_bytes_max");
+        }
+        if !CONNECTIONS_PER_SHARD_MAX_RANGE.contains(&server.connections_per_address_max) {
+            bail!(
+                "server.connections_per_address_max must be in {CONNECTIONS_PER_SHARD_MAX_RANGE:?}"
+            );
         }
         if !CONNECTIONS_PER_SHARD_MAX_RANGE.contains(&server.connections_per_shard_max) {
             bail!(

@@ -225,3 +225,75 @@ fn slow_dns_does_not_stall_the_shard_and_lookups_are_bounded_in_time() {
     }
     drop(blackhole);
 }
+
+/// A connection from `source` (any 127.0.0.0/8 address is loopback on Linux).
+fn connect_from(source: &str, server: std::net::SocketAddr) -> RawConn {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let local: std::net::SocketAddr = format!("{source}:0").parse().unwrap();
+    socket.bind(&local.into()).unwrap();
+    socket.connect(&server.into()).unwrap();
+    let stream: std::net::TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(15)))
+        .unwrap();
+    RawConn::from_stream(stream)
+}
+
+/// Also: 9,000 idle connections from one address took a shard's every connection and new
+/// clients got 503. One address now has a cap of its own, and at the shard's cap an idle
+/// connection is closed to make room instead of refusing a new client.
+#[test]
+fn one_client_cannot_lock_others_out() {
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        config: "[server]\nconnections_per_shard_max = 6\nconnections_per_address_max = 4\n".into(),
+        ..Options::default()
+    });
+    let health = b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n";
+    // Four idle connections from one address; its fifth is refused.
+    let mut hog: Vec<RawConn> = (0..4)
+        .map(|_| connect_from("127.0.0.1", server.addr))
+        .collect();
+    for conn in &mut hog {
+        conn.send(health);
+        assert_eq!(conn.read_response().unwrap().status, 200);
+    }
+    let mut fifth = connect_from("127.0.0.1", server.addr);
+    let refused = fifth.read_response().expect("an answer");
+    assert_error(refused.status, &refused.json(), 503, "busy", false);
+    // Two more from a second address fill the shard (6); a third client still gets in: an
+    // idle connection of the address holding most (the first) is closed for it.
+    let mut others: Vec<RawConn> = (0..2)
+        .map(|_| connect_from("127.0.0.2", server.addr))
+        .collect();
+    for conn in &mut others {
+        conn.send(health);
+        assert_eq!(conn.read_response().unwrap().status, 200);
+    }
+    let mut newcomer = connect_from("127.0.0.3", server.addr);
+    newcomer.send(health);
+    assert_eq!(newcomer.read_response().expect("served").status, 200);
+    for conn in &hog {
+        conn.stream
+            .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+            .unwrap();
+    }
+    let closed = hog
+        .iter_mut()
+        .map(|conn| conn.is_closed())
+        .filter(|&closed| closed)
+        .count();
+    assert_eq!(
+        closed, 1,
+        "one idle connection of the busiest address made room"
+    );
+    for conn in &mut others {
+        conn.send(health);
+        assert_eq!(
+            conn.read_response().unwrap().status,
+            200,
+            "the others are untouched"
+        );
+    }
+}

@@ -75,6 +75,8 @@ pub trait ConnHost {
     fn is_stopping(&self) -> bool;
     /// Ready once the server stops; registers `cx`'s waker under `slot` otherwise.
     fn poll_stop(&self, slot: usize, cx: &mut Context<'_>) -> Poll<()>;
+    /// A request head arrived on the connection in `slot`: it is no longer idle.
+    fn request_started(&self, _slot: usize) {}
 }
 
 /// The request path, as a connection sees it: the one entry point from the server into the
@@ -468,6 +470,7 @@ pub async fn serve_connection<S, H, A>(
                 return;
             }
         };
+        host.request_started(slot);
         let request_id = host.next_request_id();
         let body = BodyState::new(&head);
         let mut exchange = Exchange {

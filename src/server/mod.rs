@@ -16,6 +16,7 @@
 
 pub mod reload;
 pub mod shard;
+pub mod slots;
 pub mod tls;
 
 use std::net::SocketAddr;

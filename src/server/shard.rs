@@ -15,7 +15,7 @@
 //! `503 busy` and is closed. On stop the listener closes, idle connections are closed, and
 //! connections in the middle of a request get until `drain_timeout_ms` to answer it.
 
-use std::cell::{Cell, Ref, RefCell};
+use std::cell::Ref;
 use std::os::fd::FromRawFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -26,6 +26,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures_lite::{AsyncWriteExt, FutureExt};
 use glommio::net::{TcpListener, TcpStream};
 
+use super::slots::ConnSlots;
 use crate::api::{self, context::ContextParts, context::Readiness};
 use crate::checks::{Engine, TextModels};
 use crate::config::Config;
@@ -147,52 +148,6 @@ impl ProcessState for ServerState {
     }
 }
 
-/// Per-shard registry of connections waiting between requests, to wake them on stop.
-#[derive(Default)]
-struct ConnSlots {
-    stopping: Cell<bool>,
-    wakers: RefCell<Vec<Option<Waker>>>,
-    free: RefCell<Vec<usize>>,
-    open: Cell<usize>,
-}
-
-impl ConnSlots {
-    fn acquire(&self) -> usize {
-        self.open.set(self.open.get() + 1);
-        if let Some(slot) = self.free.borrow_mut().pop() {
-            return slot;
-        }
-        let mut wakers = self.wakers.borrow_mut();
-        wakers.push(None);
-        wakers.len() - 1
-    }
-
-    fn release(&self, slot: usize) {
-        self.open.set(self.open.get() - 1);
-        self.wakers.borrow_mut()[slot] = None;
-        self.free.borrow_mut().push(slot);
-    }
-
-    fn poll(&self, slot: usize, cx: &mut Context<'_>) -> Poll<()> {
-        if self.stopping.get() {
-            return Poll::Ready(());
-        }
-        let mut wakers = self.wakers.borrow_mut();
-        match &mut wakers[slot] {
-            Some(waker) if waker.will_wake(cx.waker()) => {}
-            entry => *entry = Some(cx.waker().clone()),
-        }
-        Poll::Pending
-    }
-
-    fn stop(&self) {
-        self.stopping.set(true);
-        for waker in self.wakers.borrow_mut().iter_mut().filter_map(Option::take) {
-            waker.wake();
-        }
-    }
-}
-
 /// What a shard gets from start-up besides its listener.
 pub struct ShardResources {
     pub leases: Arc<dyn LeaseSource>,
@@ -258,6 +213,10 @@ impl ConnHost for Shard {
 
     fn poll_stop(&self, slot: usize, cx: &mut Context<'_>) -> Poll<()> {
         self.conns.poll(slot, cx)
+    }
+
+    fn request_started(&self, slot: usize) {
+        self.conns.busy(slot);
     }
 }
 
@@ -365,8 +324,9 @@ pub async fn run(
         })
     };
 
-    let accept_slot = shard.conns.acquire();
+    let accept_slot = shard.conns.acquire(None);
     let cap = config.server.connections_per_shard_max;
+    let per_address_cap = config.server.connections_per_address_max;
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
             std::future::poll_fn(|cx| shard.conns.poll(accept_slot, cx)).await;
@@ -383,15 +343,20 @@ pub async fn run(
                 continue;
             }
         };
-        // `open` counts the accept loop's own slot too.
-        if shard.conns.open.get() > cap {
+        let peer = stream.peer_addr().ok().map(|address| address.ip());
+        // One address may not hold the shard: past its own cap, its new connection is refused.
+        let address_full = peer.is_some_and(|ip| shard.conns.count_of(ip) >= per_address_cap);
+        // At the shard's cap (`open` counts the accept loop's own slot too), an idle
+        // connection is closed to make room rather than the new client refused.
+        let shard_full = shard.conns.open.get() > cap && !shard.conns.evict_idle(peer);
+        if address_full || shard_full {
             if tls.is_none() {
                 glommio::spawn_local(refuse_over_cap(shard.clone(), stream)).detach();
             }
             continue;
         }
         let _ = stream.set_nodelay(true);
-        let slot = shard.conns.acquire();
+        let slot = shard.conns.acquire(peer);
         glommio::spawn_local(serve(shard.clone(), stream, tls.clone(), slot)).detach();
     }
     drop(listener);

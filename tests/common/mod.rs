@@ -341,6 +341,14 @@ impl RawConn {
         }
     }
 
+    /// A connection made elsewhere (for example bound to another source address).
+    pub fn from_stream(stream: TcpStream) -> RawConn {
+        RawConn {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("write");
     }
