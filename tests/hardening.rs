@@ -297,3 +297,65 @@ fn one_client_cannot_lock_others_out() {
         );
     }
 }
+
+/// Also: `modgate serve` run outside the source tree failed, because `models/` was resolved
+/// from the working directory only. The configuration, then `MODGATE_MODELS`, then paths beside
+/// the binary and the system's are tried, and the error names them all.
+#[test]
+fn an_installed_binary_finds_its_models_or_names_every_path_tried() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let elsewhere = tempfile::tempdir().unwrap();
+    let output = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+            "--data",
+        ])
+        .arg(elsewhere.path().join("data"))
+        .current_dir(elsewhere.path())
+        .env_remove("MODGATE_MODELS")
+        .output()
+        .expect("serve");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("tried, in order: models, "), "{stderr}");
+    assert!(stderr.contains("/usr/share/modgate/models"), "{stderr}");
+    assert!(stderr.contains("MODGATE_MODELS"), "{stderr}");
+
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+            "--cores",
+            "1",
+            "--data",
+        ])
+        .arg(elsewhere.path().join("data"))
+        .current_dir(elsewhere.path())
+        .env("MODGATE_MODELS", MODELS)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("serve");
+    let stdout = child.stdout.take().unwrap();
+    let listening = std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            line.strip_prefix("modgate listening on http://")
+                .map(str::to_owned)
+        });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        listening.is_some(),
+        "the server started with MODGATE_MODELS"
+    );
+}

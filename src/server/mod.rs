@@ -14,6 +14,7 @@
 //! The `/metrics` listener ([`crate::metrics::scrape`]) is bound with the others, before
 //! anything is announced.
 
+pub mod models_dir;
 pub mod reload;
 pub mod shard;
 pub mod slots;
@@ -230,8 +231,30 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
 /// Loads the text models (shared by all shards) and checks the ONNX Runtime library and the
 /// model files. With `models.required`, anything missing stops the start with its reason.
 fn load_models(config: &Config) -> anyhow::Result<(Arc<TextModels>, Option<WorkerModels>)> {
-    let models_dir = &config.server.models_dir;
     let required = config.models.required;
+    let models_dir = &match models_dir::resolve(
+        &config.server.models_dir,
+        &config.models.onnxruntime_library,
+    ) {
+        Ok(found) => found,
+        Err(tried) => {
+            let tried: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
+            let problem = format!(
+                "no models directory holds {} (tried, in order: {}); set server.models_dir, --models or {}, or run `python3 models/fetch.py`",
+                config.models.onnxruntime_library.display(),
+                tried.join(", "),
+                models_dir::MODELS_ENV
+            );
+            if required {
+                bail!("{problem}");
+            }
+            tracing::warn!(%problem, "starting without the models");
+            config.server.models_dir.clone()
+        }
+    };
+    if models_dir != &config.server.models_dir {
+        tracing::info!(dir = %models_dir.display(), "models found");
+    }
     let (text_models, tokenizer_problem) =
         TextModels::load(models_dir).map_err(|error| anyhow!(error))?;
     let library = models_dir.join(&config.models.onnxruntime_library);
