@@ -308,3 +308,46 @@ fn journals_ship_to_one_table_exactly_once_even_across_a_kill() {
         Some(0.0)
     );
 }
+
+/// A control plane restored from an older backup (its revisions behind what a node applied):
+/// the node takes a snapshot instead of waiting for revisions it has already passed, so a
+/// change made after the restore reaches it and what the restore took away is gone from it.
+#[test]
+fn a_node_follows_a_control_plane_restored_behind_it() {
+    let postgres = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = admin_config(&postgres, dir.path());
+    fleet_admin_ok(&config, &["db", "migrate"]);
+    let node = start_node(&postgres, "node-a");
+    fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
+    let mut old_keys = Vec::new();
+    for _ in 0..3 {
+        let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"]);
+        old_keys.push(key.lines().next().unwrap().to_owned());
+    }
+    assert_eq!(status_on(&node, &old_keys[0]), 200);
+    // The "restore": an empty control plane with its revisions starting over.
+    postgres.psql(
+        "DELETE FROM control_changes; DELETE FROM control_records; SELECT setval('control_revision', 1, false);",
+    );
+    fleet_admin_ok(&config, &["db", "migrate"]);
+    fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
+    let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status_on(&node, &key) != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "the node never took the restored control plane"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        status_on(&node, &old_keys[0]),
+        401,
+        "a key the restore removed"
+    );
+}

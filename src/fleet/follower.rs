@@ -77,7 +77,17 @@ pub fn initial_sync(
         let mut client = super::connect(cluster).await?;
         schema::check(&client).await?;
         let revision = match store.revision()? {
-            Some(revision) => catch_up(&client, store, revision).await?,
+            Some(revision) => match catch_up(&client, store, revision).await? {
+                CaughtUp::At(revision) => revision,
+                CaughtUp::DatabaseBehind { latest } => {
+                    tracing::warn!(
+                        applied = revision,
+                        latest,
+                        "the control plane is behind this node (restored or replaced): taking a snapshot"
+                    );
+                    snapshot(&mut client, store).await?
+                }
+            },
             None => {
                 if !store.dump()?.is_empty() {
                     tracing::warn!(
@@ -151,8 +161,9 @@ async fn follow_once(
     store: &Store,
     status: &ControlPlaneStatus,
 ) -> anyhow::Result<std::convert::Infallible> {
-    let (client, mut connection) =
-        tokio_postgres::connect(&cluster.postgres_url, tokio_postgres::NoTls).await?;
+    let (mut client, mut connection) = super::postgres_config(cluster)?
+        .connect(tokio_postgres::NoTls)
+        .await?;
     let (notified, mut notifications) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         loop {
@@ -173,8 +184,24 @@ async fn follow_once(
     let node_id = cluster.node_id();
     let mut revision = store.revision()?.unwrap_or(0);
     loop {
-        revision = catch_up(&client, store, revision).await?;
-        heartbeat(&client, &node_id, revision, false).await?;
+        // One round, bounded: a partitioned network ends it and the loop reconnects.
+        revision = tokio::time::timeout(super::ROUND_TIMEOUT, async {
+            let revision = match catch_up(&client, store, revision).await? {
+                CaughtUp::At(revision) => revision,
+                CaughtUp::DatabaseBehind { latest } => {
+                    tracing::warn!(
+                        applied = revision,
+                        latest,
+                        "the control plane is behind this node (restored or replaced): taking a snapshot"
+                    );
+                    snapshot(&mut client, store).await?
+                }
+            };
+            heartbeat(&client, &node_id, revision, false).await?;
+            anyhow::Ok(revision)
+        })
+        .await
+        .map_err(|_| anyhow::anyhow!("a round with PostgreSQL took over {:?}", super::ROUND_TIMEOUT))??;
         if let Some(unshipped) = status.unshipped.get() {
             let total: u64 = unshipped.iter().map(|n| n.load(Ordering::Relaxed)).sum();
             client
@@ -227,13 +254,24 @@ async fn snapshot(client: &mut tokio_postgres::Client, store: &Store) -> anyhow:
     Ok(revision)
 }
 
-/// Applies the changes after `revision`, a bounded range of revisions per LMDB transaction;
-/// returns the revision now applied.
+/// Where a catch-up ended.
+enum CaughtUp {
+    At(i64),
+    /// The database's latest revision is below this node's: it was restored from a backup or
+    /// replaced. Applying "the changes after our revision" would skip everything up to it, so
+    /// the node takes a snapshot instead.
+    DatabaseBehind {
+        latest: i64,
+    },
+}
+
+/// Applies the changes after `revision`, a bounded range of revisions per LMDB transaction.
 async fn catch_up(
     client: &tokio_postgres::Client,
     store: &Store,
     mut revision: i64,
-) -> anyhow::Result<i64> {
+) -> anyhow::Result<CaughtUp> {
+    let mut first = true;
     loop {
         let latest: i64 = client
             .query_one(
@@ -242,8 +280,12 @@ async fn catch_up(
             )
             .await?
             .get(0);
+        if first && latest < revision {
+            return Ok(CaughtUp::DatabaseBehind { latest });
+        }
+        first = false;
         if latest <= revision {
-            return Ok(revision);
+            return Ok(CaughtUp::At(revision));
         }
         let upto = latest.min(revision + CATCH_UP_REVISIONS_MAX);
         let changes: Vec<RawChange> = client

@@ -42,17 +42,38 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the engine client's runtime")
 }
 
+/// Bounds on every PostgreSQL connection: a partitioned network fails a connection within
+/// these instead of TCP's own quarter of an hour.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+pub const TCP_USER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// One round of the follower or one shipped batch, at most.
+pub const ROUND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The connection settings of `cluster`, with the bounds above.
+pub fn postgres_config(cluster: &ClusterConfig) -> anyhow::Result<tokio_postgres::Config> {
+    let mut config: tokio_postgres::Config = cluster
+        .postgres_url
+        .parse()
+        .with_context(|| format!("cluster.postgres_url {}", redacted(&cluster.postgres_url)))?;
+    config
+        .connect_timeout(CONNECT_TIMEOUT)
+        .tcp_user_timeout(TCP_USER_TIMEOUT)
+        .keepalives(true)
+        .keepalives_idle(std::time::Duration::from_secs(5));
+    Ok(config)
+}
+
 /// Connects to the control plane; the connection is driven by a task on the current runtime.
 pub async fn connect(cluster: &ClusterConfig) -> anyhow::Result<tokio_postgres::Client> {
-    let (client, connection) =
-        tokio_postgres::connect(&cluster.postgres_url, tokio_postgres::NoTls)
-            .await
-            .with_context(|| {
-                format!(
-                    "connecting to PostgreSQL at {}",
-                    redacted(&cluster.postgres_url)
-                )
-            })?;
+    let (client, connection) = postgres_config(cluster)?
+        .connect(tokio_postgres::NoTls)
+        .await
+        .with_context(|| {
+            format!(
+                "connecting to PostgreSQL at {}",
+                redacted(&cluster.postgres_url)
+            )
+        })?;
     tokio::spawn(async move {
         if let Err(error) = connection.await {
             tracing::warn!(%error, "PostgreSQL connection ended");

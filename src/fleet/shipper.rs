@@ -96,7 +96,17 @@ pub fn spawn(cluster: ClusterConfig, shards: usize) -> anyhow::Result<Shipper> {
                         client = connect(&cluster).await.ok();
                     }
                     let shipped = match &client {
-                        Some(client) => insert(client, &node_id, &batch).await,
+                        Some(client) => {
+                            match tokio::time::timeout(
+                                super::ROUND_TIMEOUT,
+                                insert(client, &node_id, &batch),
+                            )
+                            .await
+                            {
+                                Ok(result) => result,
+                                Err(_) => Err(anyhow::anyhow!("the insert timed out")),
+                            }
+                        }
                         None => Err(anyhow::anyhow!("PostgreSQL cannot be reached")),
                     };
                     if let Err(error) = &shipped {

@@ -70,7 +70,7 @@ pub enum ChunkedError {
     TrailerTooLarge,
     MissingCrlf,
     /// A trailer line that breaks the header grammar: a bare LF, a folded line, a name that
-    /// is not a token (`Content_Length`, a space before the colon), a control character.
+    /// is not a token (a space in it or before the colon), a control character.
     BadTrailer,
 }
 

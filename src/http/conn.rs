@@ -572,6 +572,9 @@ where
                 Ok(None) => {}
                 Err(error) => return HeadRead::Refuse(head_error(error), path_hint(io.buffered())),
             }
+            // Part of a head is in: the connection is no longer idle (and no longer sees a
+            // stop or an eviction until this request is answered).
+            host.request_started(slot);
             head_deadline.get_or_insert_with(|| Instant::now() + config.header_read_timeout);
         }
         let (deadline, idle) = match head_deadline {

@@ -155,6 +155,8 @@ pub struct Journal {
     /// [`FAILURE_LOG_INTERVAL`] at most.
     failures_unlogged: Cell<u64>,
     failure_logged_at: Cell<Option<Instant>>,
+    /// The process's count of failing journals, for `/health` on every shard.
+    failing_shards: std::cell::OnceCell<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 /// How often a failing journal tries a commit of its own (so that it recovers even when no
@@ -202,6 +204,7 @@ impl Journal {
             failing: Cell::new(false),
             failures_unlogged: Cell::new(0),
             failure_logged_at: Cell::new(None),
+            failing_shards: std::cell::OnceCell::new(),
             env,
             db,
             config,
@@ -268,6 +271,11 @@ impl Journal {
         .await
     }
 
+    /// Reports this journal's failures to `counter` too (shared by every shard's journal).
+    pub fn report_failures_to(&self, counter: std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let _ = self.failing_shards.set(counter);
+    }
+
     /// Whether the last commit (or probe) failed: checks cannot be recorded now.
     pub fn is_failing(&self) -> bool {
         self.failing.get()
@@ -314,12 +322,9 @@ impl Journal {
             }
             let count = records.len();
             let (env, db) = (self.env.clone(), self.db);
-            // Sequence numbers in commit order; a failed commit leaves a gap, which is fine.
-            let order = self.ship.as_ref().map(|ship| {
-                let first = ship.next.get();
-                ship.next.set(first + count as u64);
-                (ship.index, first)
-            });
+            // Sequence numbers in commit order, taken only once the commit succeeded (a failed
+            // commit wrote nothing, so its numbers are given again).
+            let order = self.ship.as_ref().map(|ship| (ship.index, ship.next.get()));
             let started = Instant::now();
             let committed = glommio::executor()
                 .spawn_blocking(move || -> heed::Result<()> {
@@ -337,6 +342,9 @@ impl Journal {
             let ok = match committed {
                 Ok(()) => {
                     self.commits.set(self.commits.get() + 1);
+                    if let Some(ship) = &self.ship {
+                        ship.next.set(ship.next.get() + count as u64);
+                    }
                     self.recovered();
                     true
                 }
@@ -362,7 +370,11 @@ impl Journal {
 
     /// A commit failed: noted for `/health`, logged at most once per [`FAILURE_LOG_INTERVAL`].
     fn failed(&self, error: &heed::Error, records: usize) {
-        self.failing.set(true);
+        if !self.failing.replace(true) {
+            if let Some(counter) = self.failing_shards.get() {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
         let due = self
             .failure_logged_at
             .get()
@@ -383,6 +395,9 @@ impl Journal {
 
     fn recovered(&self) {
         if self.failing.replace(false) {
+            if let Some(counter) = self.failing_shards.get() {
+                counter.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
             tracing::info!("journal commits again");
             self.failure_logged_at.set(None);
             self.failures_unlogged.set(0);

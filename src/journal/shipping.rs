@@ -38,7 +38,11 @@ impl ShipIndex {
             order: env.create_database(&mut txn, Some("commit_order"))?,
             meta: env.create_database(&mut txn, Some("shipping"))?,
         };
-        let next = index.order.last(&txn)?.map_or(1, |(seq, _)| seq + 1);
+        let shipped = index.meta.get(&txn, "shipped")?.unwrap_or(0);
+        let next = index
+            .order
+            .last(&txn)?
+            .map_or(shipped + 1, |(seq, _)| seq.max(shipped) + 1);
         txn.commit()?;
         Ok((index, next))
     }
@@ -83,9 +87,11 @@ impl ShipIndex {
     }
 
     /// Moves the shipped position to `seq` (the batch is in the fleet's table).
+    /// The index entries up to it go too: the index holds only what is still to ship.
     pub fn set_shipped(&self, env: &Env, seq: u64) -> heed::Result<()> {
         let mut txn = env.write_txn()?;
         self.meta.put(&mut txn, "shipped", &seq)?;
+        self.order.delete_range(&mut txn, &(..=seq))?;
         txn.commit()
     }
 }

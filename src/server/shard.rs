@@ -56,6 +56,8 @@ pub struct ServerState {
     failed_shards: AtomicUsize,
     /// In a fleet: how far this node follows the control plane (for `/metrics`).
     control_plane: Option<Arc<ControlPlaneStatus>>,
+    /// Shards whose journal cannot commit now: `/health` is 503 on every shard meanwhile.
+    pub failing_journals: Arc<AtomicUsize>,
     stopping: AtomicBool,
     /// One waker per shard's stop watcher (not per connection).
     stop_wakers: Mutex<Vec<Waker>>,
@@ -65,6 +67,7 @@ impl ServerState {
     pub fn new(shards: usize, control_plane: Option<Arc<ControlPlaneStatus>>) -> Self {
         ServerState {
             control_plane,
+            failing_journals: Arc::default(),
             shards,
             metrics: Arc::default(),
             ready_shards: AtomicUsize::new(0),
@@ -119,6 +122,7 @@ impl ServerState {
     pub fn is_ready(&self) -> bool {
         !self.is_stopping()
             && self.failed_shards.load(Ordering::Relaxed) == 0
+            && self.failing_journals.load(Ordering::Relaxed) == 0
             && self.ready_shards.load(Ordering::Relaxed) == self.shards
     }
 }
@@ -253,6 +257,7 @@ pub async fn run(
             return;
         }
     };
+    journal.report_failures_to(state.failing_journals.clone());
     let engine = match start_engine(index, resources, metrics.clone()).await {
         Ok(engine) => engine,
         Err(error) => {
@@ -410,7 +415,15 @@ async fn ship_journal(journal: Rc<Journal>, shipper: Shipper, shard: usize) {
         let rows: Vec<ShipRow> = batch
             .iter()
             .filter_map(|record| {
-                let decoded = crate::journal::RecordCodec::bytes_decode(&record.value).ok()?;
+                let Ok(decoded) = crate::journal::RecordCodec::bytes_decode(&record.value) else {
+                    // Kept in the local journal; only the fleet's copy is missing.
+                    tracing::error!(
+                        shard,
+                        request_id = record.request_id.as_str(),
+                        "a journal record could not be read for shipping; skipped"
+                    );
+                    return None;
+                };
                 Some(ShipRow {
                     request_id: record.request_id.clone(),
                     unix_ms: decoded.unix_ms,
