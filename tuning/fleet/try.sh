@@ -13,11 +13,13 @@ work=$(mktemp -d /tmp/modgate-fleet-XXXXXX)
 port=${PGPORT:-55439}
 as_pg() { if [ "$(id -u)" = 0 ]; then chown -R postgres "$work"; runuser -u postgres -- "$@"; else "$@"; fi; }
 cleanup() {
+  trap - EXIT INT TERM
   kill $(jobs -p) 2>/dev/null || true
   as_pg "$pgbin/pg_ctl" -D "$work/pg" -m fast -w stop >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'cleanup; exit 130' INT TERM
 as_pg "$pgbin/initdb" -D "$work/pg" -A trust -U modgate --no-sync >/dev/null
 as_pg "$pgbin/pg_ctl" -D "$work/pg" -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work" -l "$work/pg.log" -w start >/dev/null
 "$pgbin/createdb" -h 127.0.0.1 -p "$port" -U modgate modgate
