@@ -207,6 +207,9 @@ pub struct LimitsConfig {
     pub uploads_per_shard_max: usize,
     /// Ports a `url` download may connect to.
     pub download_ports: Vec<u16>,
+    /// Bytes of compatible forms being received per shard from callers whose key is inside
+    /// the form (not yet known): past it, 503 busy.
+    pub unauthenticated_upload_bytes_max: usize,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -378,6 +381,7 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         form_timeout_ms: Option<u64>,
         uploads_per_shard_max: Option<usize>,
         download_ports: Option<Vec<u16>>,
+        unauthenticated_upload_bytes_max: Option<usize>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -496,6 +500,10 @@ impl Config {
             (
                 "limits.form_field_bytes_max",
                 self.limits.form_field_bytes_max,
+            ),
+            (
+                "limits.unauthenticated_upload_bytes_max",
+                self.limits.unauthenticated_upload_bytes_max,
             ),
             (
                 "limits.uploads_per_shard_max",

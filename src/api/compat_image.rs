@@ -12,7 +12,7 @@
 use futures_lite::{AsyncRead, AsyncWrite};
 
 use super::context::Context;
-use super::form::{read_form, FormSpec};
+use super::form::{read_form_and_admit, FormSpec};
 use super::image::{authorize_image, check_image, ImageQuery};
 use super::RequestNotes;
 use crate::bounds::IMAGE_BYTES_MAX;
@@ -38,15 +38,8 @@ pub async fn post<S: AsyncRead + AsyncWrite + Unpin>(
         not_multipart: ErrorKind::UnsupportedMedia,
     };
     let mut bytes = cx.image_buffers.take();
-    let form = read_form(cx, exchange, &spec, &mut bytes).await?;
-    let caller = notes
-        .admit_check(
-            cx,
-            &exchange.head,
-            form.api_secret.as_deref(),
-            ContentKind::Image,
-        )
-        .await?;
+    let (form, caller) =
+        read_form_and_admit(cx, exchange, notes, &spec, &mut bytes, ContentKind::Image).await?;
     let workflows = cx.workflows()?;
     let workflow = authorize_image(notes, &caller, form.workflow.as_deref(), &workflows)?;
     match (form.payload_present, &form.url) {

@@ -8,7 +8,7 @@
 use futures_lite::{AsyncRead, AsyncWrite};
 
 use super::context::Context;
-use super::form::{read_form, FormSpec};
+use super::form::{read_form_and_admit, FormSpec};
 use super::text::{check_text, TextCheck, DEFAULT_WORKFLOW};
 use super::RequestNotes;
 use crate::content::ContentKind;
@@ -30,15 +30,8 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
         not_multipart: ErrorKind::BadRequest,
     };
     let mut payload = cx.text_buffers.take();
-    let form = read_form(cx, exchange, &spec, &mut payload).await?;
-    let caller = notes
-        .admit_check(
-            cx,
-            &exchange.head,
-            form.api_secret.as_deref(),
-            ContentKind::Text,
-        )
-        .await?;
+    let (form, caller) =
+        read_form_and_admit(cx, exchange, notes, &spec, &mut payload, ContentKind::Text).await?;
     if !form.payload_present {
         return Err(ApiError::bad_request("the form has no `text` field"));
     }

@@ -55,6 +55,9 @@ pub struct Context {
     downloader: Downloader,
     /// Compatible-form uploads in progress (capped by `limits.uploads_per_shard_max`).
     pub uploads: Cell<usize>,
+    /// Bytes reserved by forms whose key is not known yet (capped by
+    /// `limits.unauthenticated_upload_bytes_max`).
+    pub unauthenticated_bytes: Cell<usize>,
     readiness: Arc<dyn Readiness>,
 }
 
@@ -103,6 +106,7 @@ impl Context {
             image_buffers: BufferPool::new(IMAGE_BUFFERS_KEPT, IMAGE_BUFFER_BYTES_KEPT),
             downloader,
             uploads: Cell::new(0),
+            unauthenticated_bytes: Cell::new(0),
             readiness,
         }
     }
@@ -167,6 +171,38 @@ impl Context {
         Ok(UploadPlace {
             uploads: &self.uploads,
         })
+    }
+}
+
+impl Context {
+    /// Reserves `bytes` of the shard's budget for forms whose key is not known yet, or 503
+    /// `busy` past it.
+    pub fn reserve_unauthenticated(&self, bytes: usize) -> ApiResult<Reservation<'_>> {
+        let held = self.unauthenticated_bytes.get();
+        if held.saturating_add(bytes) > self.request_limits.unauthenticated_upload_bytes_max {
+            return Err(ApiError::new(
+                ErrorKind::Busy,
+                "too many uploads without a key in a header are being received on this server; retry shortly, or send the key in a header",
+            )
+            .with_retry_after(1));
+        }
+        self.unauthenticated_bytes.set(held + bytes);
+        Ok(Reservation {
+            held: &self.unauthenticated_bytes,
+            bytes,
+        })
+    }
+}
+
+/// Bytes of the unauthenticated upload budget; given back on drop.
+pub struct Reservation<'c> {
+    held: &'c Cell<usize>,
+    bytes: usize,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.held.set(self.held.get() - self.bytes);
     }
 }
 

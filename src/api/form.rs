@@ -225,6 +225,38 @@ pub async fn read_form<S: AsyncRead + AsyncWrite + Unpin>(
     Ok(sink.form)
 }
 
+/// Reads a compatible form and admits its caller. With a key in a header, the key comes first:
+/// nothing is held for a caller who has not shown one, and a key also sent in the form must be
+/// the same (401). Without, the form is read within the shard's budget for unauthenticated
+/// uploads (503 `busy` past it), then the key inside it is checked.
+pub async fn read_form_and_admit<S: AsyncRead + AsyncWrite + Unpin>(
+    cx: &Context,
+    exchange: &mut Exchange<'_, S>,
+    notes: &mut super::RequestNotes,
+    spec: &FormSpec,
+    payload: &mut Vec<u8>,
+    kind: crate::content::ContentKind,
+) -> ApiResult<(Form, crate::auth::Caller)> {
+    let head = &exchange.head;
+    if head.authorization.is_some() || head.api_key.is_some() {
+        let caller = notes.admit_check(cx, head, None, kind).await?;
+        let form = read_form(cx, exchange, spec, payload).await?;
+        crate::auth::presented_key(&exchange.head, form.api_secret.as_deref(), true)?;
+        return Ok((form, caller));
+    }
+    let reserved = match exchange.framing() {
+        Framing::Length(n) => (n as usize).min(spec.body_bytes_max),
+        Framing::Chunked => spec.body_bytes_max,
+        Framing::Empty => 0,
+    };
+    let _reservation = cx.reserve_unauthenticated(reserved)?;
+    let form = read_form(cx, exchange, spec, payload).await?;
+    let caller = notes
+        .admit_check(cx, &exchange.head, form.api_secret.as_deref(), kind)
+        .await?;
+    Ok((form, caller))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
