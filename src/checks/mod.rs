@@ -204,7 +204,7 @@ impl Engine {
             Ok(scores) => scores,
             Err(error) => return (outcome.bytes, Err(image_error(error))),
         };
-        let models = registry::image_models();
+        let models = &worker.image_models;
         if let Some(format) = scores.format {
             let prepared = scores
                 .rows

@@ -108,13 +108,14 @@ pub fn text_model() -> Option<ModelSpec> {
 
 /// The image models, in worker slot order.
 pub fn image_models() -> Vec<&'static ImageModelSpec> {
-    REGISTRY
-        .iter()
-        .filter_map(|check| match check.runner {
-            Runner::Image { model, .. } => Some(model),
-            _ => None,
-        })
-        .collect()
+    image_models_iter().collect()
+}
+
+fn image_models_iter() -> impl Iterator<Item = &'static ImageModelSpec> {
+    REGISTRY.iter().filter_map(|check| match check.runner {
+        Runner::Image { model, .. } => Some(model),
+        _ => None,
+    })
 }
 
 /// The side an image is decoded to at least: the largest any image model needs.
@@ -149,10 +150,9 @@ pub fn image_slot(check: &Check) -> Option<usize> {
     let Runner::Image { model, .. } = check.runner else {
         return None;
     };
-    // By name: a `const` spec has no one address to compare.
-    image_models()
-        .iter()
-        .position(|candidate| candidate.model.name == model.model.name)
+    // By name: a `const` spec has no one address to compare. No allocation: this runs per
+    // image check.
+    image_models_iter().position(|candidate| candidate.model.name == model.model.name)
 }
 
 #[cfg(test)]

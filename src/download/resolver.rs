@@ -44,8 +44,15 @@ impl Resolver {
     /// Starts the resolver thread: the system's configuration, or (tests) `servers`.
     pub fn spawn(servers: Option<&[SocketAddr]>) -> anyhow::Result<Resolver> {
         let builder = match servers {
-            None => hickory_resolver::Resolver::builder_tokio()
-                .context("reading the system's resolver configuration")?,
+            // A host without a usable /etc/resolv.conf still serves: its url checks are refused
+            // with a DNS reason instead of the server refusing to start.
+            None => hickory_resolver::Resolver::builder_tokio().unwrap_or_else(|error| {
+                tracing::warn!(%error, "no system resolver configuration: url downloads by name will fail");
+                hickory_resolver::Resolver::builder_with_config(
+                    ResolverConfig::from_name_servers(Vec::new()),
+                    TokioRuntimeProvider::default(),
+                )
+            }),
             Some(servers) => {
                 let name_servers = servers
                     .iter()

@@ -17,7 +17,6 @@ use serde::Serialize;
 
 use super::{connect, schema, CHANGES_CHANNEL, NODE_LIVE_MS};
 use crate::config::ClusterConfig;
-use crate::store::replica::RawRecord;
 use crate::store::Store;
 
 /// Runs `op` on the fleet's control plane; returns its value and the revision it made (none
@@ -31,17 +30,7 @@ pub async fn transact<T>(
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&schema::ADMIN_LOCK])
         .await?;
-    let rows = tx
-        .query("SELECT tbl, key, value FROM control_records", &[])
-        .await?;
-    let records: Vec<RawRecord> = rows
-        .iter()
-        .map(|row| RawRecord {
-            table: row.get(0),
-            key: row.get(1),
-            value: row.get(2),
-        })
-        .collect();
+    let records = super::read_records(&tx).await?;
     let dir = tempfile::tempdir().context("a directory for the control plane's working copy")?;
     let store = Store::open(dir.path())?;
     store.replace_all(&records, 0)?;

@@ -17,13 +17,12 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use tokio_postgres::AsyncMessage;
 
 use super::{schema, CHANGES_CHANNEL, HEARTBEAT_MS};
 use crate::clock::Clock;
 use crate::config::ClusterConfig;
-use crate::store::replica::{RawChange, RawRecord};
+use crate::store::replica::RawChange;
 use crate::store::Store;
 
 /// Revisions applied in one LMDB transaction at most while catching up.
@@ -77,17 +76,7 @@ pub fn initial_sync(
         let mut client = super::connect(cluster).await?;
         schema::check(&client).await?;
         let revision = match store.revision()? {
-            Some(revision) => match catch_up(&client, store, revision).await? {
-                CaughtUp::At(revision) => revision,
-                CaughtUp::DatabaseBehind { latest } => {
-                    tracing::warn!(
-                        applied = revision,
-                        latest,
-                        "the control plane is behind this node (restored or replaced): taking a snapshot"
-                    );
-                    snapshot(&mut client, store).await?
-                }
-            },
+            Some(revision) => catch_up_or_snapshot(&mut client, store, revision).await?,
             None => {
                 if !store.dump()?.is_empty() {
                     tracing::warn!(
@@ -110,23 +99,7 @@ pub fn spawn(
     store: Store,
     status: Arc<ControlPlaneStatus>,
 ) -> anyhow::Result<()> {
-    std::thread::Builder::new()
-        .name("modgate-fleet".into())
-        .spawn(move || {
-            let runtime = match super::runtime() {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    tracing::error!(
-                        error = format!("{error:#}"),
-                        "the fleet follower could not start"
-                    );
-                    return;
-                }
-            };
-            runtime.block_on(follow(cluster, store, status));
-        })
-        .context("starting the fleet follower")?;
-    Ok(())
+    super::spawn_engine_thread("modgate-fleet", move || follow(cluster, store, status))
 }
 
 async fn follow(cluster: ClusterConfig, store: Store, status: Arc<ControlPlaneStatus>) {
@@ -186,22 +159,17 @@ async fn follow_once(
     loop {
         // One round, bounded: a partitioned network ends it and the loop reconnects.
         revision = tokio::time::timeout(super::ROUND_TIMEOUT, async {
-            let revision = match catch_up(&client, store, revision).await? {
-                CaughtUp::At(revision) => revision,
-                CaughtUp::DatabaseBehind { latest } => {
-                    tracing::warn!(
-                        applied = revision,
-                        latest,
-                        "the control plane is behind this node (restored or replaced): taking a snapshot"
-                    );
-                    snapshot(&mut client, store).await?
-                }
-            };
+            let revision = catch_up_or_snapshot(&mut client, store, revision).await?;
             heartbeat(&client, &node_id, revision, false).await?;
             anyhow::Ok(revision)
         })
         .await
-        .map_err(|_| anyhow::anyhow!("a round with PostgreSQL took over {:?}", super::ROUND_TIMEOUT))??;
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "a round with PostgreSQL took over {:?}",
+                super::ROUND_TIMEOUT
+            )
+        })??;
         if let Some(unshipped) = status.unshipped.get() {
             let total: u64 = unshipped.iter().map(|n| n.load(Ordering::Relaxed)).sum();
             client
@@ -239,19 +207,30 @@ async fn snapshot(client: &mut tokio_postgres::Client, store: &Store) -> anyhow:
         )
         .await?
         .get(0);
-    let records: Vec<RawRecord> = tx
-        .query("SELECT tbl, key, value FROM control_records", &[])
-        .await?
-        .iter()
-        .map(|row| RawRecord {
-            table: row.get(0),
-            key: row.get(1),
-            value: row.get(2),
-        })
-        .collect();
+    let records = super::read_records(&tx).await?;
     tx.commit().await?;
     store.replace_all(&records, revision)?;
     Ok(revision)
+}
+
+/// The changes after `revision` applied, or a snapshot when the database is behind this node;
+/// the revision now applied.
+async fn catch_up_or_snapshot(
+    client: &mut tokio_postgres::Client,
+    store: &Store,
+    revision: i64,
+) -> anyhow::Result<i64> {
+    match catch_up(client, store, revision).await? {
+        CaughtUp::At(revision) => Ok(revision),
+        CaughtUp::DatabaseBehind { latest } => {
+            tracing::warn!(
+                applied = revision,
+                latest,
+                "the control plane is behind this node (restored or replaced): taking a snapshot"
+            );
+            snapshot(client, store).await
+        }
+    }
 }
 
 /// Where a catch-up ended.

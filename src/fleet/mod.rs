@@ -42,6 +42,49 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the engine client's runtime")
 }
 
+/// Runs `task` on a thread of its own named `name`, on a current-thread tokio runtime: how
+/// every engine client of the process (follower, shipper) lives beside glommio.
+pub fn spawn_engine_thread<F>(
+    name: &str,
+    task: impl FnOnce() -> F + Send + 'static,
+) -> anyhow::Result<()>
+where
+    F: std::future::Future<Output = ()>,
+{
+    let thread = name.to_owned();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || match runtime() {
+            Ok(runtime) => runtime.block_on(task()),
+            Err(error) => {
+                tracing::error!(
+                    thread,
+                    error = format!("{error:#}"),
+                    "an engine thread could not start"
+                )
+            }
+        })
+        .with_context(|| format!("starting {name}"))?;
+    Ok(())
+}
+
+/// Every record of the control plane as the database holds it now (in `client`'s
+/// transaction, when it is one).
+pub async fn read_records(
+    client: &impl tokio_postgres::GenericClient,
+) -> anyhow::Result<Vec<crate::store::replica::RawRecord>> {
+    Ok(client
+        .query("SELECT tbl, key, value FROM control_records", &[])
+        .await?
+        .iter()
+        .map(|row| crate::store::replica::RawRecord {
+            table: row.get(0),
+            key: row.get(1),
+            value: row.get(2),
+        })
+        .collect())
+}
+
 /// Bounds on every PostgreSQL connection: a partitioned network fails a connection within
 /// these instead of TCP's own quarter of an hour.
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -75,52 +75,37 @@ impl Shipper {
 pub fn spawn(cluster: ClusterConfig, shards: usize) -> anyhow::Result<Shipper> {
     let (batches, mut queue) = tokio::sync::mpsc::unbounded_channel::<Batch>();
     let unshipped = Arc::new((0..shards).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
-    std::thread::Builder::new()
-        .name("modgate-ship".into())
-        .spawn(move || {
-            let runtime = match super::runtime() {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    tracing::error!(
-                        error = format!("{error:#}"),
-                        "the journal shipper could not start"
-                    );
-                    return;
+    super::spawn_engine_thread("modgate-ship", move || async move {
+        let node_id = cluster.node_id();
+        let mut client: Option<tokio_postgres::Client> = None;
+        while let Some(batch) = queue.recv().await {
+            if client.as_ref().is_none_or(|c| c.is_closed()) {
+                client = connect(&cluster).await.ok();
+            }
+            let shipped = match &client {
+                Some(client) => {
+                    match tokio::time::timeout(
+                        super::ROUND_TIMEOUT,
+                        insert(client, &node_id, &batch),
+                    )
+                    .await
+                    {
+                        Ok(result) => result,
+                        Err(_) => Err(anyhow::anyhow!("the insert timed out")),
+                    }
                 }
+                None => Err(anyhow::anyhow!("PostgreSQL cannot be reached")),
             };
-            runtime.block_on(async move {
-                let node_id = cluster.node_id();
-                let mut client: Option<tokio_postgres::Client> = None;
-                while let Some(batch) = queue.recv().await {
-                    if client.as_ref().is_none_or(|c| c.is_closed()) {
-                        client = connect(&cluster).await.ok();
-                    }
-                    let shipped = match &client {
-                        Some(client) => {
-                            match tokio::time::timeout(
-                                super::ROUND_TIMEOUT,
-                                insert(client, &node_id, &batch),
-                            )
-                            .await
-                            {
-                                Ok(result) => result,
-                                Err(_) => Err(anyhow::anyhow!("the insert timed out")),
-                            }
-                        }
-                        None => Err(anyhow::anyhow!("PostgreSQL cannot be reached")),
-                    };
-                    if let Err(error) = &shipped {
-                        tracing::debug!(
-                            error = format!("{error:#}"),
-                            "journal batch not shipped; the shard will resend it"
-                        );
-                        client = None;
-                    }
-                    let _ = batch.done.send(shipped.is_ok());
-                }
-            });
-        })
-        .context("starting the journal shipper")?;
+            if let Err(error) = &shipped {
+                tracing::debug!(
+                    error = format!("{error:#}"),
+                    "journal batch not shipped; the shard will resend it"
+                );
+                client = None;
+            }
+            let _ = batch.done.send(shipped.is_ok());
+        }
+    })?;
     Ok(Shipper { batches, unshipped })
 }
 

@@ -116,6 +116,8 @@ pub struct Worker {
     /// Jobs submitted and not answered yet (waiting or running).
     pending: Rc<Cell<usize>>,
     queue_depth_max: usize,
+    /// The image models by slot, as the worker runs them (to name a job's rows).
+    pub image_models: Vec<&'static ImageModelSpec>,
 }
 
 /// Counts a job as pending for as long as its caller waits, even if the caller goes away.
@@ -140,6 +142,7 @@ impl Worker {
         let (jobs, queue) = mpsc::sync_channel(config.queue_depth_max);
         let (ready_tx, ready_rx) = oneshot::channel();
         let queue_depth_max = config.queue_depth_max;
+        let image_models = config.image_models.clone();
         std::thread::Builder::new()
             .name(format!("modgate-model-{index}"))
             .spawn(move || {
@@ -158,6 +161,7 @@ impl Worker {
             jobs,
             pending: Rc::default(),
             queue_depth_max,
+            image_models,
         };
         Ok((worker, ready_rx))
     }
