@@ -10,16 +10,19 @@ fetch:
 serve: fetch
 	cargo run --release -- serve
 
-# The engines the fleet tests start on 127.0.0.1 (Debian's postgresql), installed when
-# missing. Needs root (or sudo) the first time.
+# The engines the fleet tests start on 127.0.0.1 (Debian's postgresql and redis-server),
+# installed when missing. Needs root (or sudo) the first time.
 engines:
-	@if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then :; else \
+	@missing=""; \
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	if [ -n "$$missing" ]; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y postgresql; \
+	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y $$missing; \
 	fi
 
 # The whole test suite: unit, property and integration tests against the real server (and a
-# real PostgreSQL for the fleet), and the load tool's own tests (a workspace member).
+# real PostgreSQL and Redis for the fleet), and the load tool's own tests (a workspace member).
 test: fetch engines
 	cargo test --workspace --all-targets
 

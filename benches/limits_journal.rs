@@ -58,6 +58,7 @@ fn caller() -> Caller {
                 quota_per_month: u64::MAX / 2,
                 keys_max: 10,
                 paid: true,
+                engine_down: Default::default(),
             },
         }),
     }

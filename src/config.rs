@@ -55,13 +55,21 @@ pub struct ClusterConfig {
     pub node_id: Option<String>,
     /// The control plane: organizations, plans, keys, workflows and their change log.
     pub postgres_url: String,
-    /// The rate and concurrency budgets (Redis or Valkey). Accepted and checked by
-    /// `fleet status`; the budgets themselves are still per node (see the README).
+    /// The rate and concurrency budgets (Redis or Valkey). Without it, rate and concurrency
+    /// are each node's own (the quota is the fleet's, in PostgreSQL, either way).
     pub redis_url: Option<String>,
+    /// Concurrency permits a node holds expire this long after its last word with Redis, so
+    /// a node that dies gives them back; a live node renews them every second.
+    #[serde(default = "default_permit_ttl_ms")]
+    pub permit_ttl_ms: u64,
     /// Past this long without reaching PostgreSQL, a node says it is stale (log, metric,
     /// `fleet status`); it keeps answering from its last applied state.
     #[serde(default = "default_stale_after_ms")]
     pub stale_after_ms: u64,
+}
+
+fn default_permit_ttl_ms() -> u64 {
+    5_000
 }
 
 fn default_stale_after_ms() -> u64 {
@@ -409,6 +417,7 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         quota_per_month: Option<u64>,
         keys_max: Option<u32>,
         paid: Option<bool>,
+        engine_down: Option<crate::store::records::EngineDown>,
     }
     toml::from_str::<Shape>(text)
         .map(drop)

@@ -451,7 +451,7 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
     match route {
         Route::Health => Ok(health::answer(cx)),
         Route::OpenApi => Ok(openapi::answer()),
-        Route::Workflows => workflows::list(cx, head, notes),
+        Route::Workflows => workflows::list(cx, head, notes).await,
         Route::Text => text::check(cx, exchange, notes).await,
         Route::CompatText => compat_text::check(cx, exchange, notes).await,
         Route::Image => image::check(cx, exchange, notes).await,

@@ -24,9 +24,13 @@ struct WorkflowVersion<'a> {
 }
 
 /// Listing takes one rate token of the key (it is not a check: no quota, no permit).
-pub fn list(cx: &Context, head: &RequestHead, notes: &mut RequestNotes) -> ApiResult<Response> {
+pub async fn list(
+    cx: &Context,
+    head: &RequestHead,
+    notes: &mut RequestNotes,
+) -> ApiResult<Response> {
     let caller = notes.authenticate(cx, head, None)?;
-    cx.limits.take_rate(&caller, cx.now_ms())?;
+    cx.limits.take_rate(&caller, cx.now_ms()).await?;
     let workflows = cx.workflows()?;
     let listed = workflows
         .values()

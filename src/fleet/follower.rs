@@ -13,7 +13,7 @@
 //! [`ControlPlaneStatus`] says how stale that is (a metric, a log line past
 //! `cluster.stale_after_ms`).
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,9 +42,19 @@ pub struct ControlPlaneStatus {
     stale_logged: AtomicBool,
     /// The shards' journal records not shipped yet, reported with each heartbeat.
     pub unshipped: std::sync::OnceLock<Arc<Vec<std::sync::atomic::AtomicU64>>>,
+    /// Nodes with a heartbeat in the last [`super::NODE_LIVE_MS`] (this one included), as
+    /// of the last round: what a node's fallback share of a budget divides by.
+    live_nodes: AtomicU32,
+    /// The budgets' engine, for `/metrics`.
+    pub budgets: std::sync::OnceLock<Arc<super::budgets::BudgetStatus>>,
 }
 
 impl ControlPlaneStatus {
+    /// Live nodes as of the last round with PostgreSQL (at least 1: this one).
+    pub fn live_nodes(&self) -> u32 {
+        self.live_nodes.load(Ordering::Relaxed).max(1)
+    }
+
     pub fn applied_revision(&self) -> i64 {
         self.applied_revision.load(Ordering::Relaxed)
     }
@@ -179,6 +189,16 @@ async fn follow_once(
                 )
                 .await?;
         }
+        let live: i64 = client
+            .query_one(
+                "SELECT count(*) FROM nodes WHERE heartbeat_at > now() - make_interval(secs => $1)",
+                &[&(super::NODE_LIVE_MS as f64 / 1000.0)],
+            )
+            .await?
+            .get(0);
+        status
+            .live_nodes
+            .store(live.clamp(1, i64::from(u32::MAX)) as u32, Ordering::Relaxed);
         status.contact(revision, Clock::System.now_ms());
         tokio::select! {
             received = notifications.recv() => {

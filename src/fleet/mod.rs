@@ -15,9 +15,9 @@
 //!
 //! Journals ship to one table ([`shipper`]), on a thread of their own too.
 //!
-//! Not yet in the fleet (see the README, "Running a fleet"): rate, concurrency and quota are
-//! still each node's own.
+//! Rate and concurrency budgets live in Redis/Valkey ([`budgets`]).
 
+pub mod budgets;
 pub mod control;
 pub mod follower;
 pub mod schema;

@@ -55,11 +55,36 @@ pub trait LeaseSource: Send + Sync {
         want: u32,
         now_ms: i64,
     ) -> (u32, BucketState);
+    /// After a [`Self::take_rate`] that granted nothing: a receiver told when a refill for
+    /// `key` that is on its way is in (then a take may find tokens), or `None` if none is
+    /// (the bucket is dry: refuse). Never blocks.
+    fn rate_arriving(&self, _key: &str) -> Option<futures_channel::oneshot::Receiver<u32>> {
+        None
+    }
     /// Gives back unspent tokens.
     fn return_rate(&self, key: &str, bucket: BucketSpec, tokens: u32);
     /// Up to `want` permits of `org`, of `max` in all.
     fn take_permits(&self, org: &str, max: u32, want: u32) -> PermitGrant;
     fn return_permits(&self, org: &str, permits: u32);
+    /// As [`Self::take_permits`], but a source whose permits come from a shared engine may
+    /// answer "on their way": the receiver is then handed the permits (0: none), which are
+    /// the caller's to return like any other. Never blocks.
+    fn take_permits_or_wait(
+        &self,
+        org: &str,
+        max: u32,
+        want: u32,
+    ) -> Result<PermitGrant, futures_channel::oneshot::Receiver<u32>> {
+        Ok(self.take_permits(org, max, want))
+    }
+    /// Whether the shared engine behind the source cannot be reached now (the source then
+    /// answers from this node's share; a plan with `engine_down = "closed"` refuses instead).
+    fn engine_down(&self) -> bool {
+        false
+    }
+    /// At a graceful stop, after the shards gave back what they held: tell the engines.
+    /// Blocking, bounded.
+    fn stop(&self) {}
     /// Up to `want` units of `org`'s quota of `limit` in `month`. May block (a durable write):
     /// call it off the reactor.
     fn take_quota(

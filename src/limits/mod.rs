@@ -44,13 +44,16 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 
 use bucket::BucketState;
-use lease::{BucketSpec, LeaseSource};
+use lease::{BucketSpec, LeaseSource, PermitGrant};
 
 use crate::auth::Caller;
 use crate::clock::{month_of, ms_until_next_month};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::response::{HeaderValue, Response};
+use crate::store::records::EngineDown;
 
+/// `Retry-After` of a check refused because the fleet's budget engine cannot be reached.
+pub const ENGINE_DOWN_RETRY_AFTER_S: u32 = 2;
 /// Rate tokens and spare permits idle for this long go back to the source.
 pub const IDLE_RETURN_MS: i64 = 200;
 /// Quota units idle on a shard for this long go back to the ledger (a durable write, so
@@ -172,6 +175,24 @@ impl Refill {
     }
 }
 
+/// Permits on their way to a check that waits for them. A check dropped while it waits (its
+/// connection closed) gives back what was handed to it meanwhile.
+struct PermitsArriving<'a> {
+    receiver: futures_channel::oneshot::Receiver<u32>,
+    source: &'a dyn LeaseSource,
+    org: &'a str,
+}
+
+impl Drop for PermitsArriving<'_> {
+    fn drop(&mut self) {
+        if let Ok(Some(handed)) = self.receiver.try_recv() {
+            if handed > 0 {
+                self.source.return_permits(self.org, handed);
+            }
+        }
+    }
+}
+
 /// A lease is refilled in the background once its units fall to `1 / QUOTA_REFILL_AT` of its
 /// last grant (leases smaller than this are refilled only when empty).
 pub const QUOTA_REFILL_AT: u64 = 4;
@@ -262,19 +283,28 @@ impl ShardLimits {
     }
 
     /// Spends one rate token of the caller's key: 429 `rate_limited` when the bucket is dry.
-    pub fn take_rate(&self, caller: &Caller, now_ms: i64) -> ApiResult<()> {
+    /// Waits only when the shard's lease is dry and the source's refill is on its way (a
+    /// fleet node's first checks of a key, beyond what it may lend).
+    pub async fn take_rate(&self, caller: &Caller, now_ms: i64) -> ApiResult<()> {
         let bucket = bucket_of(caller);
         let key = &caller.key.id;
-        let mut leases = self.inner.rate.borrow_mut();
-        if let Some(lease) = leases.get_mut(key.as_str()) {
+        if let Some(lease) = self.inner.rate.borrow_mut().get_mut(key.as_str()) {
             if lease.tokens > 0 {
                 lease.tokens -= 1;
                 lease.touched_ms = now_ms;
                 return Ok(());
             }
         }
+        self.refuse_if_engine_down(caller)?;
         let want = self.rate_lease_size(bucket);
-        let (granted, seen) = self.source.take_rate(key, bucket, want, now_ms);
+        let (mut granted, mut seen) = self.source.take_rate(key, bucket, want, now_ms);
+        if granted == 0 {
+            if let Some(arriving) = self.source.rate_arriving(key) {
+                let _ = arriving.await;
+                (granted, seen) = self.source.take_rate(key, bucket, want, now_ms);
+            }
+        }
+        let mut leases = self.inner.rate.borrow_mut();
         if leases.len() >= LEASES_MAX {
             leases.retain(|_, lease| lease.tokens > 0);
         }
@@ -297,16 +327,17 @@ impl ShardLimits {
             )
             .with_retry_after(seen.retry_after_s.max(1)));
         }
-        lease.tokens = granted - 1;
+        // Added, not set: other checks of this shard may have leased while this one waited.
+        lease.tokens += granted - 1;
         Ok(())
     }
 
     /// Admits a check: a rate token, a concurrency permit and a reserved quota unit, in that
     /// order (429 `rate_limited`, `too_many_concurrent`, `quota_exceeded`).
     pub async fn admit(&self, caller: &Caller, now_ms: i64) -> ApiResult<Admission> {
-        self.take_rate(caller, now_ms)?;
+        self.take_rate(caller, now_ms).await?;
         let org = caller.org.record.name.clone();
-        self.take_permit(&org, caller.org.limits.concurrent_max, now_ms)?;
+        self.take_permit(caller, &org, now_ms).await?;
         let month = month_of(now_ms);
         if let Err(error) = self
             .reserve_quota(&org, month, caller.org.limits.quota_per_month, now_ms)
@@ -323,15 +354,36 @@ impl ShardLimits {
         })
     }
 
-    fn take_permit(&self, org: &str, max: u32, now_ms: i64) -> ApiResult<()> {
+    async fn take_permit(&self, caller: &Caller, org: &str, now_ms: i64) -> ApiResult<()> {
+        let max = caller.org.limits.concurrent_max;
+        {
+            let mut permits = self.inner.permits.borrow_mut();
+            let lease = permits.entry(org.to_owned()).or_default();
+            lease.touched_ms = now_ms;
+            if lease.in_use < lease.held {
+                lease.in_use += 1;
+                return Ok(());
+            }
+        }
+        self.refuse_if_engine_down(caller)?;
+        let grant = match self.source.take_permits_or_wait(org, max, 1) {
+            Ok(grant) => grant,
+            Err(arriving) => {
+                // The node asked the fleet's engine for permits: this check waits for that
+                // one round (bounded by the engine's timeouts), its shard does not.
+                let mut arriving = PermitsArriving {
+                    receiver: arriving,
+                    source: &*self.source,
+                    org,
+                };
+                PermitGrant {
+                    granted: (&mut arriving.receiver).await.unwrap_or(0),
+                    free: 0,
+                }
+            }
+        };
         let mut permits = self.inner.permits.borrow_mut();
         let lease = permits.entry(org.to_owned()).or_default();
-        lease.touched_ms = now_ms;
-        if lease.in_use < lease.held {
-            lease.in_use += 1;
-            return Ok(());
-        }
-        let grant = self.source.take_permits(org, max, 1);
         if grant.granted == 1 {
             lease.held += 1;
             lease.in_use += 1;
@@ -344,6 +396,19 @@ impl ShardLimits {
             format!("the organization already has {max} checks in progress"),
         )
         .with_retry_after(1))
+    }
+
+    /// 503 `busy` when the fleet's budget engine cannot be reached and the caller's plan
+    /// says `engine_down = "closed"`.
+    fn refuse_if_engine_down(&self, caller: &Caller) -> ApiResult<()> {
+        if caller.org.limits.engine_down == EngineDown::Closed && self.source.engine_down() {
+            return Err(ApiError::new(
+                ErrorKind::Busy,
+                "the fleet's budget engine cannot be reached and this plan refuses checks meanwhile: retry shortly",
+            )
+            .with_retry_after(ENGINE_DOWN_RETRY_AFTER_S));
+        }
+        Ok(())
     }
 
     fn release_permit(&self, org: &str, now_ms: i64) {
@@ -609,13 +674,24 @@ impl ShardLimits {
         done
     }
 
-    /// At a graceful stop: unspent quota units go back to the ledger (blocking).
-    pub fn return_quota_blocking(&self) {
+    /// At a graceful stop: unspent quota units go back to the ledger, spare permits and rate
+    /// tokens to the source (blocking).
+    pub fn give_back_blocking(&self) {
         for (org, lease) in self.inner.quota.borrow_mut().drain() {
             if lease.units > 0 {
                 if let Err(error) = self.source.return_quota(&org, lease.month, lease.units) {
                     tracing::warn!(%error, "could not return quota units at stop");
                 }
+            }
+        }
+        for (org, lease) in self.inner.permits.borrow_mut().drain() {
+            if lease.held > 0 {
+                self.source.return_permits(&org, lease.held);
+            }
+        }
+        for (key, lease) in self.inner.rate.borrow_mut().drain() {
+            if lease.tokens > 0 {
+                self.source.return_rate(&key, lease.bucket, lease.tokens);
             }
         }
     }

@@ -25,6 +25,18 @@ pub struct ProcessInfo {
     pub ready: bool,
     /// In a fleet: the applied control-plane revision and its staleness in seconds.
     pub control_plane: Option<(i64, f64)>,
+    /// In a fleet with Redis/Valkey: the budgets' engine.
+    pub budgets: Option<BudgetFigures>,
+}
+
+/// The fleet's budget engine (Redis/Valkey) as a node sees it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BudgetFigures {
+    pub engine_up: bool,
+    /// Rounds (one pipeline each) sent to the engine.
+    pub round_trips: u64,
+    /// Leases answered from this node's fallback share while the engine was down.
+    pub fallback_takes: u64,
 }
 
 fn route_label(slot: usize) -> &'static str {
@@ -168,6 +180,41 @@ pub fn render(snapshots: &[ShardSnapshot], process: &ProcessInfo) -> String {
             "Seconds since PostgreSQL last answered this node's follower.",
         );
         let _ = writeln!(out, "modgate_control_plane_staleness_seconds {stale_s:.3}");
+    }
+    if let Some(budgets) = process.budgets {
+        family(
+            &mut out,
+            "modgate_budget_engine_up",
+            "gauge",
+            "1 while Redis/Valkey answers; 0: each node serves on its share of the rate and concurrency limits (or refuses, for plans with engine_down = \"closed\").",
+        );
+        let _ = writeln!(
+            out,
+            "modgate_budget_engine_up {}",
+            u8::from(budgets.engine_up)
+        );
+        family(
+            &mut out,
+            "modgate_budget_engine_round_trips_total",
+            "counter",
+            "Round trips (one pipeline each) to Redis/Valkey for rate and concurrency budgets.",
+        );
+        let _ = writeln!(
+            out,
+            "modgate_budget_engine_round_trips_total {}",
+            budgets.round_trips
+        );
+        family(
+            &mut out,
+            "modgate_budget_fallback_takes_total",
+            "counter",
+            "Leases answered from this node's share of a limit while Redis/Valkey was down.",
+        );
+        let _ = writeln!(
+            out,
+            "modgate_budget_fallback_takes_total {}",
+            budgets.fallback_takes
+        );
     }
 
     family(
@@ -492,6 +539,7 @@ mod tests {
                 answering: 1,
                 ready: true,
                 control_plane: None,
+                budgets: None,
             },
         );
         assert!(text.contains("modgate_requests_total{route=\"/v1/text\",status=\"200\"} 1\n"));

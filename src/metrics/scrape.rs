@@ -92,6 +92,10 @@ pub trait ProcessState: Send + Sync + 'static {
     fn control_plane(&self) -> Option<(i64, f64)> {
         None
     }
+    /// In a fleet with Redis/Valkey: the budgets' engine.
+    fn budgets(&self) -> Option<super::exposition::BudgetFigures> {
+        None
+    }
 }
 
 /// Serves `GET /metrics` on `listener` from a thread of its own.
@@ -130,6 +134,7 @@ fn answer(mut stream: TcpStream, hub: &MetricsHub, process: &dyn ProcessState) {
                 answering: snapshots.len(),
                 ready: process.is_ready(),
                 control_plane: process.control_plane(),
+                budgets: process.budgets(),
             };
             let text = exposition::render(&snapshots, &info);
             let body = if head_only { String::new() } else { text };

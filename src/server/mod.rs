@@ -95,7 +95,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         bail!("at most 256 shards (request ids carry the shard in 8 bits)");
     }
     let (text_models, worker_models) = load_models(&config)?;
-    let leases: Arc<dyn LeaseSource> = Arc::new(LocalLeases::open(&config.server.data_dir)?);
+    let leases = budgets(&config, control_plane.as_ref())?;
     let downloader = Downloader::new(
         config.testing.allow_private_urls,
         config.testing.download_extra_roots.as_deref(),
@@ -167,6 +167,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         config.inference.queue_depth_max,
         config.inference.batch_rows_max,
     );
+    let stopping_leases = leases.clone();
     let shipper = match &config.cluster {
         Some(cluster) => {
             let shipper = fleet::shipper::spawn(cluster.clone(), shards)?;
@@ -224,8 +225,39 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
     for result in handles.join_all() {
         result.map_err(|error| anyhow!("a shard failed: {error}"))?;
     }
+    stopping_leases.stop();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Where the shards lease their budgets from: this process alone, or in a fleet with
+/// `cluster.redis_url` Redis/Valkey for rate and concurrency.
+fn budgets(
+    config: &Config,
+    control_plane: Option<&Arc<ControlPlaneStatus>>,
+) -> anyhow::Result<Arc<dyn LeaseSource>> {
+    let local: Arc<dyn LeaseSource> = Arc::new(LocalLeases::open(&config.server.data_dir)?);
+    let (Some(cluster), Some(status)) = (&config.cluster, control_plane) else {
+        return Ok(local);
+    };
+    let Some(redis_url) = &cluster.redis_url else {
+        return Ok(local);
+    };
+    let budget_status = Arc::new(fleet::budgets::BudgetStatus::default());
+    let _ = status.budgets.set(budget_status.clone());
+    let leases = fleet::budgets::FleetLeases::start(
+        redis_url,
+        cluster.node_id(),
+        cluster.permit_ttl_ms,
+        local,
+        status.clone(),
+        budget_status,
+    )?;
+    announce(format_args!(
+        "rate and concurrency budgets on Redis at {}",
+        fleet::redacted(redis_url)
+    ));
+    Ok(Arc::new(leases))
 }
 
 /// Loads the text models (shared by all shards) and checks the ONNX Runtime library and the

@@ -150,6 +150,15 @@ impl ProcessState for ServerState {
             status.staleness_ms(now_ms) as f64 / 1000.0,
         ))
     }
+
+    fn budgets(&self) -> Option<crate::metrics::exposition::BudgetFigures> {
+        let budgets = self.control_plane.as_ref()?.budgets.get()?;
+        Some(crate::metrics::exposition::BudgetFigures {
+            engine_up: budgets.engine_up.load(Ordering::Relaxed),
+            round_trips: budgets.round_trips.load(Ordering::Relaxed),
+            fallback_takes: budgets.fallback_takes.load(Ordering::Relaxed),
+        })
+    }
 }
 
 /// What a shard gets from start-up besides its listener.
@@ -384,7 +393,7 @@ pub async fn run(
     // A graceful stop leaves nothing behind: unspent quota back to the ledger, the journal
     // fsynced (the interval policy may have commits not yet on disk). Blocking here is fine:
     // the shard serves nothing any more.
-    shard.api.limits.return_quota_blocking();
+    shard.api.limits.give_back_blocking();
     shard.api.journal.sync_blocking();
 }
 

@@ -358,6 +358,7 @@ mod tests {
             quota_per_month: 1000,
             keys_max,
             paid: false,
+            engine_down: Default::default(),
         }
     }
 

@@ -28,6 +28,22 @@ pub struct PlanLimits {
     pub keys_max: u32,
     /// Whether workflows marked `paid_only` (such as `advanced`) may be used.
     pub paid: bool,
+    /// In a fleet, while the budget engine cannot be reached: serve on this node's share of
+    /// the limits (`open`, the default), or refuse checks with 503 `busy` (`closed`).
+    #[serde(default)]
+    pub engine_down: EngineDown,
+}
+
+/// What a fleet node does for a plan while its budget engine (Redis/Valkey, or PostgreSQL for
+/// the quota) cannot be reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineDown {
+    /// Serve within this node's share of the limits (limit / live nodes).
+    #[default]
+    Open,
+    /// Refuse checks with 503 `busy` until the engine is back.
+    Closed,
 }
 
 /// Per-organization changes to its plan's limits; `None` keeps the plan's value.
@@ -53,6 +69,7 @@ impl PlanOverrides {
             quota_per_month: self.quota_per_month.unwrap_or(plan.quota_per_month),
             keys_max: self.keys_max.unwrap_or(plan.keys_max),
             paid: plan.paid,
+            engine_down: plan.engine_down,
         }
     }
 }

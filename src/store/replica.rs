@@ -151,6 +151,7 @@ mod tests {
             quota_per_month: 10_000,
             keys_max: 3,
             paid: false,
+            engine_down: Default::default(),
         };
         source
             .put_plans(&BTreeMap::from([("free".to_owned(), plan)]))

@@ -131,6 +131,7 @@ mod tests {
             quota_per_month: 1,
             keys_max: 5,
             paid: false,
+            engine_down: Default::default(),
         };
         store
             .put_plans(&BTreeMap::from([("free".to_owned(), plan)]))

@@ -209,3 +209,77 @@ impl Drop for Postgres {
         self.stop();
     }
 }
+
+/// A Redis server (Debian's `redis-server`; Valkey speaks the same protocol) on 127.0.0.1, a
+/// free port, no persistence: a restart comes back empty, as a lost cache would.
+pub struct Redis {
+    child: Option<Child>,
+    pub port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Redis {
+    pub fn start() -> Redis {
+        let dir = tempfile::Builder::new()
+            .prefix("modgate-redis-")
+            .tempdir()
+            .expect("tempdir");
+        let mut redis = Redis {
+            child: None,
+            port: free_port(),
+            dir,
+        };
+        redis.run();
+        redis
+    }
+
+    fn run(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(
+                std::fs::File::create(self.dir.path().join("redis.log"))
+                    .map(Stdio::from)
+                    .unwrap_or_else(|_| Stdio::null()),
+            )
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server (make test installs Debian's redis-server)");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "Redis did not start: {}",
+                std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// Kills the server (`kill -9`): everything it held is gone.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again, empty, on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.run();
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

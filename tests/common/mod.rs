@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod engines;
+pub mod fleet;
 pub mod prometheus;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A fleet on loopback to try: PostgreSQL (Debian's package, run as its own user) in a temporary
-# directory, the schema migrated, and three nodes on 127.0.0.1:8081-8083 following it.
+# A fleet on loopback to try: PostgreSQL (Debian's package, run as its own user) and Redis
+# (Debian's redis-server) in a temporary directory, the schema migrated, and three nodes on
+# 127.0.0.1:8081-8083 sharing them.
 #
 #   tuning/fleet/try.sh [MODGATE_BINARY]     (default: target/release/modgate; build it first)
 #
@@ -11,6 +12,7 @@ bin=${1:-$root/target/release/modgate}
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort | tail -1)
 work=$(mktemp -d /tmp/modgate-fleet-XXXXXX)
 port=${PGPORT:-55439}
+redis_port=${REDIS_PORT:-56379}
 as_pg() { if [ "$(id -u)" = 0 ]; then chown -R postgres "$work"; runuser -u postgres -- "$@"; else "$@"; fi; }
 cleanup() {
   trap - EXIT INT TERM
@@ -23,11 +25,13 @@ trap 'cleanup; exit 130' INT TERM
 as_pg "$pgbin/initdb" -D "$work/pg" -A trust -U modgate --no-sync >/dev/null
 as_pg "$pgbin/pg_ctl" -D "$work/pg" -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work" -l "$work/pg.log" -w start >/dev/null
 "$pgbin/createdb" -h 127.0.0.1 -p "$port" -U modgate modgate
+redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 for node in a b c; do
   cat > "$work/$node.toml" <<TOML
 [cluster]
 node_id = "node-$node"
 postgres_url = "postgres://modgate@127.0.0.1:$port/modgate"
+redis_url = "redis://127.0.0.1:$redis_port/0"
 TOML
 done
 "$bin" db migrate --config "$work/a.toml"
@@ -41,7 +45,8 @@ sleep 3
 "$bin" fleet status --config "$work/a.toml"
 cat <<TEXT
 
-Three nodes on 127.0.0.1:8081, :8082 and :8083 follow postgres://127.0.0.1:$port/modgate.
+Three nodes on 127.0.0.1:8081, :8082 and :8083 follow postgres://127.0.0.1:$port/modgate
+and share their rate and concurrency budgets in redis://127.0.0.1:$redis_port.
   $bin org create acme --plan pro --config $work/a.toml
   $bin key create --org acme --config $work/a.toml
   curl -H "X-Api-Key: KEY" http://127.0.0.1:8082/v1/workflows

@@ -1,0 +1,324 @@
+//! The fleet's budgets against real engines (issue 12): rate and concurrency in Redis shared
+//! by three `modgate serve` processes, permits of a node killed with `kill -9` back within
+//! the TTL, and Redis killed and restarted empty under load.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::engines::{Postgres, Redis};
+use common::fleet::*;
+use common::*;
+
+/// Permits of a dead node expire this long after its last word with Redis (in the tests).
+const PERMIT_TTL_MS: u64 = 1_000;
+
+/// Plans of the tests: `free` serves on its share while Redis is down (`engine_down` is
+/// "open" by default), `pro` refuses.
+const PLANS: &str = r#"
+[plans.free]
+rate_per_s = 20
+rate_burst = 20
+concurrent_max = 100
+quota_per_month = 1000000000
+
+[plans.pro]
+engine_down = "closed"
+"#;
+
+struct Fleet {
+    postgres: Postgres,
+    redis: Redis,
+    dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+}
+
+impl Fleet {
+    fn start() -> Fleet {
+        let postgres = Postgres::start();
+        let redis = Redis::start();
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("admin.toml");
+        std::fs::write(&config, cluster_config(&postgres, "admin") + PLANS).unwrap();
+        fleet_admin_ok(&config, &["db", "migrate"]);
+        Fleet {
+            postgres,
+            redis,
+            dir,
+            config,
+        }
+    }
+
+    fn node(&self, node: &str) -> Server {
+        let data = self.dir.path().join(node);
+        std::fs::create_dir_all(&data).unwrap();
+        Server::start_with(Options {
+            cores: Some(1),
+            config: format!(
+                "{}redis_url = \"{}\"\npermit_ttl_ms = {PERMIT_TTL_MS}\n{PLANS}",
+                cluster_config(&self.postgres, node),
+                self.redis.url()
+            ),
+            data: Some(data),
+            ..Options::default()
+        })
+    }
+
+    fn key(&self, org: &str, plan: &str, limits: &[&str]) -> String {
+        fleet_admin_ok(&self.config, &["org", "create", org, "--plan", plan]);
+        if !limits.is_empty() {
+            let mut args = vec!["org", "set-limits", org];
+            args.extend_from_slice(limits);
+            fleet_admin_ok(&self.config, &args);
+        }
+        fleet_admin_ok(&self.config, &["key", "create", "--org", org])
+            .lines()
+            .next()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+fn text_request(key: &str) -> Vec<u8> {
+    let body = r#"{"text":"hello"}"#;
+    format!(
+        "POST /v1/text HTTP/1.1\r\nHost: t\r\nX-Api-Key: {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// One check on a connection of its own; its status and error type.
+fn check(node: &Server, key: &str) -> (u16, String) {
+    let response = raw_request(node.addr, &text_request(key)).expect("an answer");
+    let kind = if response.status == 200 {
+        String::new()
+    } else {
+        response.json()["error"]["type"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    (response.status, kind)
+}
+
+/// A check that holds its permit: everything but the last bytes of its body is sent.
+fn held_check(node: &Server, key: &str) -> (RawConn, Vec<u8>) {
+    let request = text_request(key);
+    let mut conn = RawConn::connect(node.addr);
+    conn.send(&request[..request.len() - 3]);
+    (conn, request[request.len() - 3..].to_vec())
+}
+
+/// Waits until a check on `node` gets `status`, for at most `within`; how long it took.
+fn until_status(node: &Server, key: &str, status: u16, within: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let (got, kind) = check(node, key);
+        if got == status {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < within,
+            "still {got} {kind} after {within:?}, want {status}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn one_key_hammered_on_three_nodes_stays_within_the_fleets_rate_bound() {
+    let fleet = Fleet::start();
+    let nodes = [
+        fleet.node("node-a"),
+        fleet.node("node-b"),
+        fleet.node("node-c"),
+    ];
+    let key = fleet.key("acme", "free", &[]);
+    let admitted = Arc::new(AtomicUsize::new(0));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let run_for = Duration::from_secs(3);
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for node in &nodes {
+            for _ in 0..2 {
+                let (admitted, refused, key) = (admitted.clone(), refused.clone(), key.clone());
+                scope.spawn(move || {
+                    let mut conn = RawConn::connect(node.addr);
+                    while started.elapsed() < run_for {
+                        conn.send(&text_request(&key));
+                        let response = conn.read_response().expect("an answer");
+                        match response.status {
+                            200 => admitted.fetch_add(1, Ordering::Relaxed),
+                            429 => {
+                                assert_eq!(response.json()["error"]["type"], "rate_limited");
+                                refused.fetch_add(1, Ordering::Relaxed)
+                            }
+                            other => panic!("status {other}: {}", response.json()),
+                        };
+                    }
+                });
+            }
+        }
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let admitted = admitted.load(Ordering::Relaxed) as f64;
+    // The README's bound: rate_burst + rate_per_s × T + one block per node, a node's block
+    // being a tenth of a second of the rate held and as much lent (2 × 2 tokens here) plus
+    // its one shard's lease (1 token).
+    let (rate, burst, block_per_node) = (20.0, 20.0, 5.0);
+    let bound = burst + rate * elapsed + 3.0 * block_per_node;
+    assert!(
+        admitted <= bound,
+        "{admitted} checks admitted in {elapsed:.2}s, bound {bound}"
+    );
+    // Shared, not three buckets: three nodes alone would have admitted up to three times as
+    // much; and the rate was there to be used.
+    assert!(
+        admitted >= burst + rate * elapsed * 0.5,
+        "only {admitted} admitted in {elapsed:.2}s"
+    );
+    assert!(refused.load(Ordering::Relaxed) > 0);
+    let round_trips = nodes[0]
+        .scrape()
+        .value("modgate_budget_engine_round_trips_total", &[])
+        .expect("the round-trip counter");
+    assert!(round_trips > 0.0);
+    assert_eq!(
+        nodes[0].scrape().value("modgate_budget_engine_up", &[]),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn the_concurrency_cap_holds_across_nodes_and_a_killed_nodes_permits_come_back() {
+    let fleet = Fleet::start();
+    let mut a = fleet.node("node-a");
+    let b = fleet.node("node-b");
+    let c = fleet.node("node-c");
+    let key = fleet.key("acme", "free", &["--concurrent-max", "3"]);
+    // concurrent_max = 3: two checks in progress on a, one on b.
+    let held_a = [held_check(&a, &key), held_check(&a, &key)];
+    let (mut held_b, rest_b) = held_check(&b, &key);
+    std::thread::sleep(Duration::from_millis(300));
+    for node in [&a, &b, &c] {
+        assert_eq!(
+            check(node, &key),
+            (429, "too_many_concurrent".to_owned()),
+            "a fourth check"
+        );
+    }
+    // b's check ends: its permit is free for any node.
+    held_b.send(&rest_b);
+    assert_eq!(held_b.read_response().unwrap().status, 200);
+    until_status(&c, &key, 200, Duration::from_secs(1));
+    // a dies with two checks in progress and c holds the third: nothing is free until
+    // Redis lets a's permits expire (within the TTL), then b gets one.
+    let (mut held_c, rest_c) = held_check(&c, &key);
+    std::thread::sleep(Duration::from_millis(300));
+    a.kill();
+    drop(held_a);
+    let killed = Instant::now();
+    assert_eq!(check(&b, &key), (429, "too_many_concurrent".to_owned()));
+    until_status(&b, &key, 200, Duration::from_millis(PERMIT_TTL_MS + 2_000));
+    let back = killed.elapsed();
+    assert!(
+        back >= Duration::from_millis(PERMIT_TTL_MS / 2),
+        "a's permits came back before their TTL: {back:?}"
+    );
+    // Three at once again: one on c, two on b; the dead node holds nothing, and a fourth is
+    // refused.
+    std::thread::sleep(Duration::from_millis(300));
+    let held_b: Vec<_> = (0..2).map(|_| held_check(&b, &key)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(check(&c, &key), (429, "too_many_concurrent".to_owned()));
+    held_c.send(&rest_c);
+    assert_eq!(held_c.read_response().unwrap().status, 200);
+    for (mut conn, rest) in held_b {
+        conn.send(&rest);
+        assert_eq!(conn.read_response().unwrap().status, 200);
+    }
+    eprintln!("a killed node's permits came back after {back:?}");
+}
+
+#[test]
+fn redis_killed_and_restarted_empty_under_load() {
+    let mut fleet = Fleet::start();
+    let nodes = [fleet.node("node-a"), fleet.node("node-b")];
+    let open_key = fleet.key("loadco", "free", &[]);
+    let closed_key = fleet.key("bigco", "pro", &[]);
+    let capped_key = fleet.key("acme", "free", &["--concurrent-max", "3"]);
+    for node in &nodes {
+        assert_eq!(check(node, &open_key).0, 200);
+        assert_eq!(check(node, &closed_key).0, 200);
+    }
+    // Load on every node while Redis goes away and comes back.
+    let stop = Arc::new(AtomicBool::new(false));
+    let statuses = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+    std::thread::scope(|scope| {
+        for node in &nodes {
+            let (stop, statuses, key) = (stop.clone(), statuses.clone(), open_key.clone());
+            scope.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let (status, kind) = check(node, &key);
+                    *statuses.lock().unwrap().entry((status, kind)).or_insert(0) += 1;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        fleet.redis.kill();
+        // Down: the open plan serves on each node's share, the closed one refuses with 503.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while nodes[0].scrape().value("modgate_budget_engine_up", &[]) != Some(0.0) {
+            assert!(Instant::now() < deadline, "the node never saw Redis down");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        for node in &nodes {
+            let (status, kind) = check(node, &closed_key);
+            assert_eq!((status, kind.as_str()), (503, "busy"));
+        }
+        until_status(&nodes[1], &open_key, 200, Duration::from_secs(2));
+        fleet.redis.restart();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for node in &nodes {
+            while node.scrape().value("modgate_budget_engine_up", &[]) != Some(1.0) {
+                assert!(Instant::now() < deadline, "the node never saw Redis back");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            until_status(node, &closed_key, 200, Duration::from_secs(2));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::Relaxed);
+    });
+    let statuses = statuses.lock().unwrap().clone();
+    // Every answer was a check or a limit's refusal: no 500, no hang, no dropped connection.
+    for ((status, kind), count) in &statuses {
+        assert!(
+            *status == 200 || (*status == 429 && kind == "rate_limited"),
+            "{count} answers {status} {kind}: {statuses:?}"
+        );
+    }
+    assert!(
+        nodes[0]
+            .scrape()
+            .value("modgate_budget_fallback_takes_total", &[])
+            .unwrap_or(0.0)
+            > 0.0,
+        "the fallback share was used"
+    );
+    // Redis restarted empty: the cap holds again.
+    let held: Vec<_> = (0..3).map(|_| held_check(&nodes[0], &capped_key)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        check(&nodes[1], &capped_key),
+        (429, "too_many_concurrent".to_owned())
+    );
+    for (mut conn, rest) in held {
+        conn.send(&rest);
+        assert_eq!(conn.read_response().unwrap().status, 200);
+    }
+}
