@@ -322,3 +322,101 @@ fn redis_killed_and_restarted_empty_under_load() {
         assert_eq!(conn.read_response().unwrap().status, 200);
     }
 }
+
+#[test]
+fn a_quota_spent_across_nodes_is_never_exceeded_and_a_killed_nodes_units_come_back() {
+    const QUOTA: usize = 60;
+    let fleet = Fleet::start();
+    let mut nodes = vec![
+        fleet.node("node-a"),
+        fleet.node("node-b"),
+        fleet.node("node-c"),
+    ];
+    let key = fleet.key(
+        "acme",
+        "free",
+        &[
+            "--quota-per-month",
+            &QUOTA.to_string(),
+            "--rate-per-s",
+            "100000",
+            "--rate-burst",
+            "100000",
+        ],
+    );
+    let mut answered: Vec<String> = Vec::new();
+    let one = |node: &Server, answered: &mut Vec<String>| -> bool {
+        let response = raw_request(node.addr, &text_request(&key)).expect("an answer");
+        match response.status {
+            200 => {
+                answered.push(response.json()["request_id"].as_str().unwrap().to_owned());
+                true
+            }
+            429 => {
+                assert_eq!(response.json()["error"]["type"], "quota_exceeded");
+                false
+            }
+            other => panic!("status {other}: {}", response.json()),
+        }
+    };
+    // A third of the quota over the three nodes, then node a dies holding units it leased.
+    while answered.len() < QUOTA / 3 {
+        for node in &nodes {
+            one(node, &mut answered);
+        }
+    }
+    nodes[0].kill();
+    for _ in 0..5 {
+        one(&nodes[1], &mut answered);
+        one(&nodes[2], &mut answered);
+    }
+    nodes[0] = fleet.node("node-a");
+    // Until every node refuses, three rounds in a row.
+    let mut refusing_rounds = 0;
+    while refusing_rounds < 3 {
+        let mut any = false;
+        for node in &nodes {
+            any |= one(node, &mut answered);
+        }
+        refusing_rounds = if any { 0 } else { refusing_rounds + 1 };
+        assert!(
+            answered.len() <= QUOTA,
+            "{} checks over a quota of {QUOTA}",
+            answered.len()
+        );
+    }
+    // The units node a held when it died went back: the whole quota was usable.
+    assert_eq!(answered.len(), QUOTA);
+    // The ledger, the answered checks and the fleet's journal agree.
+    let charged = "SELECT count(*) FROM journal WHERE org = 'acme' AND record->>'error_type' IS NULL AND record->>'action' IS NOT NULL";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fleet.postgres.psql(charged) != QUOTA.to_string() {
+        assert!(
+            Instant::now() < deadline,
+            "{} charged records shipped, {QUOTA} answered",
+            fleet.postgres.psql(charged)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        fleet
+            .postgres
+            .psql("SELECT sum(used) FROM quota_ledger WHERE org = 'acme'"),
+        QUOTA.to_string()
+    );
+    assert_eq!(
+        fleet
+            .postgres
+            .psql("SELECT sum(spent) FROM quota_leases WHERE org = 'acme'"),
+        QUOTA.to_string()
+    );
+    let shipped = fleet.postgres.psql(&format!(
+        "SELECT count(*) FROM journal WHERE request_id IN ('{}')",
+        answered.join("','")
+    ));
+    assert_eq!(
+        shipped,
+        QUOTA.to_string(),
+        "every answered check is in the journal"
+    );
+}
