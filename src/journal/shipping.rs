@@ -86,33 +86,6 @@ impl ShipIndex {
         Ok(out)
     }
 
-    /// Checks charged (answered, not refused) among every record after the shipped position,
-    /// per organization and month: what the fleet's quota ledger cannot know yet after a
-    /// crash (see `fleet::quota`).
-    pub fn unshipped_charges(
-        &self,
-        env: &Env,
-        records: Database<Str, Bytes>,
-    ) -> heed::Result<Vec<((String, u32), u64)>> {
-        use heed::BytesDecode;
-        let txn = env.read_txn()?;
-        let from = self.meta.get(&txn, "shipped")?.unwrap_or(0) + 1;
-        let mut counts: std::collections::BTreeMap<(String, u32), u64> = Default::default();
-        for entry in self.order.range(&txn, &(from..))? {
-            let (_, request_id) = entry?;
-            let Some(value) = records.get(&txn, request_id)? else {
-                continue;
-            };
-            let Ok(record) = super::RecordCodec::bytes_decode(value) else {
-                continue;
-            };
-            if let (Some(org), Some(month)) = (&record.org, record.charged_month()) {
-                *counts.entry((org.to_string(), month)).or_default() += 1;
-            }
-        }
-        Ok(counts.into_iter().collect())
-    }
-
     /// Moves the shipped position to `seq` (the batch is in the fleet's table).
     /// The index entries up to it go too: the index holds only what is still to ship.
     pub fn set_shipped(&self, env: &Env, seq: u64) -> heed::Result<()> {

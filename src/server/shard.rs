@@ -305,20 +305,6 @@ pub async fn run(
     });
     let shipping = shipper.map(|shipper| {
         let journal = shard.api.journal.clone();
-        // Before this shard serves: what it answered and had not shipped when the process
-        // last stopped, so that the quota's reconciliation after a crash counts it.
-        let charges = match journal.unshipped_charges_blocking() {
-            Ok(charges) => Some(charges),
-            Err(error) => {
-                tracing::error!(
-                    shard = index,
-                    error = format!("{error:#}"),
-                    "reading the journal's unshipped records failed"
-                );
-                None
-            }
-        };
-        shipper.backlog.report(charges);
         spawn_essential(&state, index, ship_journal(journal, shipper, index))
     });
     let scrapes = {
@@ -454,7 +440,6 @@ async fn ship_journal(journal: Rc<Journal>, shipper: Shipper, shard: usize) {
                     key_id: decoded.key_id.as_deref().map(str::to_owned),
                     reference: decoded.reference.as_deref().map(str::to_owned),
                     json: simd_json::to_string(&decoded).ok()?,
-                    charged_month: decoded.charged_month(),
                 })
             })
             .collect();
