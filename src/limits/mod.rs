@@ -299,10 +299,12 @@ impl ShardLimits {
         let want = self.rate_lease_size(bucket);
         let (mut granted, mut seen) = self.source.take_rate(key, bucket, want, now_ms);
         if granted == 0 {
+            // A refill on its way is waited for; one that came in since the take above is
+            // found by taking again either way.
             if let Some(arriving) = self.source.rate_arriving(key) {
                 let _ = arriving.await;
-                (granted, seen) = self.source.take_rate(key, bucket, want, now_ms);
             }
+            (granted, seen) = self.source.take_rate(key, bucket, want, now_ms);
         }
         let mut leases = self.inner.rate.borrow_mut();
         if leases.len() >= LEASES_MAX {
@@ -475,6 +477,14 @@ impl ShardLimits {
                     .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32));
                 }
                 Ok(_) => {} // units arrived: take one (unless others took them all first)
+                Err(()) if self.source.engine_down() => {
+                    // A fleet's ledger (PostgreSQL) cannot be reached: passing, so 503.
+                    return Err(ApiError::new(
+                        ErrorKind::Busy,
+                        "the quota ledger cannot be reached: retry shortly",
+                    )
+                    .with_retry_after(ENGINE_DOWN_RETRY_AFTER_S));
+                }
                 Err(()) => return Err(ApiError::internal("the quota ledger could not be updated")),
             }
         }
