@@ -54,8 +54,7 @@ fn serve_refuses_a_database_without_the_schema_and_migrate_is_idempotent() {
 fn keys_made_once_work_on_every_node_and_a_revocation_reaches_them_within_a_second() {
     let postgres = Postgres::start();
     let dir = tempfile::tempdir().unwrap();
-    let config = admin_config(&postgres, dir.path());
-    fleet_admin_ok(&config, &["db", "migrate"]);
+    let config = migrated(&postgres, dir.path(), ROOMY_PLANS);
     let nodes: Vec<Server> = ["node-a", "node-b", "node-c"]
         .iter()
         .map(|node| start_node(&postgres, node))
@@ -132,8 +131,7 @@ fn keys_made_once_work_on_every_node_and_a_revocation_reaches_them_within_a_seco
 fn a_node_answers_while_postgres_is_down_and_catches_up_after() {
     let mut postgres = Postgres::start();
     let dir = tempfile::tempdir().unwrap();
-    let config = admin_config(&postgres, dir.path());
-    fleet_admin_ok(&config, &["db", "migrate"]);
+    let config = migrated(&postgres, dir.path(), ROOMY_PLANS);
     let node = start_node(&postgres, "node-a");
     fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
     let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
@@ -182,8 +180,7 @@ fn check_text(node: &Server, key: &str, n: usize) -> String {
 fn journals_ship_to_one_table_exactly_once_even_across_a_kill() {
     let postgres = Postgres::start();
     let dir = tempfile::tempdir().unwrap();
-    let config = admin_config(&postgres, dir.path());
-    fleet_admin_ok(&config, &["db", "migrate"]);
+    let config = migrated(&postgres, dir.path(), ROOMY_PLANS);
     let node_options = |node: &str| {
         std::fs::create_dir_all(dir.path().join(node)).unwrap();
         Options {
@@ -281,8 +278,7 @@ fn journals_ship_to_one_table_exactly_once_even_across_a_kill() {
 fn a_node_follows_a_control_plane_restored_behind_it() {
     let postgres = Postgres::start();
     let dir = tempfile::tempdir().unwrap();
-    let config = admin_config(&postgres, dir.path());
-    fleet_admin_ok(&config, &["db", "migrate"]);
+    let config = migrated(&postgres, dir.path(), ROOMY_PLANS);
     let node = start_node(&postgres, "node-a");
     fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
     let mut old_keys = Vec::new();

@@ -40,9 +40,7 @@ impl Fleet {
         let postgres = Postgres::start();
         let redis = Redis::start();
         let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("admin.toml");
-        std::fs::write(&config, cluster_config(&postgres, "admin") + PLANS).unwrap();
-        fleet_admin_ok(&config, &["db", "migrate"]);
+        let config = migrated(&postgres, dir.path(), PLANS);
         Fleet {
             postgres,
             redis,
@@ -81,18 +79,12 @@ impl Fleet {
     }
 }
 
-fn text_request(key: &str) -> Vec<u8> {
-    let body = r#"{"text":"hello"}"#;
-    format!(
-        "POST /v1/text HTTP/1.1\r\nHost: t\r\nX-Api-Key: {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
-}
+/// The tests' check: a short text.
+const BODY: &str = r#"{"text":"hello"}"#;
 
 /// One check on a connection of its own; its status and error type.
 fn check(node: &Server, key: &str) -> (u16, String) {
-    let response = raw_request(node.addr, &text_request(key)).expect("an answer");
+    let response = raw_request(node.addr, &text_request(key, BODY)).expect("an answer");
     let kind = if response.status == 200 {
         String::new()
     } else {
@@ -106,7 +98,7 @@ fn check(node: &Server, key: &str) -> (u16, String) {
 
 /// A check that holds its permit: everything but the last bytes of its body is sent.
 fn held_check(node: &Server, key: &str) -> (RawConn, Vec<u8>) {
-    let request = text_request(key);
+    let request = text_request(key, BODY);
     let mut conn = RawConn::connect(node.addr);
     conn.send(&request[..request.len() - 3]);
     (conn, request[request.len() - 3..].to_vec())
@@ -148,7 +140,7 @@ fn one_key_hammered_on_three_nodes_stays_within_the_fleets_rate_bound() {
                 scope.spawn(move || {
                     let mut conn = RawConn::connect(node.addr);
                     while started.elapsed() < run_for {
-                        conn.send(&text_request(&key));
+                        conn.send(&text_request(&key, BODY));
                         let response = conn.read_response().expect("an answer");
                         match response.status {
                             200 => admitted.fetch_add(1, Ordering::Relaxed),

@@ -41,14 +41,6 @@ fn header_u64(response: &RawResponse, name: &str) -> u64 {
         .unwrap_or_else(|_| panic!("{name} not a number"))
 }
 
-fn text_request(key: &str, body: &str) -> Vec<u8> {
-    format!(
-        "POST /v1/text HTTP/1.1\r\nHost: t\r\nX-Api-Key: {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
-}
-
 #[test]
 fn one_connection_can_use_a_keys_whole_rate_then_429() {
     let (server, offset) = server_with_clock("", 2);

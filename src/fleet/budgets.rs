@@ -253,10 +253,7 @@ struct Shared {
 }
 
 fn lock(shared: &Shared) -> MutexGuard<'_, NodeBudgets> {
-    shared
-        .budgets
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    crate::limits::lease::lock(&shared.budgets)
 }
 
 impl FleetLeases {
@@ -313,13 +310,16 @@ impl FleetLeases {
         }
     }
 
+    /// Up to `want` permits from this node's hand (or its share while Redis is down); with a
+    /// `waiter` and too few in hand, `None`: the waiter is handed its permits after the next
+    /// round.
     fn take_permits_inner(
         &self,
         org: &str,
         max: u32,
         want: u32,
         waiter: Option<oneshot::Sender<u32>>,
-    ) -> Result<PermitGrant, Option<oneshot::Sender<u32>>> {
+    ) -> Option<PermitGrant> {
         let now_ms = self.clock.now_ms();
         let live = self.live_nodes();
         let mut budgets = lock(&self.shared);
@@ -342,7 +342,7 @@ impl FleetLeases {
                 .status
                 .fallback_takes
                 .fetch_add(1, Ordering::Relaxed);
-            return Ok(PermitGrant {
+            return Some(PermitGrant {
                 granted,
                 free: share.saturating_sub(permits.in_use),
             });
@@ -352,7 +352,7 @@ impl FleetLeases {
             let granted = want.min(spare);
             permits.in_use += granted;
             // The shards' view of what is free: this node's part of it.
-            return Ok(PermitGrant {
+            return Some(PermitGrant {
                 granted,
                 free: permits.free / live,
             });
@@ -362,7 +362,7 @@ impl FleetLeases {
         }
         permits.wanted += want - spare;
         self.nudge(&mut budgets);
-        Err(None)
+        None
     }
 }
 
@@ -463,10 +463,8 @@ impl LeaseSource for FleetLeases {
         want: u32,
     ) -> Result<PermitGrant, oneshot::Receiver<u32>> {
         let (sender, receiver) = oneshot::channel();
-        match self.take_permits_inner(org, max, want, Some(sender)) {
-            Ok(grant) => Ok(grant),
-            Err(_) => Err(receiver),
-        }
+        self.take_permits_inner(org, max, want, Some(sender))
+            .ok_or(receiver)
     }
 
     fn return_permits(&self, org: &str, returned: u32) {

@@ -145,7 +145,7 @@ impl LocalLeases {
 }
 
 /// A poisoned lock still guards consistent counters (every update is a single assignment).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -477,14 +477,6 @@ impl ShardLimits {
                     .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32));
                 }
                 Ok(_) => {} // units arrived: take one (unless others took them all first)
-                Err(()) if self.source.engine_down() => {
-                    // A fleet's ledger (PostgreSQL) cannot be reached: passing, so 503.
-                    return Err(ApiError::new(
-                        ErrorKind::Busy,
-                        "the quota ledger cannot be reached: retry shortly",
-                    )
-                    .with_retry_after(ENGINE_DOWN_RETRY_AFTER_S));
-                }
                 Err(()) => return Err(ApiError::internal("the quota ledger could not be updated")),
             }
         }

@@ -32,10 +32,28 @@ pub fn fleet_admin_ok(config: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).expect("utf-8")
 }
 
-/// A configuration file for the admin commands (no node of its own).
-pub fn admin_config(postgres: &Postgres, dir: &std::path::Path) -> std::path::PathBuf {
+/// The plans of the fleet tests: limits no test reaches unless it sets its own.
+pub const ROOMY_PLANS: &str = "\n[plans.free]\nrate_per_s = 100000\nrate_burst = 100000\nconcurrent_max = 1000\nquota_per_month = 1000000000\n";
+
+/// A configuration file for the admin commands (no node of its own), with `plans` (TOML).
+pub fn admin_config_with(
+    postgres: &Postgres,
+    dir: &std::path::Path,
+    plans: &str,
+) -> std::path::PathBuf {
     let path = dir.join("admin.toml");
-    let plans = "\n[plans.free]\nrate_per_s = 100000\nrate_burst = 100000\nconcurrent_max = 1000\nquota_per_month = 1000000000\n";
     std::fs::write(&path, cluster_config(postgres, "admin") + plans).expect("config");
     path
+}
+
+/// [`admin_config_with`] the [`ROOMY_PLANS`].
+pub fn admin_config(postgres: &Postgres, dir: &std::path::Path) -> std::path::PathBuf {
+    admin_config_with(postgres, dir, ROOMY_PLANS)
+}
+
+/// A control plane ready for nodes: the admin configuration written and the schema migrated.
+pub fn migrated(postgres: &Postgres, dir: &std::path::Path, plans: &str) -> std::path::PathBuf {
+    let config = admin_config_with(postgres, dir, plans);
+    fleet_admin_ok(&config, &["db", "migrate"]);
+    config
 }

@@ -422,6 +422,15 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Sends one request on a new connection and reads one answer.
+/// A `POST /v1/text` request with `body` (JSON), as raw bytes.
+pub fn text_request(key: &str, body: &str) -> Vec<u8> {
+    format!(
+        "POST /v1/text HTTP/1.1\r\nHost: t\r\nX-Api-Key: {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
 pub fn raw_request(addr: SocketAddr, bytes: &[u8]) -> std::io::Result<RawResponse> {
     let mut conn = RawConn::connect(addr);
     conn.stream.write_all(bytes)?;
