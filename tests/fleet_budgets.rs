@@ -13,7 +13,9 @@ use common::fleet::*;
 use common::*;
 
 /// Permits of a dead node expire this long after its last word with Redis (in the tests).
-const PERMIT_TTL_MS: u64 = 1_000;
+/// Nodes restate every second (a third of this), so a dead node's permits come back between
+/// two and three seconds after it died; the checks leave a second for a loaded machine.
+const PERMIT_TTL_MS: u64 = 3_000;
 
 /// Plans of the tests: `free` serves on its share while Redis is down (`engine_down` is
 /// "open" by default), `pro` refuses.
@@ -217,7 +219,7 @@ fn the_concurrency_cap_holds_across_nodes_and_a_killed_nodes_permits_come_back()
     until_status(&b, &key, 200, Duration::from_millis(PERMIT_TTL_MS + 2_000));
     let back = killed.elapsed();
     assert!(
-        back >= Duration::from_millis(PERMIT_TTL_MS / 2),
+        back >= Duration::from_millis(PERMIT_TTL_MS / 3),
         "a's permits came back before their TTL: {back:?}"
     );
     // Three at once again: one on c, two on b; the dead node holds nothing, and a fourth is
