@@ -41,7 +41,10 @@ fn serve_refuses_a_database_without_the_schema_and_migrate_is_idempotent() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("modgate db migrate"), "{stderr}");
     let first = fleet_admin_ok(&config, &["db", "migrate"]);
-    assert!(first.contains("applied schema versions [1, 2]"), "{first}");
+    assert!(
+        first.contains("applied schema versions [1, 2, 3]"),
+        "{first}"
+    );
     let second = fleet_admin_ok(&config, &["db", "migrate"]);
     assert!(second.contains("up to date"), "{second}");
     let plans = fleet_admin_ok(&config, &["plan", "list"]);

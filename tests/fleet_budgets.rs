@@ -81,6 +81,16 @@ impl Fleet {
     }
 }
 
+/// Sets its flag when dropped: load threads in a scope stop even when the test's own thread
+/// panics (the scope would otherwise wait for them forever).
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The tests' check: a short text.
 const BODY: &str = r#"{"text":"hello"}"#;
 
@@ -262,6 +272,7 @@ fn redis_killed_and_restarted_empty_under_load() {
                 }
             });
         }
+        let _stop = StopOnDrop(stop.clone());
         std::thread::sleep(Duration::from_millis(500));
         fleet.redis.kill();
         // Down: the open plan serves on each node's share, the closed one refuses with 503.
@@ -315,4 +326,238 @@ fn redis_killed_and_restarted_empty_under_load() {
         conn.send(&rest);
         assert_eq!(conn.read_response().unwrap().status, 200);
     }
+}
+
+#[test]
+fn a_quota_spent_across_nodes_is_never_exceeded_and_a_killed_nodes_units_come_back() {
+    const QUOTA: usize = 60;
+    let fleet = Fleet::start();
+    let mut nodes = vec![
+        fleet.node("node-a"),
+        fleet.node("node-b"),
+        fleet.node("node-c"),
+    ];
+    let key = fleet.key(
+        "acme",
+        "free",
+        &[
+            "--quota-per-month",
+            &QUOTA.to_string(),
+            "--rate-per-s",
+            "100000",
+            "--rate-burst",
+            "100000",
+        ],
+    );
+    let mut answered: Vec<String> = Vec::new();
+    let one = |node: &Server, answered: &mut Vec<String>| -> bool {
+        let response = raw_request(node.addr, &text_request(&key, BODY)).expect("an answer");
+        match response.status {
+            200 => {
+                answered.push(response.json()["request_id"].as_str().unwrap().to_owned());
+                true
+            }
+            429 => {
+                assert_eq!(response.json()["error"]["type"], "quota_exceeded");
+                false
+            }
+            other => panic!("status {other}: {}", response.json()),
+        }
+    };
+    // A third of the quota over the three nodes, then node a dies holding units it leased.
+    while answered.len() < QUOTA / 3 {
+        for node in &nodes {
+            one(node, &mut answered);
+        }
+    }
+    nodes[0].kill();
+    for _ in 0..5 {
+        one(&nodes[1], &mut answered);
+        one(&nodes[2], &mut answered);
+    }
+    nodes[0] = fleet.node("node-a");
+    // Until the whole quota is spent: the units node a held when it died went back. A round
+    // in which every node refuses can still leave units on a shard no request reached: they go
+    // back to the ledger after `QUOTA_IDLE_RETURN_MS` (1 s), so the loop waits for them.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while answered.len() < QUOTA {
+        assert!(
+            Instant::now() < deadline,
+            "only {} checks of a quota of {QUOTA} were admitted: units were lost",
+            answered.len()
+        );
+        let mut any = false;
+        for node in &nodes {
+            any |= one(node, &mut answered);
+        }
+        if !any {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // Spent: never exceeded.
+    for _ in 0..5 {
+        for node in &nodes {
+            assert!(!one(node, &mut answered), "a check over a quota of {QUOTA}");
+        }
+    }
+    // The ledger, the answered checks and the fleet's journal agree.
+    let charged = "SELECT count(*) FROM journal WHERE org = 'acme' AND record->>'error_type' IS NULL AND record->>'action' IS NOT NULL";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fleet.postgres.psql(charged) != QUOTA.to_string() {
+        assert!(
+            Instant::now() < deadline,
+            "{} charged records shipped, {QUOTA} answered",
+            fleet.postgres.psql(charged)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        fleet
+            .postgres
+            .psql("SELECT sum(used) FROM quota_ledger WHERE org = 'acme'"),
+        QUOTA.to_string()
+    );
+    assert_eq!(
+        fleet
+            .postgres
+            .psql("SELECT sum(spent) FROM quota_leases WHERE org = 'acme'"),
+        QUOTA.to_string()
+    );
+    let shipped = fleet.postgres.psql(&format!(
+        "SELECT count(*) FROM journal WHERE request_id IN ('{}')",
+        answered.join("','")
+    ));
+    assert_eq!(
+        shipped,
+        QUOTA.to_string(),
+        "every answered check is in the journal"
+    );
+}
+
+#[test]
+fn postgres_stopped_and_started_under_load() {
+    let mut fleet = Fleet::start();
+    let nodes = [fleet.node("node-a"), fleet.node("node-b")];
+    let load_key = fleet.key(
+        "loadco",
+        "free",
+        &["--rate-per-s", "100000", "--rate-burst", "100000"],
+    );
+    // Never used before the ledger goes: their first checks need a lease.
+    let fresh_key = fleet.key("newco", "free", &["--quota-per-month", "1000"]);
+    let closed_key = fleet.key("bigco", "pro", &[]);
+    // Load on both nodes, every answered request id kept.
+    let stop = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let statuses = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+    let mut fresh_answered = 0;
+    std::thread::scope(|scope| {
+        for node in &nodes {
+            let (stop, answered, statuses, key) = (
+                stop.clone(),
+                answered.clone(),
+                statuses.clone(),
+                load_key.clone(),
+            );
+            scope.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let response =
+                        raw_request(node.addr, &text_request(&key, BODY)).expect("an answer");
+                    let body = response.json();
+                    if response.status == 200 {
+                        let id = body["request_id"].as_str().unwrap().to_owned();
+                        answered.lock().unwrap().push(id);
+                    }
+                    let kind = body["error"]["type"].as_str().unwrap_or("").to_owned();
+                    *statuses
+                        .lock()
+                        .unwrap()
+                        .entry((response.status, kind))
+                        .or_insert(0) += 1;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            });
+        }
+        let _stop = StopOnDrop(stop.clone());
+        std::thread::sleep(Duration::from_millis(500));
+        fleet.postgres.stop();
+        // Down: an open plan's first check leases from the node's share of the quota, a closed
+        // plan's is refused with 503 (the control plane and the journal carry on as before).
+        for node in &nodes {
+            assert_eq!(check(node, &fresh_key), (200, String::new()));
+            fresh_answered += 1;
+            assert_eq!(check(node, &closed_key), (503, "busy".to_owned()));
+            let scrape = node.scrape();
+            assert_eq!(scrape.value("modgate_quota_ledger_up", &[]), Some(0.0));
+            assert!(
+                scrape
+                    .value("modgate_quota_fallback_units_total", &[])
+                    .unwrap_or(0.0)
+                    > 0.0
+            );
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+        fleet.postgres.restart();
+        // Back: the units granted meanwhile are written, and the closed plan is served again.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for node in &nodes {
+            while node.scrape().value("modgate_quota_ledger_up", &[]) != Some(1.0) {
+                assert!(
+                    Instant::now() < deadline,
+                    "the node never saw the ledger back"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            until_status(node, &closed_key, 200, Duration::from_secs(5));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::Relaxed);
+    });
+    let statuses = statuses.lock().unwrap().clone();
+    assert_eq!(
+        statuses.keys().collect::<Vec<_>>(),
+        [&(200, String::new())],
+        "the open plan's load was answered throughout: {statuses:?}"
+    );
+    // Shipping resumed: every answered check is in the fleet's journal, once.
+    let answered = answered.lock().unwrap().clone();
+    let loadco = "SELECT count(*) FROM journal WHERE org = 'loadco'";
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while fleet.postgres.psql(loadco) != answered.len().to_string() {
+        assert!(
+            Instant::now() < deadline,
+            "{} records shipped for {} answered checks",
+            fleet.postgres.psql(loadco),
+            answered.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let shipped = answered
+        .chunks(500)
+        .map(|ids| {
+            fleet
+                .postgres
+                .psql(&format!(
+                    "SELECT count(*) FROM journal WHERE request_id IN ('{}')",
+                    ids.join("','")
+                ))
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum::<usize>();
+    assert_eq!(shipped, answered.len(), "every answered check shipped");
+    // The units granted from the nodes' shares reached the ledger: it counts at least the
+    // checks they answered, and the checks are counted once.
+    let newco = |sql: &str| fleet.postgres.psql(sql).parse::<u64>().unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while newco("SELECT sum(spent) FROM quota_leases WHERE org = 'newco'") != fresh_answered {
+        assert!(Instant::now() < deadline, "newco's checks were not counted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(newco("SELECT sum(used) FROM quota_ledger WHERE org = 'newco'") >= fresh_answered);
+    assert_eq!(
+        newco("SELECT sum(leased) - sum(returned) FROM quota_leases WHERE org = 'newco'"),
+        newco("SELECT sum(used) FROM quota_ledger WHERE org = 'newco'"),
+        "the ledger and the nodes' leases agree"
+    );
 }

@@ -48,6 +48,7 @@ use crate::clock::Clock;
 use crate::limits::bucket::{Bucket, BucketState};
 use crate::limits::lease::{BucketSpec, LeaseSource, PermitGrant, QuotaGrant};
 use crate::limits::IDLE_RETURN_MS;
+use crate::store::records::EngineDown;
 
 /// How long a round with Redis may take (connect, or one pipeline) before the node counts it
 /// as down.
@@ -487,14 +488,19 @@ impl LeaseSource for FleetLeases {
         !lock(&self.shared).engine_up
     }
 
+    fn quota_ledger_down(&self) -> bool {
+        self.quota.quota_ledger_down()
+    }
+
     fn take_quota(
         &self,
         org: &str,
         month: u32,
         limit: u64,
         want: u64,
+        engine_down: EngineDown,
     ) -> anyhow::Result<QuotaGrant> {
-        self.quota.take_quota(org, month, limit, want)
+        self.quota.take_quota(org, month, limit, want, engine_down)
     }
 
     fn return_quota(&self, org: &str, month: u32, units: u64) -> anyhow::Result<()> {

@@ -47,6 +47,8 @@ pub struct ControlPlaneStatus {
     live_nodes: AtomicU32,
     /// The budgets' engine, for `/metrics`.
     pub budgets: std::sync::OnceLock<Arc<super::budgets::BudgetStatus>>,
+    /// The quota ledger, for `/metrics`.
+    pub quota: std::sync::OnceLock<Arc<super::quota::QuotaStatus>>,
 }
 
 impl ControlPlaneStatus {

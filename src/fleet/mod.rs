@@ -15,11 +15,13 @@
 //!
 //! Journals ship to one table ([`shipper`]), on a thread of their own too.
 //!
-//! Rate and concurrency budgets live in Redis/Valkey ([`budgets`]).
+//! Rate and concurrency budgets live in Redis/Valkey ([`budgets`]), the monthly quota in a
+//! PostgreSQL ledger ([`quota`]).
 
 pub mod budgets;
 pub mod control;
 pub mod follower;
+pub mod quota;
 pub mod schema;
 pub mod shipper;
 

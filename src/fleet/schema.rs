@@ -16,6 +16,9 @@
 //!   for `fleet status` and for admin commands that wait until every live node has a change.
 //! - `journal`: every node's journal records ([`super::shipper`]), keyed by request id, with
 //!   the record as JSON and the columns `modgate journal` filters on.
+//! - `quota_ledger`: each organization's units leased per month (the quota's one count);
+//!   `quota_leases`: per node, organization and month, the units it leased, returned, and the
+//!   checks it is known to have spent (counted as their records ship) ([`super::quota`]).
 
 use anyhow::{bail, Context as _};
 
@@ -67,6 +70,24 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     CREATE INDEX journal_time ON journal (unix_ms);
     CREATE INDEX journal_org_time ON journal (org, unix_ms);
     ALTER TABLE nodes ADD COLUMN journal_unshipped bigint NOT NULL DEFAULT 0;",
+    ),
+    (
+        3,
+        "CREATE TABLE quota_ledger (
+        org text NOT NULL,
+        month integer NOT NULL,
+        used bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (org, month)
+    );
+    CREATE TABLE quota_leases (
+        node_id text NOT NULL,
+        org text NOT NULL,
+        month integer NOT NULL,
+        leased bigint NOT NULL DEFAULT 0,
+        returned bigint NOT NULL DEFAULT 0,
+        spent bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (node_id, org, month)
+    );",
     ),
 ];
 

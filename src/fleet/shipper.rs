@@ -31,6 +31,8 @@ pub struct ShipRow {
     pub reference: Option<String>,
     /// The record as JSON.
     pub json: String,
+    /// The quota month the record's check was charged to, if it was charged.
+    pub charged_month: Option<u32>,
 }
 
 struct Batch {
@@ -45,6 +47,8 @@ pub struct Shipper {
     batches: tokio::sync::mpsc::UnboundedSender<Batch>,
     /// Records committed and not shipped yet, per shard (set by each shard).
     pub unshipped: Arc<Vec<AtomicU64>>,
+    /// What each shard had not shipped at start, for the quota's reconciliation.
+    pub backlog: Arc<super::quota::Backlog>,
 }
 
 impl Shipper {
@@ -75,6 +79,7 @@ impl Shipper {
 pub fn spawn(cluster: ClusterConfig, shards: usize) -> anyhow::Result<Shipper> {
     let (batches, mut queue) = tokio::sync::mpsc::unbounded_channel::<Batch>();
     let unshipped = Arc::new((0..shards).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
+    let backlog = Arc::new(super::quota::Backlog::new(shards));
     super::spawn_engine_thread("modgate-ship", move || async move {
         let node_id = cluster.node_id();
         let mut client: Option<tokio_postgres::Client> = None;
@@ -82,7 +87,7 @@ pub fn spawn(cluster: ClusterConfig, shards: usize) -> anyhow::Result<Shipper> {
             if client.as_ref().is_none_or(|c| c.is_closed()) {
                 client = connect(&cluster).await.ok();
             }
-            let shipped = match &client {
+            let shipped = match &mut client {
                 Some(client) => {
                     match tokio::time::timeout(
                         super::ROUND_TIMEOUT,
@@ -106,11 +111,17 @@ pub fn spawn(cluster: ClusterConfig, shards: usize) -> anyhow::Result<Shipper> {
             let _ = batch.done.send(shipped.is_ok());
         }
     })?;
-    Ok(Shipper { batches, unshipped })
+    Ok(Shipper {
+        batches,
+        unshipped,
+        backlog,
+    })
 }
 
+/// Inserts a batch; in the same transaction, the checks charged among the rows that were new
+/// to the table are added to this node's `quota_leases.spent` (a resent row adds nothing).
 async fn insert(
-    client: &tokio_postgres::Client,
+    client: &mut tokio_postgres::Client,
     node_id: &str,
     batch: &Batch,
 ) -> anyhow::Result<()> {
@@ -121,13 +132,15 @@ async fn insert(
     let keys = column(|r| r.key_id.clone());
     let refs = column(|r| r.reference.clone());
     let json: Vec<&str> = batch.rows.iter().map(|r| r.json.as_str()).collect();
-    client
-        .execute(
+    let tx = client.transaction().await?;
+    let inserted = tx
+        .query(
             "INSERT INTO journal (request_id, node_id, shard, unix_ms, org, key_id, ref, record)
              SELECT r, $1, $2, t, o, k, f, j::jsonb
              FROM unnest($3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[])
                   AS u(r, t, o, k, f, j)
-             ON CONFLICT (request_id) DO NOTHING",
+             ON CONFLICT (request_id) DO NOTHING
+             RETURNING request_id",
             &[
                 &node_id,
                 &batch.shard,
@@ -141,6 +154,26 @@ async fn insert(
         )
         .await
         .context("inserting journal records")?;
+    let new: std::collections::HashSet<String> = inserted.iter().map(|row| row.get(0)).collect();
+    let mut charged: std::collections::BTreeMap<(&str, u32), i64> = Default::default();
+    for row in &batch.rows {
+        if let (Some(org), Some(month)) = (&row.org, row.charged_month) {
+            if new.contains(&row.request_id) {
+                *charged.entry((org.as_str(), month)).or_default() += 1;
+            }
+        }
+    }
+    for ((org, month), spent) in charged {
+        tx.execute(
+            "INSERT INTO quota_leases (node_id, org, month, spent) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (node_id, org, month)
+             DO UPDATE SET spent = quota_leases.spent + EXCLUDED.spent",
+            &[&node_id, &org, &(month as i32), &spent],
+        )
+        .await
+        .context("counting the checks shipped")?;
+    }
+    tx.commit().await?;
     Ok(())
 }
 

@@ -62,6 +62,15 @@ pub struct JournalRecord<'a> {
     pub time_ms: u64,
 }
 
+impl JournalRecord<'_> {
+    /// The quota month a record charged: a check that ran (no refusal, an action), counted
+    /// in the month it was recorded.
+    pub fn charged_month(&self) -> Option<u32> {
+        (self.error_type.is_none() && self.action.is_some())
+            .then(|| crate::clock::month_of(self.unix_ms))
+    }
+}
+
 pub type RecordCodec = SerdeBincode<JournalRecord<'static>>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -433,6 +442,19 @@ impl Journal {
         Ok(glommio::executor()
             .spawn_blocking(move || index.unshipped(&env, db))
             .await?)
+    }
+
+    /// In a fleet: the request ids of the checks charged among the records not shipped yet,
+    /// per organization and month (blocking; read once at start; `None` past `max`). Empty
+    /// on a single node.
+    pub fn unshipped_charges_blocking(
+        &self,
+        max: usize,
+    ) -> anyhow::Result<Option<shipping::ChargedIds>> {
+        let Some(ship) = &self.ship else {
+            return Ok(Some(Vec::new()));
+        };
+        Ok(ship.index.unshipped_charges(&self.env, self.db, max)?)
     }
 
     /// Records that records up to `seq` are in the fleet's table.

@@ -16,6 +16,9 @@ use heed::{Database, Env, RwTxn};
 /// Records read for one batch at most.
 pub const SHIP_BATCH_RECORDS_MAX: usize = 1_000;
 
+/// Request ids of charged checks per (organization, month).
+pub type ChargedIds = Vec<((String, u32), Vec<String>)>;
+
 /// The commit-order index of a shard's journal and its shipping position.
 #[derive(Clone, Copy)]
 pub struct ShipIndex {
@@ -86,6 +89,43 @@ impl ShipIndex {
         Ok(out)
     }
 
+    /// The request ids of the checks charged (answered, not refused) among the records after
+    /// the shipped position, per organization and month: what the fleet's quota ledger may
+    /// not know yet after a crash (see `fleet::quota`). `None` past `max` ids.
+    pub fn unshipped_charges(
+        &self,
+        env: &Env,
+        records: Database<Str, Bytes>,
+        max: usize,
+    ) -> heed::Result<Option<ChargedIds>> {
+        use heed::BytesDecode;
+        let txn = env.read_txn()?;
+        let from = self.meta.get(&txn, "shipped")?.unwrap_or(0) + 1;
+        let mut charged: std::collections::BTreeMap<(String, u32), Vec<String>> =
+            Default::default();
+        let mut count = 0;
+        for entry in self.order.range(&txn, &(from..))? {
+            let (_, request_id) = entry?;
+            let Some(value) = records.get(&txn, request_id)? else {
+                continue;
+            };
+            let Ok(record) = super::RecordCodec::bytes_decode(value) else {
+                continue;
+            };
+            if let (Some(org), Some(month)) = (&record.org, record.charged_month()) {
+                count += 1;
+                if count > max {
+                    return Ok(None);
+                }
+                charged
+                    .entry((org.to_string(), month))
+                    .or_default()
+                    .push(request_id.to_owned());
+            }
+        }
+        Ok(Some(charged.into_iter().collect()))
+    }
+
     /// Moves the shipped position to `seq` (the batch is in the fleet's table).
     /// The index entries up to it go too: the index holds only what is still to ship.
     pub fn set_shipped(&self, env: &Env, seq: u64) -> heed::Result<()> {
@@ -93,5 +133,77 @@ impl ShipIndex {
         self.meta.put(&mut txn, "shipped", &seq)?;
         self.order.delete_range(&mut txn, &(..=seq))?;
         txn.commit()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{open_env, JournalRecord, RecordCodec};
+    use heed::BytesEncode;
+    use std::borrow::Cow;
+
+    fn record(id: &str, org: &str, error: Option<&'static str>) -> JournalRecord<'static> {
+        JournalRecord {
+            request_id: Cow::Owned(id.to_owned()),
+            // 2026-11-24 and 2026-12-01 (UTC), two quota months.
+            unix_ms: if id.ends_with('x') {
+                1_764_547_200_000
+            } else {
+                1_763_942_400_000
+            },
+            route: "/v1/text".into(),
+            kind: "text".into(),
+            key_id: None,
+            org: Some(Cow::Owned(org.to_owned())),
+            reference: None,
+            workflow: None,
+            workflow_version: None,
+            status: if error.is_some() { 429 } else { 200 },
+            error_type: error.map(Cow::Borrowed),
+            action: error.is_none().then_some(Cow::Borrowed("accept")),
+            scores: vec![],
+            unchecked: vec![],
+            time_ms: 0,
+        }
+    }
+
+    #[test]
+    fn unshipped_charges_are_the_charged_ids_after_the_shipped_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let (env, db) = open_env(dir.path(), 1 << 22, true).unwrap();
+        let (index, first) = ShipIndex::open(&env).unwrap();
+        let records = [
+            record("r1", "acme", None),
+            record("r2", "acme", None),
+            record("r3", "acme", Some("quota_exceeded")),
+            record("r4x", "acme", None),
+            record("r5", "beta", None),
+        ];
+        let mut txn = env.write_txn().unwrap();
+        for record in &records {
+            let bytes = RecordCodec::bytes_encode(record).unwrap();
+            db.put(&mut txn, &record.request_id, &bytes).unwrap();
+        }
+        let ids: Vec<&str> = records.iter().map(|r| &*r.request_id).collect();
+        index.append(&mut txn, first, &ids).unwrap();
+        txn.commit().unwrap();
+        // The first record shipped: the rest counts, refusals aside, by org and month.
+        index.set_shipped(&env, first).unwrap();
+        let mut charged = index.unshipped_charges(&env, db, 10).unwrap().unwrap();
+        charged.sort();
+        let november = crate::clock::month_of(1_763_942_400_000);
+        let december = crate::clock::month_of(1_764_547_200_000);
+        assert_ne!(november, december);
+        assert_eq!(
+            charged,
+            vec![
+                (("acme".to_owned(), november), vec!["r2".to_owned()]),
+                (("acme".to_owned(), december), vec!["r4x".to_owned()]),
+                (("beta".to_owned(), november), vec!["r5".to_owned()]),
+            ]
+        );
+        // Past the bound: unknown, not a partial count.
+        assert_eq!(index.unshipped_charges(&env, db, 2).unwrap(), None);
     }
 }

@@ -21,6 +21,7 @@ use heed::types::{Str, U64};
 use heed::{byteorder::BigEndian, Database, Env, EnvOpenOptions};
 
 use super::bucket::{Bucket, BucketState};
+use crate::store::records::EngineDown;
 
 /// A plan's bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,17 +83,24 @@ pub trait LeaseSource: Send + Sync {
     fn engine_down(&self) -> bool {
         false
     }
+    /// Whether a fleet's quota ledger cannot be reached now (the source then grants from this
+    /// node's share of the quota; a plan with `engine_down = "closed"` gets none).
+    fn quota_ledger_down(&self) -> bool {
+        false
+    }
     /// At a graceful stop, after the shards gave back what they held: tell the engines.
     /// Blocking, bounded.
     fn stop(&self) {}
     /// Up to `want` units of `org`'s quota of `limit` in `month`. May block (a durable write):
-    /// call it off the reactor.
+    /// call it off the reactor. `engine_down` is the plan's choice while a fleet's ledger
+    /// cannot be reached (grant from this node's share, or fail).
     fn take_quota(
         &self,
         org: &str,
         month: u32,
         limit: u64,
         want: u64,
+        engine_down: EngineDown,
     ) -> anyhow::Result<QuotaGrant>;
     /// Gives back unspent units (may block).
     fn return_quota(&self, org: &str, month: u32, units: u64) -> anyhow::Result<()>;
@@ -222,6 +230,7 @@ impl LeaseSource for LocalLeases {
         month: u32,
         limit: u64,
         want: u64,
+        _engine_down: EngineDown,
     ) -> anyhow::Result<QuotaGrant> {
         let key = ledger_key(org, month);
         // The count of checks spent starts from the ledger as it was before this process's
@@ -291,7 +300,7 @@ mod tests {
         {
             let leases = LocalLeases::open(dir.path()).unwrap();
             assert_eq!(
-                leases.take_quota("o", 1, 10, 4).unwrap(),
+                leases.take_quota("o", 1, 10, 4, EngineDown::Open).unwrap(),
                 QuotaGrant {
                     units: 4,
                     used: 4,
@@ -299,18 +308,30 @@ mod tests {
                 }
             );
             assert_eq!(
-                leases.take_quota("o", 1, 10, 8).unwrap(),
+                leases.take_quota("o", 1, 10, 8, EngineDown::Open).unwrap(),
                 QuotaGrant {
                     units: 6,
                     used: 10,
                     spent: 0
                 }
             );
-            assert_eq!(leases.take_quota("o", 1, 10, 1).unwrap().units, 0);
+            assert_eq!(
+                leases
+                    .take_quota("o", 1, 10, 1, EngineDown::Open)
+                    .unwrap()
+                    .units,
+                0
+            );
             assert_eq!(leases.quota_spent("o", 1), 0);
             leases.return_quota("o", 1, 3).unwrap();
             // Another month, another count.
-            assert_eq!(leases.take_quota("o", 2, 10, 1).unwrap().used, 1);
+            assert_eq!(
+                leases
+                    .take_quota("o", 2, 10, 1, EngineDown::Open)
+                    .unwrap()
+                    .used,
+                1
+            );
         }
         let leases = LocalLeases::open(dir.path()).unwrap();
         assert_eq!(leases.quota_used("o", 1).unwrap(), 7);

@@ -50,7 +50,7 @@ use crate::auth::Caller;
 use crate::clock::{month_of, ms_until_next_month};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::response::{HeaderValue, Response};
-use crate::store::records::EngineDown;
+use crate::store::records::{EngineDown, PlanLimits};
 
 /// `Retry-After` of a check refused because the fleet's budget engine cannot be reached.
 pub const ENGINE_DOWN_RETRY_AFTER_S: u32 = 2;
@@ -342,7 +342,7 @@ impl ShardLimits {
         self.take_permit(caller, &org, now_ms).await?;
         let month = month_of(now_ms);
         if let Err(error) = self
-            .reserve_quota(&org, month, caller.org.limits.quota_per_month, now_ms)
+            .reserve_quota(&org, month, &caller.org.limits, now_ms)
             .await
         {
             self.release_permit(&org, now_ms);
@@ -430,7 +430,14 @@ impl ShardLimits {
         }
     }
 
-    async fn reserve_quota(&self, org: &str, month: u32, limit: u64, now_ms: i64) -> ApiResult<()> {
+    async fn reserve_quota(
+        &self,
+        org: &str,
+        month: u32,
+        limits: &PlanLimits,
+        now_ms: i64,
+    ) -> ApiResult<()> {
+        let limit = limits.quota_per_month;
         loop {
             // What to wait for: a refill, or (`true`) units on their way back to the ledger.
             let (refill, returning) = {
@@ -448,7 +455,7 @@ impl ShardLimits {
                     if lease.wants_refill() {
                         // Ahead of need: no check waits for this one.
                         lease.refill =
-                            Some(self.start_refill(org, month, limit, lease.ledger_used));
+                            Some(self.start_refill(org, month, limits, lease.ledger_used));
                     }
                     return Ok(());
                 }
@@ -456,7 +463,7 @@ impl ShardLimits {
                     (Some(refill), _) => (refill.clone(), false),
                     (None, Some(returning)) => (returning.clone(), true),
                     (None, None) => {
-                        let refill = self.start_refill(org, month, limit, lease.ledger_used);
+                        let refill = self.start_refill(org, month, limits, lease.ledger_used);
                         lease.refill = Some(refill.clone());
                         (refill, false)
                     }
@@ -477,6 +484,15 @@ impl ShardLimits {
                     .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32));
                 }
                 Ok(_) => {} // units arrived: take one (unless others took them all first)
+                Err(()) if self.source.quota_ledger_down() => {
+                    // A fleet's ledger (PostgreSQL) cannot be reached, and the plan refuses
+                    // meanwhile or this node's share is spent: passing, so 503.
+                    return Err(ApiError::new(
+                        ErrorKind::Busy,
+                        "the quota ledger cannot be reached: retry shortly",
+                    )
+                    .with_retry_after(ENGINE_DOWN_RETRY_AFTER_S));
+                }
                 Err(()) => return Err(ApiError::internal("the quota ledger could not be updated")),
             }
         }
@@ -484,7 +500,14 @@ impl ShardLimits {
 
     /// Takes a quota lease for `org` in the background (a durable ledger write on the shard's
     /// blocking threads); the returned [`Refill`] says when it is in.
-    fn start_refill(&self, org: &str, month: u32, limit: u64, ledger_used: u64) -> Rc<Refill> {
+    fn start_refill(
+        &self,
+        org: &str,
+        month: u32,
+        limits: &PlanLimits,
+        ledger_used: u64,
+    ) -> Rc<Refill> {
+        let (limit, engine_down) = (limits.quota_per_month, limits.engine_down);
         let refill = Rc::new(Refill::default());
         let want = self.quota_lease_size(limit, ledger_used);
         let (source, inner, owned_org, task_refill) = (
@@ -496,7 +519,9 @@ impl ShardLimits {
         glommio::spawn_local(async move {
             let ledger_org = owned_org.clone();
             let grant = glommio::executor()
-                .spawn_blocking(move || source.take_quota(&ledger_org, month, limit, want))
+                .spawn_blocking(move || {
+                    source.take_quota(&ledger_org, month, limit, want, engine_down)
+                })
                 .await;
             let mut quota = inner.quota.borrow_mut();
             let lease = quota.get_mut(&owned_org);

@@ -27,6 +27,18 @@ pub struct ProcessInfo {
     pub control_plane: Option<(i64, f64)>,
     /// In a fleet with Redis/Valkey: the budgets' engine.
     pub budgets: Option<BudgetFigures>,
+    /// In a fleet: the quota ledger.
+    pub quota_ledger: Option<QuotaLedgerFigures>,
+}
+
+/// The fleet's quota ledger (PostgreSQL) as a node sees it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QuotaLedgerFigures {
+    pub ledger_up: bool,
+    /// Requests (one transaction each) sent to the ledger.
+    pub round_trips: u64,
+    /// Units granted from this node's share while the ledger could not be reached.
+    pub fallback_units: u64,
 }
 
 /// The fleet's budget engine (Redis/Valkey) as a node sees it.
@@ -214,6 +226,37 @@ pub fn render(snapshots: &[ShardSnapshot], process: &ProcessInfo) -> String {
             out,
             "modgate_budget_fallback_takes_total {}",
             budgets.fallback_takes
+        );
+    }
+    if let Some(quota) = process.quota_ledger {
+        family(
+            &mut out,
+            "modgate_quota_ledger_up",
+            "gauge",
+            "1 while the quota ledger (PostgreSQL) answers; 0: the node grants from its share of what was left (or refuses, for plans with engine_down = \"closed\").",
+        );
+        let _ = writeln!(out, "modgate_quota_ledger_up {}", u8::from(quota.ledger_up));
+        family(
+            &mut out,
+            "modgate_quota_ledger_round_trips_total",
+            "counter",
+            "Requests (one transaction each) to the quota ledger.",
+        );
+        let _ = writeln!(
+            out,
+            "modgate_quota_ledger_round_trips_total {}",
+            quota.round_trips
+        );
+        family(
+            &mut out,
+            "modgate_quota_fallback_units_total",
+            "counter",
+            "Quota units granted from this node's share while the ledger could not be reached.",
+        );
+        let _ = writeln!(
+            out,
+            "modgate_quota_fallback_units_total {}",
+            quota.fallback_units
         );
     }
 
@@ -540,6 +583,7 @@ mod tests {
                 ready: true,
                 control_plane: None,
                 budgets: None,
+                quota_ledger: None,
             },
         );
         assert!(text.contains("modgate_requests_total{route=\"/v1/text\",status=\"200\"} 1\n"));

@@ -96,6 +96,10 @@ pub trait ProcessState: Send + Sync + 'static {
     fn budgets(&self) -> Option<super::exposition::BudgetFigures> {
         None
     }
+    /// In a fleet: the quota ledger (PostgreSQL).
+    fn quota_ledger(&self) -> Option<super::exposition::QuotaLedgerFigures> {
+        None
+    }
 }
 
 /// Serves `GET /metrics` on `listener` from a thread of its own.
@@ -135,6 +139,7 @@ fn answer(mut stream: TcpStream, hub: &MetricsHub, process: &dyn ProcessState) {
                 ready: process.is_ready(),
                 control_plane: process.control_plane(),
                 budgets: process.budgets(),
+                quota_ledger: process.quota_ledger(),
             };
             let text = exposition::render(&snapshots, &info);
             let body = if head_only { String::new() } else { text };

@@ -95,7 +95,6 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         bail!("at most 256 shards (request ids carry the shard in 8 bits)");
     }
     let (text_models, worker_models) = load_models(&config)?;
-    let leases = budgets(&config, control_plane.as_ref())?;
     let downloader = Downloader::new(
         config.testing.allow_private_urls,
         config.testing.download_extra_roots.as_deref(),
@@ -167,7 +166,6 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         config.inference.queue_depth_max,
         config.inference.batch_rows_max,
     );
-    let stopping_leases = leases.clone();
     let shipper = match &config.cluster {
         Some(cluster) => {
             let shipper = fleet::shipper::spawn(cluster.clone(), shards)?;
@@ -178,6 +176,8 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         }
         None => None,
     };
+    let leases = budgets(&config, control_plane.as_ref(), shipper.as_ref())?;
+    let stopping_leases = leases.clone();
     let config = Arc::new(config);
     let mut pool = LocalExecutorPoolBuilder::new(placement)
         .name("modgate-shard")
@@ -230,18 +230,26 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
     Ok(())
 }
 
-/// Where the shards lease their budgets from: this process alone, or in a fleet with
-/// `cluster.redis_url` Redis/Valkey for rate and concurrency.
+/// Where the shards lease their budgets from: this process alone; or in a fleet the quota
+/// ledger in PostgreSQL, and with `cluster.redis_url` rate and concurrency in Redis/Valkey.
 fn budgets(
     config: &Config,
     control_plane: Option<&Arc<ControlPlaneStatus>>,
+    shipper: Option<&fleet::shipper::Shipper>,
 ) -> anyhow::Result<Arc<dyn LeaseSource>> {
     let local: Arc<dyn LeaseSource> = Arc::new(LocalLeases::open(&config.server.data_dir)?);
-    let (Some(cluster), Some(status)) = (&config.cluster, control_plane) else {
+    let (Some(cluster), Some(status), Some(shipper)) = (&config.cluster, control_plane, shipper)
+    else {
         return Ok(local);
     };
+    let quota: Arc<dyn LeaseSource> = Arc::new(fleet::quota::PgQuota::start(
+        cluster.clone(),
+        local,
+        shipper.backlog.clone(),
+        status.clone(),
+    )?);
     let Some(redis_url) = &cluster.redis_url else {
-        return Ok(local);
+        return Ok(quota);
     };
     let budget_status = Arc::new(fleet::budgets::BudgetStatus::default());
     let _ = status.budgets.set(budget_status.clone());
@@ -249,7 +257,7 @@ fn budgets(
         redis_url,
         cluster.node_id(),
         cluster.permit_ttl_ms,
-        local,
+        quota,
         status.clone(),
         budget_status,
     )?;

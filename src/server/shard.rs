@@ -159,6 +159,15 @@ impl ProcessState for ServerState {
             fallback_takes: budgets.fallback_takes.load(Ordering::Relaxed),
         })
     }
+
+    fn quota_ledger(&self) -> Option<crate::metrics::exposition::QuotaLedgerFigures> {
+        let quota = self.control_plane.as_ref()?.quota.get()?;
+        Some(crate::metrics::exposition::QuotaLedgerFigures {
+            ledger_up: quota.ledger_up.load(Ordering::Relaxed),
+            round_trips: quota.round_trips.load(Ordering::Relaxed),
+            fallback_units: quota.fallback_units.load(Ordering::Relaxed),
+        })
+    }
 }
 
 /// What a shard gets from start-up besides its listener.
@@ -305,6 +314,21 @@ pub async fn run(
     });
     let shipping = shipper.map(|shipper| {
         let journal = shard.api.journal.clone();
+        // Before this shard serves: what it answered and had not shipped when the process
+        // last stopped, so that the quota's reconciliation after a crash counts it.
+        let charges = match journal.unshipped_charges_blocking(crate::fleet::quota::BACKLOG_IDS_MAX)
+        {
+            Ok(charges) => charges,
+            Err(error) => {
+                tracing::error!(
+                    shard = index,
+                    error = format!("{error:#}"),
+                    "reading the journal's unshipped records failed"
+                );
+                None
+            }
+        };
+        shipper.backlog.report(charges);
         spawn_essential(&state, index, ship_journal(journal, shipper, index))
     });
     let scrapes = {
@@ -440,6 +464,7 @@ async fn ship_journal(journal: Rc<Journal>, shipper: Shipper, shard: usize) {
                     key_id: decoded.key_id.as_deref().map(str::to_owned),
                     reference: decoded.reference.as_deref().map(str::to_owned),
                     json: simd_json::to_string(&decoded).ok()?,
+                    charged_month: decoded.charged_month(),
                 })
             })
             .collect();

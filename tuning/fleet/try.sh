@@ -9,23 +9,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:-$root/target/release/modgate}
-pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort | tail -1)
-work=$(mktemp -d /tmp/modgate-fleet-XXXXXX)
 port=${PGPORT:-55439}
 redis_port=${REDIS_PORT:-56379}
-as_pg() { if [ "$(id -u)" = 0 ]; then chown -R postgres "$work"; runuser -u postgres -- "$@"; else "$@"; fi; }
-cleanup() {
-  trap - EXIT INT TERM
-  kill $(jobs -p) 2>/dev/null || true
-  as_pg "$pgbin/pg_ctl" -D "$work/pg" -m fast -w stop >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'cleanup; exit 130' INT TERM
-as_pg "$pgbin/initdb" -D "$work/pg" -A trust -U modgate --no-sync >/dev/null
-as_pg "$pgbin/pg_ctl" -D "$work/pg" -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work" -l "$work/pg.log" -w start >/dev/null
-"$pgbin/createdb" -h 127.0.0.1 -p "$port" -U modgate modgate
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+work_prefix=modgate-fleet
+. "$root/tuning/fleet/engines.sh"
 for node in a b c; do
   cat > "$work/$node.toml" <<TOML
 [cluster]

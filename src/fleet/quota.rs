@@ -1,0 +1,773 @@
+//! The fleet's monthly quota: one ledger in PostgreSQL, granted to nodes in blocks.
+//!
+//! `quota_ledger.used` counts the units leased to nodes, per organization and month; a grant
+//! locks the organization's row, so the fleet never leases more than the quota. Shards lease
+//! from their node as on a single node (a block is at most a quarter of what is left, shared
+//! by the shards), so a quota is exceeded by at most the checks in progress, never by more
+//! than one block per node.
+//!
+//! Each node also keeps, in `quota_leases`, the units it leased and returned and the checks it
+//! spent. The checks are counted by the journal shipper ([`super::shipper`]), in the same
+//! transaction that inserts their records, only for records new to the table: exactly once.
+//! A graceful stop returns what the shards hold. After a crash, the units the node held are
+//! found when it starts again: leased − returned − spent − (checks its journal answered that
+//! are not in the fleet's table yet: the request ids read from the journal before the shards
+//! serve ([`Backlog`]), less those the table already has, in the reconciling transaction, so a
+//! batch shipped just before the crash or shipped again meanwhile is not counted twice). They
+//! go back to the ledger before the node's first new lease. So the ledger, the checks answered
+//! and the fleet's journal agree, and no check that was not answered is charged.
+//!
+//! PostgreSQL down: a plan with `engine_down = "closed"` gets 503 `busy` once its shard's units
+//! run out. Otherwise the node grants from its share of what was left when it last reached the
+//! ledger (that, divided by the live nodes); those units are written to the ledger (and to the
+//! node's `leased`) as soon as PostgreSQL answers again, or, after a crash meanwhile, by the
+//! reconciliation (a node that spent more than it leased is charged the difference). While
+//! its share lasts, a check is answered; past it, 503 `busy` (the quota may not be spent: the
+//! fleet cannot tell). Exceeding by more than one share per node is impossible.
+//!
+//! How it runs beside glommio: `tokio-postgres` on a thread of its own with a current-thread
+//! runtime, as the follower and the shipper. The shards' quota leases are already taken off
+//! the reactor (on the shards' blocking threads), which here wait for the thread's answer.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use super::follower::ControlPlaneStatus;
+use crate::config::ClusterConfig;
+use crate::limits::bucket::BucketState;
+use crate::limits::lease::{lock, BucketSpec, LeaseSource, PermitGrant, QuotaGrant};
+use crate::store::records::EngineDown;
+
+/// How long a node waits at start for its shards to read their unshipped records before it
+/// gives up reconciling (its held units then stay counted as used: stricter, never looser).
+pub const BACKLOG_WAIT: Duration = Duration::from_secs(30);
+/// Request ids a shard reads from its journal's unshipped records at start, at most (about
+/// 50 bytes each). Past it the node does not reconcile: its held units stay counted.
+pub const BACKLOG_IDS_MAX: usize = 250_000;
+/// Request ids looked up in the fleet's table per query while reconciling.
+const LOOKUP_CHUNK: usize = 10_000;
+/// How often the ledger thread retries writing fallback units while PostgreSQL is down.
+const SETTLE_EVERY: Duration = Duration::from_secs(1);
+/// After a failed connection or request, requests are refused at once for this long (the
+/// node's share answers them) before the ledger thread connects again.
+const RECONNECT_AFTER: Duration = Duration::from_secs(1);
+
+/// Per organization and month, the request ids of checks answered and not shipped.
+type Charges = HashMap<(String, u32), Vec<String>>;
+
+/// What the shards had answered and not shipped when the process last stopped.
+pub struct Backlog {
+    shards: usize,
+    counts: Mutex<BacklogCounts>,
+    reported: Condvar,
+}
+
+#[derive(Default)]
+struct BacklogCounts {
+    reported: usize,
+    /// A shard could not read its journal, or had too much to read: reconciling would guess.
+    unknown: bool,
+    charges: Charges,
+}
+
+impl Backlog {
+    pub fn new(shards: usize) -> Backlog {
+        Backlog {
+            shards,
+            counts: Mutex::default(),
+            reported: Condvar::new(),
+        }
+    }
+
+    /// One shard's charged request ids (`None`: it could not read them all).
+    pub fn report(&self, charges: Option<crate::journal::shipping::ChargedIds>) {
+        let mut counts = lock(&self.counts);
+        counts.reported += 1;
+        match charges {
+            Some(charges) => {
+                for (key, ids) in charges {
+                    counts.charges.entry(key).or_default().extend(ids);
+                }
+            }
+            None => counts.unknown = true,
+        }
+        self.reported.notify_all();
+    }
+
+    /// Every shard's ids, once all have reported (`None` past `wait`, or if one could not).
+    /// Read once: the ids are handed over.
+    fn take(&self, wait: Duration) -> Option<Charges> {
+        let counts = lock(&self.counts);
+        let (mut counts, _) = self
+            .reported
+            .wait_timeout_while(counts, wait, |counts| counts.reported < self.shards)
+            .unwrap_or_else(|e| e.into_inner());
+        (counts.reported >= self.shards && !counts.unknown)
+            .then(|| std::mem::take(&mut counts.charges))
+    }
+}
+
+/// The ledger as this node saw it, and what it granted on its own while PostgreSQL was down.
+#[derive(Default)]
+struct Known {
+    /// Per (organization, month): the ledger's `used` at this node's last grant.
+    used: HashMap<(String, u32), u64>,
+    /// Per (organization, month): units granted from this node's share (positive) or given
+    /// back by its shards (negative) while the ledger could not be reached, not written yet.
+    owed: HashMap<(String, u32), i64>,
+    /// Checks spent per (organization, month) in the fleet, as of the last grant, plus what
+    /// this node's shards reported since: for `X-Quota-Used`.
+    spent: HashMap<(String, u32), u64>,
+}
+
+/// The quota ledger as a node sees it, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct QuotaStatus {
+    /// PostgreSQL answered the ledger's last request.
+    pub ledger_up: AtomicBool,
+    /// Requests (transactions) sent to the ledger.
+    pub round_trips: AtomicU64,
+    /// Units granted from this node's share while the ledger could not be reached.
+    pub fallback_units: AtomicU64,
+}
+
+enum Request {
+    Take {
+        org: String,
+        month: u32,
+        limit: u64,
+        want: u64,
+        reply: std::sync::mpsc::SyncSender<anyhow::Result<QuotaGrant>>,
+    },
+    /// Not answered: the thread writes it, now or once the ledger answers again.
+    Return { org: String, month: u32, units: u64 },
+    /// Answered once what was asked before it is written (or could not be).
+    Flush {
+        reply: std::sync::mpsc::SyncSender<anyhow::Result<()>>,
+    },
+    Used {
+        org: String,
+        month: u32,
+        reply: std::sync::mpsc::SyncSender<anyhow::Result<u64>>,
+    },
+}
+
+/// The quota on PostgreSQL; rate and concurrency from `local` (this node's own, or Redis's
+/// through [`super::budgets::FleetLeases`], which puts this one behind it).
+pub struct PgQuota {
+    local: Arc<dyn LeaseSource>,
+    requests: tokio::sync::mpsc::UnboundedSender<Request>,
+    known: Arc<Mutex<Known>>,
+    status: Arc<QuotaStatus>,
+    control: Arc<ControlPlaneStatus>,
+}
+
+impl PgQuota {
+    pub fn start(
+        cluster: ClusterConfig,
+        local: Arc<dyn LeaseSource>,
+        backlog: Arc<Backlog>,
+        control: Arc<ControlPlaneStatus>,
+    ) -> anyhow::Result<PgQuota> {
+        let (requests, mut queue) = tokio::sync::mpsc::unbounded_channel::<Request>();
+        let known = Arc::new(Mutex::new(Known::default()));
+        let status = Arc::new(QuotaStatus::default());
+        status.ledger_up.store(true, Ordering::Relaxed);
+        let _ = control.quota.set(status.clone());
+        let (thread_known, thread_status) = (known.clone(), status.clone());
+        super::spawn_engine_thread("modgate-quota", move || async move {
+            let node_id = cluster.node_id();
+            let mut ledger = Ledger {
+                node_id,
+                client: None,
+                reconciled: false,
+                backlog: Some(backlog),
+                known: thread_known,
+                status: thread_status,
+                retry_at: tokio::time::Instant::now(),
+            };
+            loop {
+                let request = match tokio::time::timeout(SETTLE_EVERY, queue.recv()).await {
+                    Ok(Some(request)) => Some(request),
+                    Ok(None) => break,
+                    Err(_) => None,
+                };
+                let ready = match &request {
+                    Some(_) => ledger.ready(&cluster).await,
+                    // Idle: only worth a connection if units granted on the node's own are
+                    // still to be written.
+                    None if ledger.owes() => ledger.ready(&cluster).await,
+                    None => continue,
+                };
+                let Some(request) = request else { continue };
+                if ready {
+                    ledger.serve(request).await;
+                } else {
+                    ledger.refuse(request);
+                }
+            }
+        })?;
+        Ok(PgQuota {
+            local,
+            requests,
+            known,
+            status,
+            control,
+        })
+    }
+
+    fn ask<T>(
+        &self,
+        make: impl FnOnce(std::sync::mpsc::SyncSender<anyhow::Result<T>>) -> Request,
+    ) -> anyhow::Result<T> {
+        let (reply, answer) = std::sync::mpsc::sync_channel(1);
+        self.requests
+            .send(make(reply))
+            .map_err(|_| anyhow::anyhow!("the quota thread has stopped"))?;
+        answer
+            .recv_timeout(super::ROUND_TIMEOUT * 2 + super::CONNECT_TIMEOUT)
+            .map_err(|_| anyhow::anyhow!("the quota ledger did not answer in time"))?
+    }
+
+    /// While the ledger cannot be reached: up to `want` units of this node's share of what was
+    /// left at its last grant (`None`: the share is spent).
+    fn fallback(&self, org: &str, month: u32, limit: u64, want: u64) -> Option<QuotaGrant> {
+        let mut known = lock(&self.known);
+        let key = (org.to_owned(), month);
+        let used = known.used.get(&key).copied().unwrap_or(0);
+        let share = limit.saturating_sub(used) / u64::from(self.control.live_nodes());
+        let owed = known.owed.entry(key.clone()).or_default();
+        let units = want.min(share.saturating_sub((*owed).max(0) as u64));
+        if units == 0 {
+            return (used >= limit).then_some(QuotaGrant {
+                units: 0,
+                used,
+                spent: 0,
+            });
+        }
+        *owed += units as i64;
+        let owed = (*owed).max(0) as u64;
+        self.status
+            .fallback_units
+            .fetch_add(units, Ordering::Relaxed);
+        let spent = known.spent.get(&key).copied().unwrap_or(0);
+        Some(QuotaGrant {
+            units,
+            used: used + owed,
+            spent,
+        })
+    }
+}
+
+/// Units to write once the ledger answers again: granted (positive) or given back.
+fn owe(known: &Mutex<Known>, org: String, month: u32, units: i64) {
+    *lock(known).owed.entry((org, month)).or_default() += units;
+}
+
+/// `future`, or an error past [`super::ROUND_TIMEOUT`].
+async fn bounded<T>(
+    future: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::time::timeout(super::ROUND_TIMEOUT, future)
+        .await
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the quota ledger timed out")))
+}
+
+/// The ledger thread's side: its connection and what it must do before serving.
+struct Ledger {
+    node_id: String,
+    client: Option<tokio_postgres::Client>,
+    /// The last run's held units have been given back (or judged unknowable).
+    reconciled: bool,
+    backlog: Option<Arc<Backlog>>,
+    known: Arc<Mutex<Known>>,
+    status: Arc<QuotaStatus>,
+    /// No connection attempt before this.
+    retry_at: tokio::time::Instant,
+}
+
+impl Ledger {
+    fn owes(&self) -> bool {
+        lock(&self.known).owed.values().any(|&units| units != 0)
+    }
+
+    fn failed(&mut self) {
+        self.client = None;
+        self.retry_at = tokio::time::Instant::now() + RECONNECT_AFTER;
+        self.status.ledger_up.store(false, Ordering::Relaxed);
+    }
+
+    /// Connected, reconciled once, and the units granted while PostgreSQL was down written:
+    /// whether requests can be served.
+    async fn ready(&mut self, cluster: &ClusterConfig) -> bool {
+        if self.client.as_ref().is_none_or(|c| c.is_closed()) {
+            if tokio::time::Instant::now() < self.retry_at {
+                // Failed a moment ago: answer at once (the node's share answers meanwhile).
+                return false;
+            }
+            self.client = super::connect(cluster).await.ok();
+        }
+        let Some(client) = self.client.as_mut() else {
+            self.failed();
+            return false;
+        };
+        if !self.reconciled {
+            // Before this run's first lease: give back what the last run held.
+            let charges = self
+                .backlog
+                .as_ref()
+                .and_then(|backlog| backlog.take(BACKLOG_WAIT));
+            match bounded(reconcile(client, &self.node_id, charges.as_ref())).await {
+                Ok((returned, charged)) => {
+                    self.reconciled = true;
+                    self.backlog = None;
+                    if returned > 0 || charged > 0 {
+                        tracing::info!(
+                            returned,
+                            charged,
+                            "quota units this node held (or spent unrecorded) when it last stopped were settled with the ledger"
+                        );
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        error = format!("{error:#}"),
+                        "quota reconciliation failed; retried at the next lease"
+                    );
+                    // The ids were handed over: put them back for the next try.
+                    if let (Some(backlog), Some(charges)) = (&self.backlog, charges) {
+                        let mut counts = lock(&backlog.counts);
+                        for (key, ids) in charges {
+                            counts.charges.entry(key).or_default().extend(ids);
+                        }
+                    }
+                    self.failed();
+                    return false;
+                }
+            }
+        }
+        let owed: Vec<((String, u32), i64)> = lock(&self.known)
+            .owed
+            .iter()
+            .filter(|(_, &units)| units != 0)
+            .map(|(key, &units)| (key.clone(), units))
+            .collect();
+        if !owed.is_empty() {
+            if let Err(error) = bounded(charge(client, &self.node_id, &owed)).await {
+                tracing::warn!(
+                    error = format!("{error:#}"),
+                    "writing quota units granted while the ledger was down failed; retried"
+                );
+                self.failed();
+                return false;
+            }
+            // Written: what the shards granted or gave back meanwhile stays to write.
+            let mut known = lock(&self.known);
+            for (key, units) in owed {
+                if let Some(left) = known.owed.get_mut(&key) {
+                    *left -= units;
+                }
+            }
+            known.owed.retain(|_, units| *units != 0);
+        }
+        self.status.ledger_up.store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// Answers `request` without the ledger: a refusal, or a return kept to write later.
+    fn refuse(&self, request: Request) {
+        let why = || anyhow::anyhow!("PostgreSQL cannot be reached");
+        match request {
+            Request::Take { reply, .. } => drop(reply.send(Err(why()))),
+            Request::Return { org, month, units } => owe(&self.known, org, month, -(units as i64)),
+            Request::Used { reply, .. } => drop(reply.send(Err(why()))),
+            Request::Flush { reply } => drop(reply.send(Err(why()))),
+        }
+    }
+
+    async fn serve(&mut self, request: Request) {
+        let Some(client) = self.client.as_mut() else {
+            return self.refuse(request);
+        };
+        self.status.round_trips.fetch_add(1, Ordering::Relaxed);
+        let node_id = self.node_id.as_str();
+        let ok = match request {
+            Request::Take {
+                org,
+                month,
+                limit,
+                want,
+                reply,
+            } => {
+                let result = bounded(take(client, node_id, &org, month, limit, want)).await;
+                let ok = result.is_ok();
+                // Before the answer: a shard told of a failure asks whether the ledger is down.
+                self.status.ledger_up.store(ok, Ordering::Relaxed);
+                if let Ok(grant) = &result {
+                    lock(&self.known)
+                        .used
+                        .insert((org.clone(), month), grant.used);
+                }
+                if let Err(std::sync::mpsc::SendError(Ok(grant))) = reply.send(result) {
+                    // The shard stopped waiting: the units it never got go back.
+                    owe(&self.known, org, month, -(grant.units as i64));
+                }
+                ok
+            }
+            Request::Return { org, month, units } => {
+                let result = bounded(give_back(client, node_id, &org, month, units)).await;
+                if result.is_err() {
+                    owe(&self.known, org, month, -(units as i64));
+                }
+                result.is_ok()
+            }
+            Request::Used { org, month, reply } => {
+                let result = bounded(async {
+                    let row = client
+                        .query_opt(
+                            "SELECT used FROM quota_ledger WHERE org = $1 AND month = $2",
+                            &[&org, &(month as i32)],
+                        )
+                        .await?;
+                    anyhow::Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
+                })
+                .await;
+                let ok = result.is_ok();
+                self.status.ledger_up.store(ok, Ordering::Relaxed);
+                let _ = reply.send(result);
+                ok
+            }
+            Request::Flush { reply } => {
+                let _ = reply.send(Ok(()));
+                true
+            }
+        };
+        if ok {
+            self.status.ledger_up.store(true, Ordering::Relaxed);
+        } else {
+            self.failed();
+        }
+    }
+}
+
+async fn take(
+    client: &mut tokio_postgres::Client,
+    node_id: &str,
+    org: &str,
+    month: u32,
+    limit: u64,
+    want: u64,
+) -> anyhow::Result<QuotaGrant> {
+    let month = month as i32;
+    let tx = client.transaction().await?;
+    tx.execute(
+        "INSERT INTO quota_ledger (org, month) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        &[&org, &month],
+    )
+    .await?;
+    let used: i64 = tx
+        .query_one(
+            "SELECT used FROM quota_ledger WHERE org = $1 AND month = $2 FOR UPDATE",
+            &[&org, &month],
+        )
+        .await?
+        .get(0);
+    let used = used.max(0) as u64;
+    let units = want.min(limit.saturating_sub(used));
+    if units > 0 {
+        add_leased(&tx, node_id, org, month, units as i64).await?;
+    }
+    let spent: i64 = tx
+        .query_one(
+            "SELECT coalesce(sum(spent), 0)::bigint FROM quota_leases WHERE org = $1 AND month = $2",
+            &[&org, &month],
+        )
+        .await?
+        .get(0);
+    tx.commit().await.context("committing a quota lease")?;
+    Ok(QuotaGrant {
+        units,
+        used: used + units,
+        spent: spent.max(0) as u64,
+    })
+}
+
+/// Counts `units` in the ledger's `used` and in what `node_id` leased.
+async fn add_leased(
+    tx: &tokio_postgres::Transaction<'_>,
+    node_id: &str,
+    org: &str,
+    month: i32,
+    units: i64,
+) -> anyhow::Result<()> {
+    tx.execute(
+        "INSERT INTO quota_ledger (org, month, used) VALUES ($1, $2, $3)
+         ON CONFLICT (org, month) DO UPDATE SET used = quota_ledger.used + $3",
+        &[&org, &month, &units],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO quota_leases (node_id, org, month, leased) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (node_id, org, month) DO UPDATE SET leased = quota_leases.leased + $4",
+        &[&node_id, &org, &month, &units],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Writes the units granted (they may take the ledger past the limit: they were granted, so
+/// they count) and given back while the ledger could not be reached.
+async fn charge(
+    client: &mut tokio_postgres::Client,
+    node_id: &str,
+    owed: &[((String, u32), i64)],
+) -> anyhow::Result<()> {
+    let tx = client.transaction().await?;
+    for ((org, month), units) in owed {
+        let month = *month as i32;
+        match *units {
+            granted if granted > 0 => add_leased(&tx, node_id, org, month, granted).await?,
+            returned => return_units(&tx, node_id, org, month, -returned).await?,
+        }
+    }
+    tx.commit()
+        .await
+        .context("committing quota units granted while the ledger was down")?;
+    Ok(())
+}
+
+async fn give_back(
+    client: &mut tokio_postgres::Client,
+    node_id: &str,
+    org: &str,
+    month: u32,
+    units: u64,
+) -> anyhow::Result<()> {
+    let tx = client.transaction().await?;
+    return_units(&tx, node_id, org, month as i32, units as i64).await?;
+    tx.commit().await.context("committing a quota return")?;
+    Ok(())
+}
+
+/// Takes `units` off the ledger's count and adds them to what `node_id` returned.
+async fn return_units(
+    tx: &tokio_postgres::Transaction<'_>,
+    node_id: &str,
+    org: &str,
+    month: i32,
+    units: i64,
+) -> anyhow::Result<()> {
+    tx.execute(
+        "UPDATE quota_ledger SET used = greatest(used - $3, 0) WHERE org = $1 AND month = $2",
+        &[&org, &month, &units],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE quota_leases SET returned = returned + $4
+         WHERE node_id = $1 AND org = $2 AND month = $3",
+        &[&node_id, &org, &month, &units],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Settles with the ledger what this node held when its last run ended: the units it held go
+/// back; the checks it answered beyond what it leased (granted while the ledger was down and
+/// not written before the end) are charged. Answers (returned, charged). `backlog` is the
+/// request ids its journal answered and had not shipped (`None`: unknown, so nothing is
+/// returned: the held units stay counted, which can only make the quota stricter).
+async fn reconcile(
+    client: &mut tokio_postgres::Client,
+    node_id: &str,
+    backlog: Option<&Charges>,
+) -> anyhow::Result<(u64, u64)> {
+    let Some(backlog) = backlog else {
+        tracing::warn!("the journal's unshipped records could not be read: units this node held when it last stopped stay counted as used");
+        return Ok((0, 0));
+    };
+    let tx = client.transaction().await?;
+    // Locked first: a batch the shipper inserts meanwhile commits after this transaction, so
+    // what is read below (the node's `spent` and the table's rows) is one consistent state.
+    let rows = tx
+        .query(
+            "SELECT org, month, leased - returned - spent FROM quota_leases
+             WHERE node_id = $1 FOR UPDATE",
+            &[&node_id],
+        )
+        .await?;
+    let (mut returned, mut charged) = (0, 0);
+    for row in rows {
+        let (org, month, outstanding): (String, i32, i64) = (row.get(0), row.get(1), row.get(2));
+        let ids = backlog
+            .get(&(org.clone(), month as u32))
+            .map_or(&[][..], Vec::as_slice);
+        let mut in_table = 0;
+        for chunk in ids.chunks(LOOKUP_CHUNK) {
+            let count: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM journal WHERE request_id = ANY($1)",
+                    &[&chunk],
+                )
+                .await?
+                .get(0);
+            in_table += count;
+        }
+        let unshipped = ids.len() as i64 - in_table;
+        let unspent = outstanding - unshipped;
+        if unspent > 0 {
+            return_units(&tx, node_id, &org, month, unspent).await?;
+            returned += unspent as u64;
+        } else if unspent < 0 {
+            add_leased(&tx, node_id, &org, month, -unspent).await?;
+            charged += unspent.unsigned_abs();
+        }
+    }
+    tx.commit().await?;
+    Ok((returned, charged))
+}
+
+impl LeaseSource for PgQuota {
+    fn take_rate(
+        &self,
+        key: &str,
+        bucket: BucketSpec,
+        want: u32,
+        now_ms: i64,
+    ) -> (u32, BucketState) {
+        self.local.take_rate(key, bucket, want, now_ms)
+    }
+
+    fn rate_arriving(&self, key: &str) -> Option<futures_channel::oneshot::Receiver<u32>> {
+        self.local.rate_arriving(key)
+    }
+
+    fn return_rate(&self, key: &str, bucket: BucketSpec, tokens: u32) {
+        self.local.return_rate(key, bucket, tokens)
+    }
+
+    fn take_permits(&self, org: &str, max: u32, want: u32) -> PermitGrant {
+        self.local.take_permits(org, max, want)
+    }
+
+    fn take_permits_or_wait(
+        &self,
+        org: &str,
+        max: u32,
+        want: u32,
+    ) -> Result<PermitGrant, futures_channel::oneshot::Receiver<u32>> {
+        self.local.take_permits_or_wait(org, max, want)
+    }
+
+    fn return_permits(&self, org: &str, permits: u32) {
+        self.local.return_permits(org, permits)
+    }
+
+    fn engine_down(&self) -> bool {
+        self.local.engine_down()
+    }
+
+    fn quota_ledger_down(&self) -> bool {
+        !self.status.ledger_up.load(Ordering::Relaxed)
+    }
+
+    fn take_quota(
+        &self,
+        org: &str,
+        month: u32,
+        limit: u64,
+        want: u64,
+        engine_down: EngineDown,
+    ) -> anyhow::Result<QuotaGrant> {
+        let grant = match self.ask(|reply| Request::Take {
+            org: org.to_owned(),
+            month,
+            limit,
+            want,
+            reply,
+        }) {
+            Ok(grant) => grant,
+            Err(error) if engine_down == EngineDown::Open => self
+                .fallback(org, month, limit, want)
+                .ok_or_else(|| error.context("this node's share of the quota is spent"))?,
+            Err(error) => return Err(error),
+        };
+        let mut known = lock(&self.known);
+        let count = known.spent.entry((org.to_owned(), month)).or_default();
+        *count = (*count).max(grant.spent);
+        Ok(QuotaGrant {
+            spent: *count,
+            ..grant
+        })
+    }
+
+    /// Does not wait: the ledger thread writes the return, now or once PostgreSQL answers
+    /// again (if the node stops first, its next start's reconciliation returns the units).
+    fn return_quota(&self, org: &str, month: u32, units: u64) -> anyhow::Result<()> {
+        self.requests
+            .send(Request::Return {
+                org: org.to_owned(),
+                month,
+                units,
+            })
+            .map_err(|_| anyhow::anyhow!("the quota thread has stopped"))
+    }
+
+    fn quota_used(&self, org: &str, month: u32) -> anyhow::Result<u64> {
+        self.ask(|reply| Request::Used {
+            org: org.to_owned(),
+            month,
+            reply,
+        })
+    }
+
+    fn quota_spent(&self, org: &str, month: u32) -> u64 {
+        lock(&self.known)
+            .spent
+            .get(&(org.to_owned(), month))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn report_spent(&self, org: &str, month: u32, spent: u64) -> u64 {
+        let mut known = lock(&self.known);
+        let count = known.spent.entry((org.to_owned(), month)).or_default();
+        *count += spent;
+        *count
+    }
+
+    /// Waits (bounded) until the returns the shards made at their stop are written.
+    fn stop(&self) {
+        if let Err(error) = self.ask(|reply| Request::Flush { reply }) {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "quota units returned at stop could not be written: the next start returns them"
+            );
+        }
+        self.local.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backlog_gathers_every_shard_and_is_unknown_if_one_could_not_read() {
+        let backlog = Backlog::new(2);
+        backlog.report(Some(vec![(("acme".into(), 7), vec!["a".into()])]));
+        // One shard missing: not known yet.
+        assert!(backlog.take(Duration::from_millis(10)).is_none());
+        backlog.report(Some(vec![(("acme".into(), 7), vec!["b".into()])]));
+        let charges = backlog.take(Duration::from_millis(10)).unwrap();
+        assert_eq!(charges[&("acme".to_owned(), 7)], ["a", "b"]);
+
+        let backlog = Backlog::new(2);
+        backlog.report(Some(Vec::new()));
+        backlog.report(None);
+        assert!(backlog.take(Duration::from_millis(10)).is_none());
+    }
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Server CPU per text check, fleet node against single node, in one pass (interleaved rounds so
+# the machine's noise falls on both alike); Redis and quota-ledger round trips per 1,000 checks
+# at steady state; journal shipping into PostgreSQL (records per second).
+#
+#   tuning/fleet/bench.sh [MODGATE_BINARY] [ROUNDS]   (default: target/release/modgate, 3)
+#
+# The server runs one shard on CPU 0, wrk on CPU 1 (`cpu-per-request --pin-wrk 1`); PostgreSQL
+# and Redis (Debian's packages) run on loopback in a temporary directory.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${1:-$root/target/release/modgate}
+rounds=${2:-3}
+tool=${CPU_PER_REQUEST:-$root/../shared/tools/cpu-per-request}
+port=${PGPORT:-55449}
+redis_port=${REDIS_PORT:-56389}
+work_prefix=modgate-fleet-bench
+redis_cpu=1
+. "$root/tuning/fleet/engines.sh"
+python3 -c "
+import json
+text = ('Thanks for the quick reply, the parcel arrived on time and the fit is fine. ' * 14)[:1024]
+open('$work/text.json','w').write(json.dumps({'text': text}))
+"
+cat > "$work/fleet.toml" <<TOML
+[cluster]
+node_id = "bench"
+postgres_url = "postgres://modgate@127.0.0.1:$port/modgate"
+redis_url = "redis://127.0.0.1:$redis_port/0"
+TOML
+"$bin" db migrate --config "$work/fleet.toml" >/dev/null
+"$bin" org create bench --plan pro --config "$work/fleet.toml" >/dev/null
+"$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 \
+  --quota-per-month 1000000000 --config "$work/fleet.toml" >/dev/null
+fleet_key=$("$bin" key create --org bench --config "$work/fleet.toml" | head -1)
+
+start() { # NAME [--config FILE] -> sets pid, url, metrics
+  local name=$1; shift
+  taskset -c 0 "$bin" serve --data "$work/data-$name" --listen 127.0.0.1:0 --cores 1 \
+    --models "$root/models" --metrics-listen 127.0.0.1:0 --log-level warn "$@" >"$work/$name.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 200); do
+    url=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.out" | head -1 | grep -o 'http.*' || true)
+    metrics=$(grep -o 'metrics on http://127.0.0.1:[0-9]*' "$work/$name.out" | head -1 | grep -o 'http.*' || true)
+    if [ -n "$url" ] && curl -sf "$url/health" >/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "$name did not start:" >&2; cat "$work/$name.out" >&2; exit 1
+}
+start single; single_pid=$pid single_url=$url
+"$bin" org create bench --plan pro --data "$work/data-single" >/dev/null
+"$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 \
+  --quota-per-month 1000000000 --data "$work/data-single" >/dev/null
+single_key=$("$bin" key create --org bench --data "$work/data-single" | head -1)
+start fleet --config "$work/fleet.toml"; fleet_pid=$pid fleet_url=$url fleet_metrics=$metrics
+
+measure() { # PID URL KEY
+  "$tool" --pid "$1" --url "$2/v1/text" --method POST --body-file "$work/text.json" \
+    -H "Content-Type: application/json" -H "X-Api-Key: $3" --pin-wrk 1 --seconds 10 \
+    | grep -o '[0-9.]* us' | head -1 | grep -o '[0-9.]*'
+}
+metric() { curl -s "$fleet_metrics/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+checks() { curl -s "$fleet_metrics/metrics" | awk '/^modgate_requests_total\{route="\/v1\/text",status="200"\}/ {print $2}'; }
+
+per_1000() { python3 -c "print(round(1000 * ($2 - $1) / max(1, $4 - $3), 2))"; }
+for round in $(seq "$rounds"); do
+  s=$(measure "$single_pid" "$single_url" "$single_key")
+  redis0=$(metric modgate_budget_engine_round_trips_total)
+  ledger0=$(metric modgate_quota_ledger_round_trips_total); checks0=$(checks)
+  f=$(measure "$fleet_pid" "$fleet_url" "$fleet_key")
+  redis1=$(metric modgate_budget_engine_round_trips_total)
+  ledger1=$(metric modgate_quota_ledger_round_trips_total); checks1=$(checks)
+  echo "round $round: single $s us, fleet $f us (ratio $(python3 -c "print(round($f / $s, 3))")); per 1000 checks: Redis $(per_1000 "$redis0" "$redis1" "$checks0" "$checks1") round trips, quota ledger $(per_1000 "$ledger0" "$ledger1" "$checks0" "$checks1")"
+done
+
+# Shipping: stop the fleet node's shipping target, load, then time the catch-up.
+shipped() { "$pgbin/psql" -h 127.0.0.1 -p "$port" -U modgate -d modgate -At -c "SELECT count(*) FROM journal"; }
+as_pg "$pgbin/pg_ctl" -D "$work/pg" -m fast -w stop >/dev/null
+before=$(curl -s "$fleet_metrics/metrics" | awk '/^modgate_journal_unshipped_records/ {s += $2} END {print s + 0}')
+wrk -t1 -c8 -d10s -s /dev/stdin "$fleet_url/v1/text" >/dev/null <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["X-Api-Key"] = "$fleet_key"
+wrk.body = '{"text":"hello there"}'
+LUA
+backlog=$(curl -s "$fleet_metrics/metrics" | awk '/^modgate_journal_unshipped_records/ {s += $2} END {print s + 0}')
+start_count=$(pg_start; shipped)
+t0=$(date +%s.%N)
+while [ "$(curl -s "$fleet_metrics/metrics" | awk '/^modgate_journal_unshipped_records/ {s += $2} END {print s + 0}')" != 0 ]; do sleep 0.05; done
+t1=$(date +%s.%N)
+end_count=$(shipped)
+python3 -c "
+n = $end_count - $start_count
+t = $t1 - $t0
+print(f'shipping: {n} records (backlog {$backlog - $before}) in {t:.2f} s after PostgreSQL came back: {n / t:.0f} records/s')
+"
