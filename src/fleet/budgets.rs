@@ -218,6 +218,33 @@ struct NodePermits {
     /// told 0: refuse.
     waiting: Vec<(oneshot::Sender<u32>, u32)>,
     in_flight: Vec<(oneshot::Sender<u32>, u32)>,
+    /// The most in use in the current window of [`IDLE_RETURN_MS`], and in the one before.
+    peak: u32,
+    peak_before: u32,
+    window_ms: i64,
+}
+
+impl NodePermits {
+    /// Notes `in_use` in the window of `now_ms`.
+    fn note_use(&mut self, now_ms: i64) {
+        let elapsed = now_ms - self.window_ms;
+        if elapsed >= IDLE_RETURN_MS {
+            self.peak_before = if elapsed < 2 * IDLE_RETURN_MS {
+                self.peak
+            } else {
+                0
+            };
+            self.peak = self.in_use;
+            self.window_ms = now_ms;
+        } else {
+            self.peak = self.peak.max(self.in_use);
+        }
+    }
+
+    /// The most in use over the last one or two windows.
+    fn recent_peak(&self) -> u32 {
+        self.peak.max(self.peak_before)
+    }
 }
 
 /// The node's side of the budgets, shared by its shards and the Redis thread.
@@ -352,6 +379,7 @@ impl FleetLeases {
         if spare >= want || waiter.is_none() {
             let granted = want.min(spare);
             permits.in_use += granted;
+            permits.note_use(now_ms);
             // The shards' view of what is free: this node's part of it.
             return Some(PermitGrant {
                 granted,
@@ -369,6 +397,10 @@ impl FleetLeases {
 
 /// A node's spare permits for an organization with `free` permits left in the fleet: one
 /// when at least one per live node is free (the next check then needs no round), else none.
+/// While permits are that plentiful a node also keeps what it used at its peak over the last
+/// one or two [`IDLE_RETURN_MS`] ([`NodePermits::recent_peak`]): its checks come and go in
+/// waves (a journal commit ends many at once), and returning each wave's permits to take them
+/// again would cost a round with Redis per wave.
 fn permit_spare(free: u32, live: u32) -> u32 {
     u32::from(free >= live)
 }
@@ -473,7 +505,13 @@ impl LeaseSource for FleetLeases {
         let mut budgets = lock(&self.shared);
         if let Some(permits) = budgets.permits.get_mut(org) {
             permits.in_use = permits.in_use.saturating_sub(returned);
-            let keep = permits.in_use + permit_spare(permits.free, live);
+            permits.note_use(self.clock.now_ms());
+            let spare = permit_spare(permits.free, live);
+            let keep = if spare > 0 {
+                (permits.in_use + spare).max(permits.recent_peak())
+            } else {
+                permits.in_use
+            };
             if permits.held > keep {
                 // Released at once on this side; Redis hears it at the next round (until then
                 // it counts more than this node uses: stricter, never looser).
@@ -838,6 +876,7 @@ fn apply(budgets: &mut NodeBudgets, jobs: Vec<Job>, answers: &[Vec<i64>], now_ms
                         permits.in_use -= given;
                     }
                 }
+                permits.note_use(now_ms);
                 if permits.wanted > 0 {
                     // Checks that came while this round was out: the next round.
                     budgets.pending = true;
@@ -848,9 +887,13 @@ fn apply(budgets: &mut NodeBudgets, jobs: Vec<Job>, answers: &[Vec<i64>], now_ms
     }
 }
 
-/// A round that failed: nothing was granted; waiting checks are told so, and what was to be
-/// stated is stated again at the next round.
+/// A round that failed: nothing was granted. Checks waiting for permits get them from this
+/// node's share, as every take does while Redis is down (so a check is not refused
+/// `too_many_concurrent` because Redis went away under it); checks waiting for rate tokens are
+/// told 0 and take again from the share. What was to be stated is stated again at the next
+/// round.
 fn fail(budgets: &mut NodeBudgets, jobs: Vec<Job>) {
+    let live = budgets.live.max(1);
     for job in jobs {
         match job {
             Job::RateTake { key, .. } => {
@@ -866,10 +909,22 @@ fn fail(budgets: &mut NodeBudgets, jobs: Vec<Job>) {
                     permits.asking = false;
                     permits.wanted = 0;
                     permits.dirty = true;
-                    for (waiter, _) in permits.in_flight.drain(..).chain(permits.waiting.drain(..))
-                    {
-                        let _ = waiter.send(0);
+                    let share = (permits.max / live).max(1).max(permits.held);
+                    let waiting: Vec<_> = permits
+                        .in_flight
+                        .drain(..)
+                        .chain(permits.waiting.drain(..))
+                        .collect();
+                    for (waiter, want) in waiting {
+                        let free = share.saturating_sub(permits.in_use);
+                        let given = if free >= want { want } else { 0 };
+                        permits.in_use += given;
+                        if waiter.send(given).is_err() {
+                            permits.in_use -= given;
+                        }
                     }
+                    // Stated to Redis once it is back, so its count covers these checks.
+                    permits.held = permits.held.max(permits.in_use);
                 }
             }
             Job::PermitsSet => {}
@@ -901,5 +956,27 @@ mod tests {
         assert_eq!(permit_spare(3, 3), 1);
         assert_eq!(permit_spare(2, 3), 0);
         assert_eq!(permit_spare(0, 1), 0);
+    }
+
+    #[test]
+    fn the_recent_peak_spans_one_or_two_windows() {
+        let mut permits = NodePermits {
+            in_use: 40,
+            ..NodePermits::default()
+        };
+        permits.note_use(1_000);
+        permits.in_use = 5;
+        permits.note_use(1_100);
+        assert_eq!(permits.recent_peak(), 40);
+        // The next window still remembers the last one's peak...
+        permits.note_use(1_000 + IDLE_RETURN_MS);
+        assert_eq!(permits.recent_peak(), 40);
+        // ...and forgets it a window later.
+        permits.note_use(1_000 + 2 * IDLE_RETURN_MS);
+        assert_eq!(permits.recent_peak(), 5);
+        // After a long quiet spell only the present counts.
+        permits.in_use = 2;
+        permits.note_use(1_000 + 10 * IDLE_RETURN_MS);
+        assert_eq!(permits.recent_peak(), 2);
     }
 }

@@ -15,7 +15,7 @@ tool=${CPU_PER_REQUEST:-$root/../shared/tools/cpu-per-request}
 port=${PGPORT:-55449}
 redis_port=${REDIS_PORT:-56389}
 work_prefix=modgate-fleet-bench
-redis_cpu=1
+engine_cpu=1
 . "$root/tuning/fleet/engines.sh"
 python3 -c "
 import json
@@ -26,7 +26,7 @@ cat > "$work/fleet.toml" <<TOML
 [cluster]
 node_id = "bench"
 postgres_url = "postgres://modgate@127.0.0.1:$port/modgate"
-redis_url = "redis://127.0.0.1:$redis_port/0"
+${BENCH_NO_REDIS:+#}redis_url = "redis://127.0.0.1:$redis_port/0"
 TOML
 "$bin" db migrate --config "$work/fleet.toml" >/dev/null
 "$bin" org create bench --plan pro --config "$work/fleet.toml" >/dev/null
@@ -54,19 +54,29 @@ start single; single_pid=$pid single_url=$url
 single_key=$("$bin" key create --org bench --data "$work/data-single" | head -1)
 start fleet --config "$work/fleet.toml"; fleet_pid=$pid fleet_url=$url fleet_metrics=$metrics
 
-measure() { # PID URL KEY
+measure() { # PID URL KEY -> the tool's report on stderr, CPU microseconds per request on stdout
   "$tool" --pid "$1" --url "$2/v1/text" --method POST --body-file "$work/text.json" \
-    -H "Content-Type: application/json" -H "X-Api-Key: $3" --pin-wrk 1 --seconds 10 \
-    | grep -o '[0-9.]* us' | head -1 | grep -o '[0-9.]*'
+    -H "Content-Type: application/json" -H "X-Api-Key: $3" --pin-wrk 1 --seconds 10 >"$work/measure.out"
+  sed 's/^/    /' "$work/measure.out" >&2
+  grep -o 'us_per_request=[0-9.]*' "$work/measure.out" | head -1 | cut -d= -f2
 }
-metric() { curl -s "$fleet_metrics/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
-checks() { curl -s "$fleet_metrics/metrics" | awk '/^modgate_requests_total\{route="\/v1\/text",status="200"\}/ {print $2}'; }
+metric() { curl -s "$fleet_metrics/metrics" | awk -v m="$1" '$1 == m {v = $2} END {print v + 0}'; }
+checks() { curl -s "$fleet_metrics/metrics" | awk '/^modgate_requests_total\{route="\/v1\/text",status="200"\}/ {v = $2} END {print v + 0}'; }
 
 per_1000() { python3 -c "print(round(1000 * ($2 - $1) / max(1, $4 - $3), 2))"; }
 for round in $(seq "$rounds"); do
+  if [ -n "${BENCH_PERF:-}" ]; then
+    perf record -F 999 -g -p "$single_pid" -o "$BENCH_PERF.single" -- sleep 8 >/dev/null 2>&1 &
+  fi
   s=$(measure "$single_pid" "$single_url" "$single_key")
   redis0=$(metric modgate_budget_engine_round_trips_total)
   ledger0=$(metric modgate_quota_ledger_round_trips_total); checks0=$(checks)
+  if [ -n "${BENCH_PERF:-}" ]; then
+    perf record -F 999 -g -p "$fleet_pid" -o "$BENCH_PERF" -- sleep 8 >/dev/null 2>&1 &
+  fi
+  if [ -n "${BENCH_MONITOR:-}" ]; then
+    (sleep 4; timeout 1 redis-cli -p "$redis_port" monitor >"$BENCH_MONITOR" 2>&1) &
+  fi
   f=$(measure "$fleet_pid" "$fleet_url" "$fleet_key")
   redis1=$(metric modgate_budget_engine_round_trips_total)
   ledger1=$(metric modgate_quota_ledger_round_trips_total); checks1=$(checks)

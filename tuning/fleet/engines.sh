@@ -1,13 +1,14 @@
 # Sourced by the scripts here: PostgreSQL (Debian's package, run as its own user) and Redis
 # (Debian's redis-server) on loopback in a temporary directory, stopped and removed on exit.
 #
-# In: $work_prefix (the directory's name prefix), $port, $redis_port, optional $redis_cpu.
+# In: $work_prefix (the directory's name prefix), $port, $redis_port, optional $engine_cpu
+# (the CPU both engines are pinned to).
 # Out: $pgbin, $work (the directory), as_pg (runs a command as PostgreSQL's user), pg_start.
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort | tail -1)
 work=$(mktemp -d "/tmp/$work_prefix-XXXXXX")
 as_pg() { if [ "$(id -u)" = 0 ]; then chown -R postgres "$work"; runuser -u postgres -- "$@"; else "$@"; fi; }
 pg_start() {
-  as_pg "$pgbin/pg_ctl" -D "$work/pg" -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work" -l "$work/pg.log" -w start >/dev/null
+  as_pg ${engine_cpu:+taskset -c "$engine_cpu"} "$pgbin/pg_ctl" -D "$work/pg" -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work" -l "$work/pg.log" -w start >/dev/null
 }
 cleanup() {
   trap - EXIT INT TERM
@@ -20,5 +21,5 @@ trap 'cleanup; exit 130' INT TERM
 as_pg "$pgbin/initdb" -D "$work/pg" -A trust -U modgate --no-sync >/dev/null
 pg_start
 "$pgbin/createdb" -h 127.0.0.1 -p "$port" -U modgate modgate
-${redis_cpu:+taskset -c "$redis_cpu"} redis-server --port "$redis_port" --bind 127.0.0.1 --save "" \
+${engine_cpu:+taskset -c "$engine_cpu"} redis-server --port "$redis_port" --bind 127.0.0.1 --save "" \
   --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
