@@ -17,6 +17,7 @@
 //!
 //! Records are bincode; `modgate journal` ([`query`]) reads and merges the shards' journals.
 
+pub mod charges;
 pub mod query;
 pub mod shipping;
 
@@ -101,7 +102,7 @@ pub fn open_env(
 ) -> anyhow::Result<(Env, Database<Str, Bytes>)> {
     std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
     let mut options = EnvOpenOptions::new();
-    options.map_size(map_bytes).max_dbs(4);
+    options.map_size(map_bytes).max_dbs(8);
     if no_sync {
         // SAFETY: NO_SYNC only skips the fsync at commit; it changes what a power loss can
         // take (documented above), not the memory safety of the map. The other conditions
@@ -140,6 +141,8 @@ struct Slot {
 struct PendingRecord {
     key: String,
     value: Vec<u8>,
+    /// The quota ledger key the check is charged to, if it is.
+    charge: Option<String>,
     slot: Rc<Slot>,
 }
 
@@ -157,6 +160,8 @@ pub struct Journal {
     commits: Cell<u64>,
     /// In a fleet: the commit-order index and where shipping is.
     ship: Option<ShipState>,
+    /// Checks charged to each quota, counted with the records.
+    charges: charges::ChargeCounts,
     /// The last commit failed (disk full, map full, I/O error): `/health` answers 503 and the
     /// committer probes every [`PROBE_INTERVAL`] until a commit succeeds again.
     failing: Cell<bool>,
@@ -197,6 +202,7 @@ impl Journal {
     ) -> anyhow::Result<Rc<Journal>> {
         let no_sync = matches!(config.sync, SyncPolicy::Interval(_));
         let (env, db) = open_env(&shard_dir(data_dir, shard), config.map_bytes, no_sync)?;
+        let charges = charges::ChargeCounts::open(&env, db, crate::clock::Clock::System.now_ms())?;
         let ship = if config.ship {
             let (index, next) = shipping::ShipIndex::open(&env)?;
             let shipped = index.shipped(&env)?;
@@ -210,6 +216,7 @@ impl Journal {
         };
         let journal = Rc::new(Journal {
             ship,
+            charges,
             failing: Cell::new(false),
             failures_unlogged: Cell::new(0),
             failure_logged_at: Cell::new(None),
@@ -261,9 +268,15 @@ impl Journal {
             JournalError
         })?;
         let slot = Rc::new(Slot::default());
+        let charge = record
+            .org
+            .as_deref()
+            .zip(record.charged_month())
+            .map(|(org, month)| charges::ledger_key(org, month));
         self.pending.borrow_mut().push(PendingRecord {
             key: record.request_id.clone().into_owned(),
             value: value.into_owned(),
+            charge,
             slot: slot.clone(),
         });
         if let Some(waker) = self.committer.borrow_mut().take() {
@@ -320,17 +333,19 @@ impl Journal {
                 continue;
             }
             let mut records = Vec::new();
+            let mut charged = Vec::new();
             let mut slots = Vec::new();
             {
                 let mut pending = self.pending.borrow_mut();
                 let take = pending.len().min(self.config.batch_records_max);
                 for record in pending.drain(..take) {
                     records.push((record.key, record.value));
+                    charged.extend(record.charge);
                     slots.push(record.slot);
                 }
             }
             let count = records.len();
-            let (env, db) = (self.env.clone(), self.db);
+            let (env, db, charges) = (self.env.clone(), self.db, self.charges);
             // Sequence numbers in commit order, taken only once the commit succeeded (a failed
             // commit wrote nothing, so its numbers are given again).
             let order = self.ship.as_ref().map(|ship| (ship.index, ship.next.get()));
@@ -344,6 +359,10 @@ impl Journal {
                     if let Some((index, first)) = order {
                         let keys: Vec<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
                         index.append(&mut txn, first, &keys)?;
+                    }
+                    if !charged.is_empty() {
+                        let keys: Vec<&str> = charged.iter().map(String::as_str).collect();
+                        charges.add(&mut txn, &keys)?;
                     }
                     txn.commit()
                 })
@@ -455,6 +474,11 @@ impl Journal {
             return Ok(Some(Vec::new()));
         };
         Ok(ship.index.unshipped_charges(&self.env, self.db, max)?)
+    }
+
+    /// The checks charged to each quota, as committed (blocking; read once at start).
+    pub fn charges_blocking(&self) -> anyhow::Result<charges::JournalCharges> {
+        Ok(self.charges.read(&self.env)?)
     }
 
     /// Records that records up to `seq` are in the fleet's table.

@@ -8,8 +8,10 @@
 //! [`LocalLeases`] is the in-process source: rate buckets and concurrency counters in memory
 //! (behind mutexes touched once per lease, not per request), and the quota ledger in an LMDB
 //! environment (`<data>/counters`) so that it survives restarts. The ledger counts units
-//! *leased*: a shard that dies with units in hand loses them (counted as used), which is the
-//! "exact within the leases outstanding" of the quota; a graceful stop gives them back.
+//! *leased*; a graceful stop gives back what the shards hold. A process that dies loses the
+//! units its shards held, so at the next start, before its first grant, the ledger is set back
+//! to the checks the shards' journals charged ([`crate::journal::charges`], committed with the
+//! records, so exactly the checks answered): never more, never less.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -21,6 +23,8 @@ use heed::types::{Str, U64};
 use heed::{byteorder::BigEndian, Database, Env, EnvOpenOptions};
 
 use super::bucket::{Bucket, BucketState};
+pub use crate::journal::charges::ledger_key;
+use crate::journal::charges::JournalCharges;
 use crate::store::records::EngineDown;
 
 /// A plan's bucket.
@@ -115,6 +119,10 @@ pub trait LeaseSource: Send + Sync {
     /// leased for that month. Shards report on their janitor tick, so the `X-Quota-Used` they
     /// send lags other shards by at most one tick. Does not block.
     fn report_spent(&self, org: &str, month: u32, spent: u64) -> u64;
+    /// A shard's journal counts of charged checks, read at its start before it serves
+    /// (`None`: it could not read them). A single node sets its ledger back to them once every
+    /// shard has reported; a fleet's ledger settles from its own records.
+    fn report_journal_charges(&self, _charges: Option<JournalCharges>) {}
 }
 
 /// Map size of the counters environment.
@@ -127,6 +135,26 @@ pub struct LocalLeases {
     quota: Database<Str, U64<BigEndian>>,
     /// Checks spent per ledger key, as reported by the shards (see `report_spent`).
     spent: Mutex<HashMap<String, u64>>,
+    /// The journals' counts gathered at start; grants wait until the ledger is set back.
+    reconcile: Mutex<Reconcile>,
+    reconciled: std::sync::Condvar,
+}
+
+/// How long a grant waits at start for every shard's journal counts before it goes ahead
+/// without them (the ledger then keeps what it had: stricter, never looser).
+pub const RECONCILE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+#[derive(Default)]
+struct Reconcile {
+    /// Shards that will report (0: nothing to wait for).
+    expected: usize,
+    reported: usize,
+    /// A journal could not be read, or one is not opened by this run: no reconciling.
+    unknown: bool,
+    /// The latest `since` of the journals: months that began before it are not reconciled.
+    since_ms: i64,
+    counts: HashMap<String, u64>,
+    done: bool,
 }
 
 impl LocalLeases {
@@ -148,7 +176,81 @@ impl LocalLeases {
             env,
             quota,
             spent: Mutex::default(),
+            reconcile: Mutex::new(Reconcile {
+                done: true,
+                ..Reconcile::default()
+            }),
+            reconciled: std::sync::Condvar::new(),
         })
+    }
+
+    /// Makes grants wait until each of `shards` shards reported its journal's counts
+    /// ([`LeaseSource::report_journal_charges`]) and the ledger was set back to them. A
+    /// journal directory of a shard this run does not have (fewer cores than last time) would
+    /// be missed, so then nothing is reconciled.
+    pub fn expect_journals(&self, shards: usize, data_dir: &Path) {
+        let extra = crate::journal::shard_dir(data_dir, shards).exists();
+        if extra {
+            tracing::warn!(
+                shards,
+                "a journal of a shard this run does not have exists: the quota ledger is not reconciled with the journals"
+            );
+        }
+        *lock(&self.reconcile) = Reconcile {
+            expected: shards,
+            unknown: extra,
+            ..Reconcile::default()
+        };
+    }
+
+    /// Waits (bounded) until the ledger was reconciled with the journals.
+    fn wait_reconciled(&self) {
+        let reconcile = lock(&self.reconcile);
+        let (reconcile, timeout) = self
+            .reconciled
+            .wait_timeout_while(reconcile, RECONCILE_WAIT, |r| !r.done)
+            .unwrap_or_else(|e| e.into_inner());
+        if timeout.timed_out() && !reconcile.done {
+            drop(reconcile);
+            tracing::warn!(
+                "the journals' quota counts did not all arrive: granting on the ledger as it is"
+            );
+            lock(&self.reconcile).done = true;
+        }
+    }
+
+    /// Sets every ledger key of a month the journals counted whole to what they charged.
+    /// Answers the units that came back (held by shards when the last run ended).
+    fn set_back(&self, since_ms: i64, counts: &HashMap<String, u64>) -> heed::Result<u64> {
+        let since_month = crate::clock::month_of(since_ms);
+        let whole = |key: &str| {
+            let month = key.get(..8).and_then(|m| m.parse::<u32>().ok());
+            month.is_some_and(|month| since_ms == 0 || month > since_month)
+        };
+        let mut txn = self.env.write_txn()?;
+        let ledger: Vec<(String, u64)> = self
+            .quota
+            .iter(&txn)?
+            .map(|entry| entry.map(|(key, used)| (key.to_owned(), used)))
+            .collect::<heed::Result<_>>()?;
+        let mut returned = 0;
+        for (key, used) in &ledger {
+            if !whole(key) {
+                continue;
+            }
+            let charged = counts.get(key).copied().unwrap_or(0);
+            if charged != *used {
+                returned += used.saturating_sub(charged);
+                self.quota.put(&mut txn, key, &charged)?;
+            }
+        }
+        for (key, charged) in counts {
+            if whole(key) && !ledger.iter().any(|(k, _)| k == key) {
+                self.quota.put(&mut txn, key, charged)?;
+            }
+        }
+        txn.commit()?;
+        Ok(returned)
     }
 }
 
@@ -178,10 +280,6 @@ impl LocalLeases {
             }
         }
     }
-}
-
-fn ledger_key(org: &str, month: u32) -> String {
-    format!("{month:08}/{org}")
 }
 
 impl LeaseSource for LocalLeases {
@@ -232,6 +330,7 @@ impl LeaseSource for LocalLeases {
         want: u64,
         _engine_down: EngineDown,
     ) -> anyhow::Result<QuotaGrant> {
+        self.wait_reconciled();
         let key = ledger_key(org, month);
         // The count of checks spent starts from the ledger as it was before this process's
         // first grant (a graceful stop returned what the last run leased and did not spend).
@@ -273,6 +372,43 @@ impl LeaseSource for LocalLeases {
                 0
             }
         }
+    }
+
+    fn report_journal_charges(&self, charges: Option<JournalCharges>) {
+        let mut reconcile = lock(&self.reconcile);
+        if reconcile.done {
+            return;
+        }
+        reconcile.reported += 1;
+        match charges {
+            Some(charges) => {
+                reconcile.since_ms = reconcile.since_ms.max(charges.since_ms);
+                for (key, count) in charges.counts {
+                    *reconcile.counts.entry(key).or_default() += count;
+                }
+            }
+            None => reconcile.unknown = true,
+        }
+        if reconcile.reported < reconcile.expected {
+            return;
+        }
+        if !reconcile.unknown {
+            match self.set_back(reconcile.since_ms, &reconcile.counts) {
+                Ok(0) => {}
+                Ok(returned) => tracing::info!(
+                    units = returned,
+                    "quota units held when the last run ended went back to the ledger"
+                ),
+                Err(error) => {
+                    tracing::warn!(%error, "setting the quota ledger back to the journals failed")
+                }
+            }
+            // Counts seeded before (`X-Quota-Used` of a check that came first) start again.
+            lock(&self.spent).clear();
+        }
+        reconcile.counts = HashMap::new();
+        reconcile.done = true;
+        self.reconciled.notify_all();
     }
 
     fn report_spent(&self, org: &str, month: u32, spent: u64) -> u64 {

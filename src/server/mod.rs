@@ -176,7 +176,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         }
         None => None,
     };
-    let leases = budgets(&config, control_plane.as_ref(), shipper.as_ref())?;
+    let leases = budgets(&config, control_plane.as_ref(), shipper.as_ref(), shards)?;
     let stopping_leases = leases.clone();
     let config = Arc::new(config);
     let mut pool = LocalExecutorPoolBuilder::new(placement)
@@ -236,12 +236,16 @@ fn budgets(
     config: &Config,
     control_plane: Option<&Arc<ControlPlaneStatus>>,
     shipper: Option<&fleet::shipper::Shipper>,
+    shards: usize,
 ) -> anyhow::Result<Arc<dyn LeaseSource>> {
-    let local: Arc<dyn LeaseSource> = Arc::new(LocalLeases::open(&config.server.data_dir)?);
+    let leases = LocalLeases::open(&config.server.data_dir)?;
     let (Some(cluster), Some(status), Some(shipper)) = (&config.cluster, control_plane, shipper)
     else {
-        return Ok(local);
+        // A single node: its quota ledger is set back to what the journals charged.
+        leases.expect_journals(shards, &config.server.data_dir);
+        return Ok(Arc::new(leases));
     };
+    let local: Arc<dyn LeaseSource> = Arc::new(leases);
     let quota: Arc<dyn LeaseSource> = Arc::new(fleet::quota::PgQuota::start(
         cluster.clone(),
         local,

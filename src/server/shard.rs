@@ -272,10 +272,21 @@ pub async fn run(
                 error = format!("{error:#}"),
                 "shard could not open its journal"
             );
+            resources.leases.report_journal_charges(None);
             return;
         }
     };
     journal.report_failures_to(state.failing_journals.clone());
+    // Before this shard serves: the checks its journal has charged, so that a single node's
+    // quota ledger is set back to them after a crash.
+    let charges = journal.charges_blocking().map_err(|error| {
+        tracing::error!(
+            shard = index,
+            error = format!("{error:#}"),
+            "reading the journal's quota counts failed"
+        )
+    });
+    resources.leases.report_journal_charges(charges.ok());
     let engine = match start_engine(index, resources, metrics.clone()).await {
         Ok(engine) => engine,
         Err(error) => {
