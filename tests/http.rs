@@ -387,6 +387,49 @@ fn connections_over_the_cap_get_503() {
     }
 }
 
+/// Issue 14: a TLS connection over the cap was closed without being counted in
+/// `modgate_connections_refused_total` (the plain-text one was).
+#[test]
+fn tls_connections_over_the_cap_are_closed_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let cert_path = dir.path().join("cert.pem");
+    let key_path = dir.path().join("key.pem");
+    std::fs::write(&cert_path, certified.cert.pem()).unwrap();
+    std::fs::write(&key_path, certified.signing_key.serialize_pem()).unwrap();
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        tls: Some((cert_path, key_path)),
+        config: "[server]\nconnections_per_shard_max = 2\n".into(),
+        ..Options::default()
+    });
+    let refused = || {
+        server
+            .scrape()
+            .value("modgate_connections_refused_total", &[])
+            .unwrap_or(0.0)
+    };
+    assert_eq!(refused(), 0.0);
+    // Two connections that have not finished a handshake hold the cap.
+    let kept: Vec<_> = (0..2)
+        .map(|_| std::net::TcpStream::connect(server.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut third = std::net::TcpStream::connect(server.addr).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let read = std::io::Read::read(&mut third, &mut byte);
+    assert!(
+        matches!(read, Ok(0))
+            || read.is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the connection over the cap was not closed"
+    );
+    assert_eq!(refused(), 1.0);
+    drop(kept);
+}
+
 #[test]
 fn graceful_stop_finishes_requests_in_flight() {
     let mut server = Server::start();

@@ -399,6 +399,9 @@ pub async fn run(
         // connection is closed to make room rather than the new client refused.
         let shard_full = shard.conns.open.get() > cap && !shard.conns.evict_idle(peer);
         if address_full || shard_full {
+            shard.api.metrics.connection_refused();
+            // Over TLS a plain answer would be noise before a handshake: the connection is
+            // closed (the stream dropped) without one.
             if tls.is_none() {
                 glommio::spawn_local(refuse_over_cap(shard.clone(), stream)).detach();
             }
@@ -589,7 +592,6 @@ async fn serve(
 
 /// Answers a connection over the cap with 503 and closes it, without reading its request.
 async fn refuse_over_cap(shard: Rc<Shard>, mut stream: TcpStream) {
-    shard.api.metrics.connection_refused();
     let request_id = shard.next_request_id();
     let error = ApiError::new(
         ErrorKind::Busy,
