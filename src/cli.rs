@@ -254,6 +254,15 @@ enum FleetCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Drop a node that is gone for good (not live): it leaves `fleet status`, and the quota
+    /// units it held go back to the ledger.
+    Forget {
+        /// The node's `cluster.node_id`.
+        node: String,
+        /// Configuration file with a `[cluster]` section.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -420,6 +429,19 @@ pub fn main() -> anyhow::Result<()> {
         Command::Fleet {
             command: FleetCommand::Status { config, json },
         } => fleet_status(&config, json),
+        Command::Fleet {
+            command: FleetCommand::Forget { node, config },
+        } => {
+            let cluster = cluster_of(&config)?;
+            let forgotten = crate::fleet::runtime()?
+                .block_on(crate::fleet::control::forget(&cluster, &node))?;
+            say!(
+                "forgot node {}: {} quota units it held went back to the ledger",
+                forgotten.node_id,
+                forgotten.units_returned
+            );
+            Ok(())
+        }
         Command::Config { print_defaults } => {
             if !print_defaults {
                 bail!("nothing to do: try `modgate config --print-defaults`");

@@ -91,6 +91,22 @@ impl Drop for StopOnDrop {
     }
 }
 
+/// A key of a new organization "acme" with a monthly quota of `quota` and no rate to speak of.
+fn quota_key(fleet: &Fleet, quota: usize) -> String {
+    fleet.key(
+        "acme",
+        "free",
+        &[
+            "--quota-per-month",
+            &quota.to_string(),
+            "--rate-per-s",
+            "100000",
+            "--rate-burst",
+            "100000",
+        ],
+    )
+}
+
 /// The tests' check: a short text.
 const BODY: &str = r#"{"text":"hello"}"#;
 
@@ -347,18 +363,7 @@ fn a_quota_spent_across_nodes_is_never_exceeded_and_a_killed_nodes_units_come_ba
         fleet.node("node-b"),
         fleet.node("node-c"),
     ];
-    let key = fleet.key(
-        "acme",
-        "free",
-        &[
-            "--quota-per-month",
-            &QUOTA.to_string(),
-            "--rate-per-s",
-            "100000",
-            "--rate-burst",
-            "100000",
-        ],
-    );
+    let key = quota_key(&fleet, QUOTA);
     // One client per node, checks back to back; the node a client talks to can change (node a
     // is restarted on a new port).
     let addrs: Vec<_> = nodes
@@ -615,4 +620,77 @@ fn postgres_stopped_and_started_under_load() {
         newco("SELECT sum(used) FROM quota_ledger WHERE org = 'newco'"),
         "the ledger and the nodes' leases agree"
     );
+}
+
+#[test]
+fn a_node_gone_for_good_is_forgotten_and_its_quota_units_come_back() {
+    const QUOTA: usize = 40;
+    let fleet = Fleet::start();
+    let mut a = fleet.node("node-a");
+    let b = fleet.node("node-b");
+    let key = quota_key(&fleet, QUOTA);
+    let mut answered = 0;
+    for _ in 0..5 {
+        assert_eq!(check(&a, &key).0, 200);
+        assert_eq!(check(&b, &key).0, 200);
+        answered += 2;
+    }
+    // Node a's checks are in the fleet's journal (what it answered and had not shipped would
+    // be unknown once it is gone), then it dies holding units it leased.
+    let shipped = "SELECT count(*) FROM journal WHERE node_id = 'node-a'";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fleet.postgres.psql(shipped) != "5" {
+        assert!(
+            Instant::now() < deadline,
+            "node a's checks were not shipped"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    a.kill();
+    // A live node is not forgotten.
+    let refused = fleet_admin(&fleet.config, &["fleet", "forget", "node-b"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("is live"));
+    // Node a, once its heartbeat is older than 5 s, is.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let forgot = fleet_admin(&fleet.config, &["fleet", "forget", "node-a"]);
+        if forgot.status.success() {
+            let said = String::from_utf8_lossy(&forgot.stdout);
+            assert!(said.contains("forgot node node-a"), "{said}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "node a was never forgotten");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // `fleet status` no longer shows it, and pings Redis.
+    let with_redis = fleet.dir.path().join("admin-redis.toml");
+    std::fs::write(
+        &with_redis,
+        format!(
+            "{}redis_url = \"{}\"\n",
+            cluster_config(&fleet.postgres, "admin"),
+            fleet.redis.url()
+        ),
+    )
+    .unwrap();
+    let status = fleet_admin_ok(&with_redis, &["fleet", "status"]);
+    assert!(!status.contains("node-a"), "{status}");
+    assert!(status.contains("redis ok"), "{status}");
+    // The units node a held came back: node b spends exactly the rest of the quota.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while answered < QUOTA {
+        assert!(
+            Instant::now() < deadline,
+            "only {answered} of a quota of {QUOTA} could be spent"
+        );
+        match check(&b, &key) {
+            (200, _) => answered += 1,
+            (429, kind) if kind == "quota_exceeded" => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(check(&b, &key), (429, "quota_exceeded".to_owned()));
 }

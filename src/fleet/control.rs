@@ -170,9 +170,79 @@ pub async fn status(cluster: &ClusterConfig) -> anyhow::Result<FleetStatus> {
         postgres: "ok".to_owned(),
         redis: match &cluster.redis_url {
             None => "not configured".to_owned(),
-            Some(_) => "not used yet: budgets are per node".to_owned(),
+            Some(url) => redis_health(url),
         },
         nodes,
+    })
+}
+
+/// `ok`, or why Redis/Valkey at `url` does not answer a `PING` (bounded by the budgets'
+/// timeouts).
+fn redis_health(url: &str) -> String {
+    let timeout = super::budgets::REDIS_TIMEOUT;
+    let pinged = redis::Client::open(url)
+        .and_then(|client| client.get_connection_with_timeout(timeout))
+        .and_then(|mut connection| {
+            connection.set_read_timeout(Some(timeout))?;
+            redis::cmd("PING").query::<String>(&mut connection)
+        });
+    match pinged {
+        Ok(_) => "ok".to_owned(),
+        Err(error) => format!("unreachable: {error}"),
+    }
+}
+
+/// What `fleet forget` did.
+#[derive(Debug, Serialize)]
+pub struct Forgotten {
+    pub node_id: String,
+    /// Quota units the node held (leased, neither returned nor spent) that went back.
+    pub units_returned: i64,
+}
+
+/// Drops a node that is gone for good: its row in `nodes` (so `fleet status` and the admin
+/// commands' waits no longer name it), and the quota units it held, back to the ledger. Its
+/// rate tokens and permits in Redis expire by themselves. Refused for a live node. Checks it
+/// answered and had not shipped are unknown here: their units go back too (if the node ever
+/// starts again, it ships them and its next reconciliation charges them again).
+pub async fn forget(cluster: &ClusterConfig, node_id: &str) -> anyhow::Result<Forgotten> {
+    let mut client = connect(cluster).await?;
+    schema::check(&client).await?;
+    let tx = client.transaction().await?;
+    let age: Option<i64> = tx
+        .query_opt(
+            "SELECT (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint FROM nodes
+             WHERE node_id = $1 FOR UPDATE",
+            &[&node_id],
+        )
+        .await?
+        .map(|row| row.get(0));
+    match age {
+        None => anyhow::bail!("no node '{node_id}' in the fleet"),
+        Some(age) if age < NODE_LIVE_MS => anyhow::bail!(
+            "node '{node_id}' is live (heartbeat {age} ms ago): stop it first, then forget it"
+        ),
+        Some(_) => {}
+    }
+    let held = tx
+        .query(
+            "SELECT org, month, leased - returned - spent FROM quota_leases
+             WHERE node_id = $1 AND leased - returned - spent > 0 FOR UPDATE",
+            &[&node_id],
+        )
+        .await?;
+    let mut units_returned = 0;
+    for row in held {
+        let (org, month, units): (String, i32, i64) = (row.get(0), row.get(1), row.get(2));
+        super::quota::return_units(&tx, node_id, &org, month, units).await?;
+        units_returned += units;
+    }
+    tx.execute("DELETE FROM nodes WHERE node_id = $1", &[&node_id])
+        .await?;
+    tx.commit().await.context("committing the forgetting")?;
+    Ok(Forgotten {
+        node_id: node_id.to_owned(),
+        units_returned,
     })
 }
 

@@ -554,7 +554,7 @@ async fn give_back(
 }
 
 /// Takes `units` off the ledger's count and adds them to what `node_id` returned.
-async fn return_units(
+pub(super) async fn return_units(
     tx: &tokio_postgres::Transaction<'_>,
     node_id: &str,
     org: &str,
