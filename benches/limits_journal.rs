@@ -18,7 +18,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use glommio::{LocalExecutor, LocalExecutorBuilder};
 use modgate::auth::Caller;
 use modgate::journal::{Journal, JournalConfig, JournalRecord, SyncPolicy};
-use modgate::limits::lease::LocalLeases;
+use modgate::limits::lease::{LocalLeases, Sources};
 use modgate::limits::ShardLimits;
 use modgate::metrics::Metrics;
 use modgate::store::records::{
@@ -101,7 +101,10 @@ fn executor() -> LocalExecutor {
 fn limits(c: &mut Criterion) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let ex = executor();
-    let limits = ShardLimits::new(Arc::new(LocalLeases::open(dir.path()).unwrap()), 1);
+    let limits = ShardLimits::new(
+        Sources::local(Arc::new(LocalLeases::open(dir.path()).unwrap())),
+        1,
+    );
     let caller = caller();
     let mut group = c.benchmark_group("limits");
     group.throughput(Throughput::Elements(1));

@@ -387,16 +387,28 @@ fn connections_over_the_cap_get_503() {
     }
 }
 
+/// A self-signed certificate for `localhost` written to `dir`: its PEM paths and its DER.
+fn self_signed(
+    dir: &std::path::Path,
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    rustls::pki_types::CertificateDer<'static>,
+) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let cert_path = dir.join("cert.pem");
+    let key_path = dir.join("key.pem");
+    std::fs::write(&cert_path, certified.cert.pem()).unwrap();
+    std::fs::write(&key_path, certified.signing_key.serialize_pem()).unwrap();
+    (cert_path, key_path, certified.cert.der().clone())
+}
+
 /// Issue 14: a TLS connection over the cap was closed without being counted in
 /// `modgate_connections_refused_total` (the plain-text one was).
 #[test]
 fn tls_connections_over_the_cap_are_closed_and_counted() {
     let dir = tempfile::tempdir().unwrap();
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let cert_path = dir.path().join("cert.pem");
-    let key_path = dir.path().join("key.pem");
-    std::fs::write(&cert_path, certified.cert.pem()).unwrap();
-    std::fs::write(&key_path, certified.signing_key.serialize_pem()).unwrap();
+    let (cert_path, key_path, _) = self_signed(dir.path());
     let server = Server::start_with(Options {
         cores: Some(1),
         tls: Some((cert_path, key_path)),
@@ -462,16 +474,12 @@ fn graceful_stop_finishes_requests_in_flight() {
 #[test]
 fn tls_with_alpn_http11() {
     let dir = tempfile::tempdir().unwrap();
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let cert_path = dir.path().join("cert.pem");
-    let key_path = dir.path().join("key.pem");
-    std::fs::write(&cert_path, certified.cert.pem()).unwrap();
-    std::fs::write(&key_path, certified.signing_key.serialize_pem()).unwrap();
+    let (cert_path, key_path, cert_der) = self_signed(dir.path());
     let server = Server::start_with(Options {
         tls: Some((cert_path, key_path)),
         ..Options::default()
     });
-    let root = ureq::tls::Certificate::from_der(certified.cert.der()).to_owned();
+    let root = ureq::tls::Certificate::from_der(&cert_der).to_owned();
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .tls_config(
@@ -499,7 +507,7 @@ fn tls_with_alpn_http11() {
 
     // ALPN: a raw rustls client offering h2 and http/1.1 gets http/1.1.
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(certified.cert.der().clone()).unwrap();
+    roots.add(cert_der.clone()).unwrap();
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

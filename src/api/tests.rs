@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::download::Downloader;
 use crate::http::conn::testing::answer;
 use crate::journal::Journal;
-use crate::limits::lease::LocalLeases;
+use crate::limits::lease::{LocalLeases, Sources};
 use crate::limits::ShardLimits;
 use crate::metrics::Metrics;
 use crate::store::records::{Scopes, WorkflowAccess};
@@ -77,7 +77,7 @@ fn with_context(test: impl FnOnce(Rc<Context>, Keys) -> LocalFuture + Send + 'st
                 request_limits: config.limits.clone(),
                 panic_path: None,
                 store: StoreView::new(store),
-                limits: ShardLimits::new(leases, 1),
+                limits: ShardLimits::new(Sources::local(leases), 1),
                 checks: Engine {
                     text: Arc::new(text),
                     worker: None,

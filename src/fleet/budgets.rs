@@ -46,9 +46,8 @@ use super::follower::ControlPlaneStatus;
 use super::HEARTBEAT_MS;
 use crate::clock::Clock;
 use crate::limits::bucket::{Bucket, BucketState};
-use crate::limits::lease::{BucketSpec, LeaseSource, PermitGrant, QuotaGrant};
+use crate::limits::lease::{BucketSpec, LeaseSource, PermitGrant};
 use crate::limits::IDLE_RETURN_MS;
-use crate::store::records::EngineDown;
 
 /// How long a round with Redis may take (connect, or one pipeline) before the node counts it
 /// as down.
@@ -241,6 +240,12 @@ impl NodePermits {
         }
     }
 
+    /// This node's share while Redis is down: its part of `max` (at least one), or what Redis
+    /// had granted it before it went down, if more.
+    fn share(&self, live: u32) -> u32 {
+        (self.max / live).max(1).max(self.held)
+    }
+
     /// The most in use over the last one or two windows.
     fn recent_peak(&self) -> u32 {
         self.peak.max(self.peak_before)
@@ -263,13 +268,10 @@ struct NodeBudgets {
     stopped: bool,
 }
 
-/// The fleet's [`LeaseSource`]: rate and concurrency through Redis, the quota through the
-/// `quota` source (the fleet's PostgreSQL ledger).
+/// The fleet's [`LeaseSource`]: rate and concurrency through Redis.
 pub struct FleetLeases {
     shared: Arc<Shared>,
-    quota: Arc<dyn LeaseSource>,
     control: Arc<ControlPlaneStatus>,
-    clock: Clock,
 }
 
 struct Shared {
@@ -285,12 +287,11 @@ fn lock(shared: &Shared) -> MutexGuard<'_, NodeBudgets> {
 }
 
 impl FleetLeases {
-    /// Starts the Redis thread for `redis_url`; the quota goes to `quota`.
+    /// Starts the Redis thread for `redis_url`.
     pub fn start(
         redis_url: &str,
         node_id: String,
         permit_ttl_ms: u64,
-        quota: Arc<dyn LeaseSource>,
         control: Arc<ControlPlaneStatus>,
         status: Arc<BudgetStatus>,
     ) -> anyhow::Result<FleetLeases> {
@@ -307,9 +308,7 @@ impl FleetLeases {
         });
         let leases = FleetLeases {
             shared: shared.clone(),
-            quota,
             control,
-            clock: Clock::System,
         };
         let thread = RedisThread {
             client,
@@ -348,7 +347,7 @@ impl FleetLeases {
         want: u32,
         waiter: Option<oneshot::Sender<u32>>,
     ) -> Option<PermitGrant> {
-        let now_ms = self.clock.now_ms();
+        let now_ms = Clock::System.now_ms();
         let live = self.live_nodes();
         let mut budgets = lock(&self.shared);
         let engine_up = budgets.engine_up;
@@ -357,8 +356,7 @@ impl FleetLeases {
         permits.max = max;
         permits.touched_ms = now_ms;
         if !engine_up {
-            // This node's share, on top of what Redis had granted it before it went down.
-            let share = (max / live).max(1).max(permits.held);
+            let share = permits.share(live);
             let granted = want.min(share.saturating_sub(permits.in_use));
             permits.in_use += granted;
             if permits.in_use > permits.held {
@@ -505,7 +503,7 @@ impl LeaseSource for FleetLeases {
         let mut budgets = lock(&self.shared);
         if let Some(permits) = budgets.permits.get_mut(org) {
             permits.in_use = permits.in_use.saturating_sub(returned);
-            permits.note_use(self.clock.now_ms());
+            permits.note_use(Clock::System.now_ms());
             let spare = permit_spare(permits.free, live);
             let keep = if spare > 0 {
                 (permits.in_use + spare).max(permits.recent_peak())
@@ -526,37 +524,6 @@ impl LeaseSource for FleetLeases {
         !lock(&self.shared).engine_up
     }
 
-    fn quota_ledger_down(&self) -> bool {
-        self.quota.quota_ledger_down()
-    }
-
-    fn take_quota(
-        &self,
-        org: &str,
-        month: u32,
-        limit: u64,
-        want: u64,
-        engine_down: EngineDown,
-    ) -> anyhow::Result<QuotaGrant> {
-        self.quota.take_quota(org, month, limit, want, engine_down)
-    }
-
-    fn return_quota(&self, org: &str, month: u32, units: u64) -> anyhow::Result<()> {
-        self.quota.return_quota(org, month, units)
-    }
-
-    fn quota_used(&self, org: &str, month: u32) -> anyhow::Result<u64> {
-        self.quota.quota_used(org, month)
-    }
-
-    fn quota_spent(&self, org: &str, month: u32) -> u64 {
-        self.quota.quota_spent(org, month)
-    }
-
-    fn report_spent(&self, org: &str, month: u32, spent: u64) -> u64 {
-        self.quota.report_spent(org, month, spent)
-    }
-
     fn stop(&self) {
         let mut budgets = lock(&self.shared);
         for permits in budgets.permits.values_mut() {
@@ -572,7 +539,6 @@ impl LeaseSource for FleetLeases {
                 .wait_timeout_while(budgets, 2 * REDIS_TIMEOUT + TICK, |budgets| {
                     !budgets.stopped
                 });
-        self.quota.stop();
     }
 }
 
@@ -909,7 +875,7 @@ fn fail(budgets: &mut NodeBudgets, jobs: Vec<Job>) {
                     permits.asking = false;
                     permits.wanted = 0;
                     permits.dirty = true;
-                    let share = (permits.max / live).max(1).max(permits.held);
+                    let share = permits.share(live);
                     let waiting: Vec<_> = permits
                         .in_flight
                         .drain(..)

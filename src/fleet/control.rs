@@ -224,18 +224,12 @@ pub async fn forget(cluster: &ClusterConfig, node_id: &str) -> anyhow::Result<Fo
         ),
         Some(_) => {}
     }
-    let held = tx
-        .query(
-            "SELECT org, month, leased - returned - spent FROM quota_leases
-             WHERE node_id = $1 AND leased - returned - spent > 0 FOR UPDATE",
-            &[&node_id],
-        )
-        .await?;
     let mut units_returned = 0;
-    for row in held {
-        let (org, month, units): (String, i32, i64) = (row.get(0), row.get(1), row.get(2));
-        super::quota::return_units(&tx, node_id, &org, month, units).await?;
-        units_returned += units;
+    for (org, month, units) in super::quota::outstanding(&tx, node_id).await? {
+        if units > 0 {
+            super::quota::return_units(&tx, node_id, &org, month, units).await?;
+            units_returned += units;
+        }
     }
     tx.execute("DELETE FROM nodes WHERE node_id = $1", &[&node_id])
         .await?;

@@ -38,8 +38,7 @@ use anyhow::Context as _;
 
 use super::follower::ControlPlaneStatus;
 use crate::config::ClusterConfig;
-use crate::limits::bucket::BucketState;
-use crate::limits::lease::{lock, BucketSpec, LeaseSource, PermitGrant, QuotaGrant};
+use crate::limits::lease::{lock, QuotaGrant, QuotaSource};
 use crate::store::records::EngineDown;
 
 /// How long a node waits at start for its shards to read their unshipped records before it
@@ -99,15 +98,18 @@ impl Backlog {
     }
 
     /// Every shard's ids, once all have reported (`None` past `wait`, or if one could not).
-    /// Read once: the ids are handed over.
-    fn take(&self, wait: Duration) -> Option<Charges> {
+    fn charges(&self, wait: Duration) -> Option<Charges> {
         let counts = lock(&self.counts);
-        let (mut counts, _) = self
+        let (counts, _) = self
             .reported
             .wait_timeout_while(counts, wait, |counts| counts.reported < self.shards)
             .unwrap_or_else(|e| e.into_inner());
-        (counts.reported >= self.shards && !counts.unknown)
-            .then(|| std::mem::take(&mut counts.charges))
+        (counts.reported >= self.shards && !counts.unknown).then(|| counts.charges.clone())
+    }
+
+    /// Reconciled: the ids are not needed any more.
+    fn settled(&self) {
+        lock(&self.counts).charges = Charges::new();
     }
 }
 
@@ -149,17 +151,10 @@ enum Request {
     Flush {
         reply: std::sync::mpsc::SyncSender<anyhow::Result<()>>,
     },
-    Used {
-        org: String,
-        month: u32,
-        reply: std::sync::mpsc::SyncSender<anyhow::Result<u64>>,
-    },
 }
 
-/// The quota on PostgreSQL; rate and concurrency from `local` (this node's own, or Redis's
-/// through [`super::budgets::FleetLeases`], which puts this one behind it).
+/// The quota on PostgreSQL.
 pub struct PgQuota {
-    local: Arc<dyn LeaseSource>,
     requests: tokio::sync::mpsc::UnboundedSender<Request>,
     known: Arc<Mutex<Known>>,
     status: Arc<QuotaStatus>,
@@ -169,7 +164,6 @@ pub struct PgQuota {
 impl PgQuota {
     pub fn start(
         cluster: ClusterConfig,
-        local: Arc<dyn LeaseSource>,
         backlog: Arc<Backlog>,
         control: Arc<ControlPlaneStatus>,
     ) -> anyhow::Result<PgQuota> {
@@ -184,7 +178,6 @@ impl PgQuota {
             let mut ledger = Ledger {
                 node_id,
                 client: None,
-                reconciled: false,
                 backlog: Some(backlog),
                 known: thread_known,
                 status: thread_status,
@@ -212,7 +205,6 @@ impl PgQuota {
             }
         })?;
         Ok(PgQuota {
-            local,
             requests,
             known,
             status,
@@ -254,11 +246,11 @@ impl PgQuota {
         self.status
             .fallback_units
             .fetch_add(units, Ordering::Relaxed);
-        let spent = known.spent.get(&key).copied().unwrap_or(0);
+        // `spent` is this node's own count, which `take_quota` keeps.
         Some(QuotaGrant {
             units,
             used: used + owed,
-            spent,
+            spent: 0,
         })
     }
 }
@@ -281,8 +273,7 @@ async fn bounded<T>(
 struct Ledger {
     node_id: String,
     client: Option<tokio_postgres::Client>,
-    /// The last run's held units have been given back (or judged unknowable).
-    reconciled: bool,
+    /// Until the last run's held units have been given back (or judged unknowable).
     backlog: Option<Arc<Backlog>>,
     known: Arc<Mutex<Known>>,
     status: Arc<QuotaStatus>,
@@ -315,15 +306,12 @@ impl Ledger {
             self.failed();
             return false;
         };
-        if !self.reconciled {
+        if let Some(backlog) = &self.backlog {
             // Before this run's first lease: give back what the last run held.
-            let charges = self
-                .backlog
-                .as_ref()
-                .and_then(|backlog| backlog.take(BACKLOG_WAIT));
+            let charges = backlog.charges(BACKLOG_WAIT);
             match bounded(reconcile(client, &self.node_id, charges.as_ref())).await {
                 Ok((returned, charged)) => {
-                    self.reconciled = true;
+                    backlog.settled();
                     self.backlog = None;
                     if returned > 0 || charged > 0 {
                         tracing::info!(
@@ -338,13 +326,6 @@ impl Ledger {
                         error = format!("{error:#}"),
                         "quota reconciliation failed; retried at the next lease"
                     );
-                    // The ids were handed over: put them back for the next try.
-                    if let (Some(backlog), Some(charges)) = (&self.backlog, charges) {
-                        let mut counts = lock(&backlog.counts);
-                        for (key, ids) in charges {
-                            counts.charges.entry(key).or_default().extend(ids);
-                        }
-                    }
                     self.failed();
                     return false;
                 }
@@ -384,11 +365,11 @@ impl Ledger {
         match request {
             Request::Take { reply, .. } => drop(reply.send(Err(why()))),
             Request::Return { org, month, units } => owe(&self.known, org, month, -(units as i64)),
-            Request::Used { reply, .. } => drop(reply.send(Err(why()))),
             Request::Flush { reply } => drop(reply.send(Err(why()))),
         }
     }
 
+    /// Answers `request`; only after [`Self::ready`] said yes.
     async fn serve(&mut self, request: Request) {
         let Some(client) = self.client.as_mut() else {
             return self.refuse(request);
@@ -425,30 +406,12 @@ impl Ledger {
                 }
                 result.is_ok()
             }
-            Request::Used { org, month, reply } => {
-                let result = bounded(async {
-                    let row = client
-                        .query_opt(
-                            "SELECT used FROM quota_ledger WHERE org = $1 AND month = $2",
-                            &[&org, &(month as i32)],
-                        )
-                        .await?;
-                    anyhow::Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
-                })
-                .await;
-                let ok = result.is_ok();
-                self.status.ledger_up.store(ok, Ordering::Relaxed);
-                let _ = reply.send(result);
-                ok
-            }
             Request::Flush { reply } => {
                 let _ = reply.send(Ok(()));
                 true
             }
         };
-        if ok {
-            self.status.ledger_up.store(true, Ordering::Relaxed);
-        } else {
+        if !ok {
             self.failed();
         }
     }
@@ -553,6 +516,25 @@ async fn give_back(
     Ok(())
 }
 
+/// Per organization and month, what `node_id` leased and neither returned nor spent (negative:
+/// it spent more than it leased), its rows locked until `tx` ends.
+pub(super) async fn outstanding(
+    tx: &tokio_postgres::Transaction<'_>,
+    node_id: &str,
+) -> anyhow::Result<Vec<(String, i32, i64)>> {
+    let rows = tx
+        .query(
+            "SELECT org, month, leased - returned - spent FROM quota_leases
+             WHERE node_id = $1 FOR UPDATE",
+            &[&node_id],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect())
+}
+
 /// Takes `units` off the ledger's count and adds them to what `node_id` returned.
 pub(super) async fn return_units(
     tx: &tokio_postgres::Transaction<'_>,
@@ -592,16 +574,8 @@ async fn reconcile(
     let tx = client.transaction().await?;
     // Locked first: a batch the shipper inserts meanwhile commits after this transaction, so
     // what is read below (the node's `spent` and the table's rows) is one consistent state.
-    let rows = tx
-        .query(
-            "SELECT org, month, leased - returned - spent FROM quota_leases
-             WHERE node_id = $1 FOR UPDATE",
-            &[&node_id],
-        )
-        .await?;
     let (mut returned, mut charged) = (0, 0);
-    for row in rows {
-        let (org, month, outstanding): (String, i32, i64) = (row.get(0), row.get(1), row.get(2));
+    for (org, month, outstanding) in outstanding(&tx, node_id).await? {
         let ids = backlog
             .get(&(org.clone(), month as u32))
             .map_or(&[][..], Vec::as_slice);
@@ -630,46 +604,7 @@ async fn reconcile(
     Ok((returned, charged))
 }
 
-impl LeaseSource for PgQuota {
-    fn take_rate(
-        &self,
-        key: &str,
-        bucket: BucketSpec,
-        want: u32,
-        now_ms: i64,
-    ) -> (u32, BucketState) {
-        self.local.take_rate(key, bucket, want, now_ms)
-    }
-
-    fn rate_arriving(&self, key: &str) -> Option<futures_channel::oneshot::Receiver<u32>> {
-        self.local.rate_arriving(key)
-    }
-
-    fn return_rate(&self, key: &str, bucket: BucketSpec, tokens: u32) {
-        self.local.return_rate(key, bucket, tokens)
-    }
-
-    fn take_permits(&self, org: &str, max: u32, want: u32) -> PermitGrant {
-        self.local.take_permits(org, max, want)
-    }
-
-    fn take_permits_or_wait(
-        &self,
-        org: &str,
-        max: u32,
-        want: u32,
-    ) -> Result<PermitGrant, futures_channel::oneshot::Receiver<u32>> {
-        self.local.take_permits_or_wait(org, max, want)
-    }
-
-    fn return_permits(&self, org: &str, permits: u32) {
-        self.local.return_permits(org, permits)
-    }
-
-    fn engine_down(&self) -> bool {
-        self.local.engine_down()
-    }
-
+impl QuotaSource for PgQuota {
     fn quota_ledger_down(&self) -> bool {
         !self.status.ledger_up.load(Ordering::Relaxed)
     }
@@ -716,14 +651,6 @@ impl LeaseSource for PgQuota {
             .map_err(|_| anyhow::anyhow!("the quota thread has stopped"))
     }
 
-    fn quota_used(&self, org: &str, month: u32) -> anyhow::Result<u64> {
-        self.ask(|reply| Request::Used {
-            org: org.to_owned(),
-            month,
-            reply,
-        })
-    }
-
     fn quota_spent(&self, org: &str, month: u32) -> u64 {
         lock(&self.known)
             .spent
@@ -747,7 +674,6 @@ impl LeaseSource for PgQuota {
                 "quota units returned at stop could not be written: the next start returns them"
             );
         }
-        self.local.stop();
     }
 }
 
@@ -760,14 +686,14 @@ mod tests {
         let backlog = Backlog::new(2);
         backlog.report(Some(vec![(("acme".into(), 7), vec!["a".into()])]));
         // One shard missing: not known yet.
-        assert!(backlog.take(Duration::from_millis(10)).is_none());
+        assert!(backlog.charges(Duration::from_millis(10)).is_none());
         backlog.report(Some(vec![(("acme".into(), 7), vec!["b".into()])]));
-        let charges = backlog.take(Duration::from_millis(10)).unwrap();
+        let charges = backlog.charges(Duration::from_millis(10)).unwrap();
         assert_eq!(charges[&("acme".to_owned(), 7)], ["a", "b"]);
 
         let backlog = Backlog::new(2);
         backlog.report(Some(Vec::new()));
         backlog.report(None);
-        assert!(backlog.take(Duration::from_millis(10)).is_none());
+        assert!(backlog.charges(Duration::from_millis(10)).is_none());
     }
 }

@@ -50,10 +50,9 @@ impl ChargeCounts {
     }
 
     /// Adds one commit's charged checks (ledger keys, one per check, in any order).
-    pub fn add(&self, txn: &mut RwTxn<'_>, keys: &[&str]) -> heed::Result<()> {
-        let mut sorted = keys.to_vec();
-        sorted.sort_unstable();
-        for run in sorted.chunk_by(|a, b| a == b) {
+    pub fn add(&self, txn: &mut RwTxn<'_>, mut keys: Vec<&str>) -> heed::Result<()> {
+        keys.sort_unstable();
+        for run in keys.chunk_by(|a, b| a == b) {
             let count = self.db.get(txn, run[0])?.unwrap_or(0);
             self.db.put(txn, run[0], &(count + run.len() as u64))?;
         }
@@ -88,12 +87,12 @@ mod tests {
         charges
             .add(
                 &mut txn,
-                &["00024310/acme", "00024310/beta", "00024310/acme"],
+                vec!["00024310/acme", "00024310/beta", "00024310/acme"],
             )
             .unwrap();
         txn.commit().unwrap();
         let mut txn = env.write_txn().unwrap();
-        charges.add(&mut txn, &["00024310/acme"]).unwrap();
+        charges.add(&mut txn, vec!["00024310/acme"]).unwrap();
         txn.commit().unwrap();
         let read = charges.read(&env).unwrap();
         assert_eq!(read.since_ms, 0);

@@ -361,8 +361,7 @@ impl Journal {
                         index.append(&mut txn, first, &keys)?;
                     }
                     if !charged.is_empty() {
-                        let keys: Vec<&str> = charged.iter().map(String::as_str).collect();
-                        charges.add(&mut txn, &keys)?;
+                        charges.add(&mut txn, charged.iter().map(String::as_str).collect())?;
                     }
                     txn.commit()
                 })

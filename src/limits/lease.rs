@@ -1,9 +1,10 @@
 //! Where shards lease rate tokens, concurrency permits and quota units from: the one place
 //! that sees all shards.
 //!
-//! [`LeaseSource`] is deliberately narrow (take, give back, read), so that a deployment of
-//! several machines can implement it on a shared engine (Redis/Valkey, say) without any change
-//! to the request path, which only ever talks to its shard's [`super::ShardLimits`].
+//! [`LeaseSource`] (rate and concurrency) and [`QuotaSource`] (the monthly quota) are
+//! deliberately narrow (take, give back, read) and separate, so that a fleet implements each on
+//! its own engine (Redis/Valkey, PostgreSQL) without any change to the request path, which only
+//! ever talks to its shard's [`super::ShardLimits`]; [`Sources`] carries the pair.
 //!
 //! [`LocalLeases`] is the in-process source: rate buckets and concurrency counters in memory
 //! (behind mutexes touched once per lease, not per request), and the quota ledger in an LMDB
@@ -87,13 +88,20 @@ pub trait LeaseSource: Send + Sync {
     fn engine_down(&self) -> bool {
         false
     }
+    /// At a graceful stop, after the shards gave back what they held: tell the engines.
+    /// Blocking, bounded.
+    fn stop(&self) {}
+}
+
+/// The shared side of the monthly quota: a ledger counting the units leased to shards.
+pub trait QuotaSource: Send + Sync {
     /// Whether a fleet's quota ledger cannot be reached now (the source then grants from this
     /// node's share of the quota; a plan with `engine_down = "closed"` gets none).
     fn quota_ledger_down(&self) -> bool {
         false
     }
-    /// At a graceful stop, after the shards gave back what they held: tell the engines.
-    /// Blocking, bounded.
+    /// At a graceful stop, after the shards gave back what they held: make the returns
+    /// durable. Blocking, bounded.
     fn stop(&self) {}
     /// Up to `want` units of `org`'s quota of `limit` in `month`. May block (a durable write):
     /// call it off the reactor. `engine_down` is the plan's choice while a fleet's ledger
@@ -108,8 +116,6 @@ pub trait LeaseSource: Send + Sync {
     ) -> anyhow::Result<QuotaGrant>;
     /// Gives back unspent units (may block).
     fn return_quota(&self, org: &str, month: u32, units: u64) -> anyhow::Result<()>;
-    /// The ledger's count (may block).
-    fn quota_used(&self, org: &str, month: u32) -> anyhow::Result<u64>;
     /// The checks `org` is known to have spent in `month` (what [`Self::report_spent`]
     /// returns), for a shard that has no lease of its own yet. Reads the ledger the first time
     /// (a read transaction: no write, no fsync).
@@ -123,6 +129,30 @@ pub trait LeaseSource: Send + Sync {
     /// (`None`: it could not read them). A single node sets its ledger back to them once every
     /// shard has reported; a fleet's ledger settles from its own records.
     fn report_journal_charges(&self, _charges: Option<JournalCharges>) {}
+}
+
+/// Where a shard's limits lease from: rate and concurrency, and the quota. The same object
+/// on a single node ([`LocalLeases`]); in a fleet, Redis/Valkey and PostgreSQL.
+#[derive(Clone)]
+pub struct Sources {
+    pub budgets: std::sync::Arc<dyn LeaseSource>,
+    pub quota: std::sync::Arc<dyn QuotaSource>,
+}
+
+impl Sources {
+    /// Both from this process alone.
+    pub fn local(leases: std::sync::Arc<LocalLeases>) -> Sources {
+        Sources {
+            budgets: leases.clone(),
+            quota: leases,
+        }
+    }
+
+    /// At a graceful stop: both told, budgets first (blocking, bounded).
+    pub fn stop(&self) {
+        self.budgets.stop();
+        self.quota.stop();
+    }
 }
 
 /// Map size of the counters environment.
@@ -262,6 +292,12 @@ pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl LocalLeases {
+    /// The ledger's count of `org` in `month`.
+    pub fn quota_used(&self, org: &str, month: u32) -> anyhow::Result<u64> {
+        let txn = self.env.read_txn()?;
+        Ok(self.quota.get(&txn, &ledger_key(org, month))?.unwrap_or(0))
+    }
+
     /// The checks spent under ledger key `key` as this process counts them, starting (the
     /// first time the key is seen) from what the ledger holds. The ledger is read under the
     /// lock and before this process's first grant for the key ([`LeaseSource::take_quota`]
@@ -321,7 +357,9 @@ impl LeaseSource for LocalLeases {
             *leased = leased.saturating_sub(returned);
         }
     }
+}
 
+impl QuotaSource for LocalLeases {
     fn take_quota(
         &self,
         org: &str,
@@ -357,11 +395,6 @@ impl LeaseSource for LocalLeases {
             .put(&mut txn, &key, &used.saturating_sub(units))?;
         txn.commit()?;
         Ok(())
-    }
-
-    fn quota_used(&self, org: &str, month: u32) -> anyhow::Result<u64> {
-        let txn = self.env.read_txn()?;
-        Ok(self.quota.get(&txn, &ledger_key(org, month))?.unwrap_or(0))
     }
 
     fn quota_spent(&self, org: &str, month: u32) -> u64 {

@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 
 use bucket::BucketState;
-use lease::{BucketSpec, LeaseSource, PermitGrant};
+use lease::{BucketSpec, LeaseSource, PermitGrant, QuotaSource, Sources};
 
 use crate::auth::Caller;
 use crate::clock::{month_of, ms_until_next_month};
@@ -245,6 +245,7 @@ impl Drop for Admission {
 #[derive(Clone)]
 pub struct ShardLimits {
     source: Arc<dyn LeaseSource>,
+    quota: Arc<dyn QuotaSource>,
     shards: u32,
     inner: Rc<Leases>,
 }
@@ -264,9 +265,10 @@ fn bucket_of(caller: &Caller) -> BucketSpec {
 }
 
 impl ShardLimits {
-    pub fn new(source: Arc<dyn LeaseSource>, shards: usize) -> ShardLimits {
+    pub fn new(sources: Sources, shards: usize) -> ShardLimits {
         ShardLimits {
-            source,
+            source: sources.budgets,
+            quota: sources.quota,
             shards: shards.max(1) as u32,
             inner: Rc::default(),
         }
@@ -484,7 +486,7 @@ impl ShardLimits {
                     .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32));
                 }
                 Ok(_) => {} // units arrived: take one (unless others took them all first)
-                Err(()) if self.source.quota_ledger_down() => {
+                Err(()) if self.quota.quota_ledger_down() => {
                     // A fleet's ledger (PostgreSQL) cannot be reached, and the plan refuses
                     // meanwhile or this node's share is spent: passing, so 503.
                     return Err(ApiError::new(
@@ -511,7 +513,7 @@ impl ShardLimits {
         let refill = Rc::new(Refill::default());
         let want = self.quota_lease_size(limit, ledger_used);
         let (source, inner, owned_org, task_refill) = (
-            self.source.clone(),
+            self.quota.clone(),
             self.inner.clone(),
             org.to_owned(),
             refill.clone(),
@@ -606,7 +608,7 @@ impl ShardLimits {
         if let Some(lease) = quota.get(org).filter(|lease| lease.month == month) {
             return lease.spent_synced + lease.spent_unsynced;
         }
-        let spent = self.source.quota_spent(org, month);
+        let spent = self.quota.quota_spent(org, month);
         if quota.len() >= LEASES_MAX {
             // Only leases with nothing in them: no units, nothing in flight, nothing unreported,
             // no check in progress that could hand a unit back (those touched it recently).
@@ -635,7 +637,7 @@ impl ShardLimits {
             if lease.month != month {
                 continue;
             }
-            lease.spent_synced = self.source.report_spent(org, month, lease.spent_unsynced);
+            lease.spent_synced = self.quota.report_spent(org, month, lease.spent_unsynced);
             lease.spent_unsynced = 0;
             if lease.units > 0
                 && lease.refill.is_none()
@@ -678,7 +680,7 @@ impl ShardLimits {
     fn start_return(&self, org: &str, month: u32, units: u64) -> Rc<Refill> {
         let done = Rc::new(Refill::default());
         let (source, inner, owned_org, task_done) = (
-            self.source.clone(),
+            self.quota.clone(),
             self.inner.clone(),
             org.to_owned(),
             done.clone(),
@@ -706,7 +708,7 @@ impl ShardLimits {
     pub fn give_back_blocking(&self) {
         for (org, lease) in self.inner.quota.borrow_mut().drain() {
             if lease.units > 0 {
-                if let Err(error) = self.source.return_quota(&org, lease.month, lease.units) {
+                if let Err(error) = self.quota.return_quota(&org, lease.month, lease.units) {
                     tracing::warn!(%error, "could not return quota units at stop");
                 }
             }

@@ -36,7 +36,7 @@ use crate::download::Downloader;
 use crate::fleet;
 use crate::fleet::follower::ControlPlaneStatus;
 use crate::inference::{self, WorkerModels};
-use crate::limits::lease::{LeaseSource, LocalLeases};
+use crate::limits::lease::{LocalLeases, Sources};
 use crate::logging::LogControl;
 use crate::metrics::scrape::{self, ProcessState};
 use crate::store::records::{Scopes, WorkflowAccess};
@@ -237,23 +237,24 @@ fn budgets(
     control_plane: Option<&Arc<ControlPlaneStatus>>,
     shipper: Option<&fleet::shipper::Shipper>,
     shards: usize,
-) -> anyhow::Result<Arc<dyn LeaseSource>> {
+) -> anyhow::Result<Sources> {
     let leases = LocalLeases::open(&config.server.data_dir)?;
     let (Some(cluster), Some(status), Some(shipper)) = (&config.cluster, control_plane, shipper)
     else {
         // A single node: its quota ledger is set back to what the journals charged.
         leases.expect_journals(shards, &config.server.data_dir);
-        return Ok(Arc::new(leases));
+        return Ok(Sources::local(Arc::new(leases)));
     };
-    let local: Arc<dyn LeaseSource> = Arc::new(leases);
-    let quota: Arc<dyn LeaseSource> = Arc::new(fleet::quota::PgQuota::start(
+    let quota = Arc::new(fleet::quota::PgQuota::start(
         cluster.clone(),
-        local,
         shipper.backlog.clone(),
         status.clone(),
     )?);
     let Some(redis_url) = &cluster.redis_url else {
-        return Ok(quota);
+        return Ok(Sources {
+            budgets: Arc::new(leases),
+            quota,
+        });
     };
     let budget_status = Arc::new(fleet::budgets::BudgetStatus::default());
     let _ = status.budgets.set(budget_status.clone());
@@ -261,7 +262,6 @@ fn budgets(
         redis_url,
         cluster.node_id(),
         cluster.permit_ttl_ms,
-        quota,
         status.clone(),
         budget_status,
     )?;
@@ -269,7 +269,10 @@ fn budgets(
         "rate and concurrency budgets on Redis at {}",
         fleet::redacted(redis_url)
     ));
-    Ok(Arc::new(leases))
+    Ok(Sources {
+        budgets: Arc::new(leases),
+        quota,
+    })
 }
 
 /// Loads the text models (shared by all shards) and checks the ONNX Runtime library and the

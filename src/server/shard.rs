@@ -38,7 +38,7 @@ use crate::http::conn::{self, ConnConfig, ConnHost};
 use crate::http::response::{ConnectionHeader, DateCache, Frame};
 use crate::inference::{Worker, WorkerConfig, WorkerModels};
 use crate::journal::Journal;
-use crate::limits::lease::LeaseSource;
+use crate::limits::lease::Sources;
 use crate::limits::{ShardLimits, IDLE_RETURN_MS};
 use crate::metrics::scrape::{answer_scrapes, MetricsHub, ProcessState};
 use crate::metrics::{Gauges, Metrics, ShardSnapshot};
@@ -172,7 +172,7 @@ impl ProcessState for ServerState {
 
 /// What a shard gets from start-up besides its listener.
 pub struct ShardResources {
-    pub leases: Arc<dyn LeaseSource>,
+    pub leases: Sources,
     pub downloader: Downloader,
     pub text_models: Arc<TextModels>,
     pub worker_models: Option<WorkerModels>,
@@ -272,7 +272,7 @@ pub async fn run(
                 error = format!("{error:#}"),
                 "shard could not open its journal"
             );
-            resources.leases.report_journal_charges(None);
+            resources.leases.quota.report_journal_charges(None);
             return;
         }
     };
@@ -286,7 +286,7 @@ pub async fn run(
             "reading the journal's quota counts failed"
         )
     });
-    resources.leases.report_journal_charges(charges.ok());
+    resources.leases.quota.report_journal_charges(charges.ok());
     let engine = match start_engine(index, resources, metrics.clone()).await {
         Ok(engine) => engine,
         Err(error) => {
