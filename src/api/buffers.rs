@@ -3,9 +3,11 @@
 //! [`BufferPool::take`] lends a buffer as a [`PooledBuffer`], which goes back to its pool when
 //! dropped, whatever way the request ends (an error, an early return, a panic). A buffer
 //! grown past `kept_bytes_max`, or one more than `kept_max` idle buffers, is freed instead,
-//! so the pool holds at most `kept_max × kept_bytes_max` bytes.
+//! so the pool holds at most `kept_max × kept_bytes_max` bytes. And what a burst left behind
+//! goes back to the allocator: [`BufferPool::trim`] (the shard's janitor, every
+//! `limits::IDLE_RETURN_MS`) frees the buffers no request took since the last trim.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ops::{Deref, DerefMut};
 
 /// Text bodies: many small buffers.
@@ -17,6 +19,8 @@ pub const IMAGE_BUFFER_BYTES_KEPT: usize = 16 << 20;
 
 pub struct BufferPool {
     free: RefCell<Vec<Vec<u8>>>,
+    /// The fewest idle buffers since the last trim: that many were not needed.
+    idle_low: Cell<usize>,
     /// Buffers kept at most.
     kept_max: usize,
     /// The largest capacity worth keeping.
@@ -27,6 +31,7 @@ impl BufferPool {
     pub fn new(kept_max: usize, kept_bytes_max: usize) -> Self {
         BufferPool {
             free: RefCell::new(Vec::new()),
+            idle_low: Cell::new(0),
             kept_max,
             kept_bytes_max,
         }
@@ -34,10 +39,19 @@ impl BufferPool {
 
     /// An empty buffer, back in the pool when dropped.
     pub fn take(&self) -> PooledBuffer<'_> {
-        PooledBuffer {
-            buffer: self.free.borrow_mut().pop().unwrap_or_default(),
-            pool: self,
-        }
+        let mut free = self.free.borrow_mut();
+        let buffer = free.pop().unwrap_or_default();
+        self.idle_low.set(self.idle_low.get().min(free.len()));
+        PooledBuffer { buffer, pool: self }
+    }
+
+    /// Frees the idle buffers that no request needed since the last trim (the pool is a
+    /// stack, so those are at its bottom).
+    pub fn trim(&self) {
+        let mut free = self.free.borrow_mut();
+        let unneeded = self.idle_low.get().min(free.len());
+        free.drain(..unneeded);
+        self.idle_low.set(free.len());
     }
 
     fn give(&self, mut buffer: Vec<u8>) {
@@ -108,5 +122,25 @@ mod tests {
         assert!(result.is_err());
         drop(again);
         assert_eq!(pool.idle(), 2, "a buffer comes back on unwind too");
+    }
+
+    #[test]
+    fn trimming_frees_the_buffers_not_taken_since_the_last_trim() {
+        let pool = BufferPool::new(4, 1024);
+        {
+            let _held: Vec<_> = (0..3).map(|_| pool.take()).collect();
+        }
+        assert_eq!(pool.idle(), 3);
+        pool.trim();
+        assert_eq!(pool.idle(), 3, "all three were taken in this window");
+        drop(pool.take());
+        pool.trim();
+        assert_eq!(
+            pool.idle(),
+            1,
+            "one was needed since the last trim, two were not"
+        );
+        pool.trim();
+        assert_eq!(pool.idle(), 0, "and none since");
     }
 }

@@ -51,9 +51,36 @@ pub const LISTEN_BACKLOG: i32 = 4096;
 /// The organization created on a fresh data directory, so that a new user can try a request.
 pub const DEMO_ORG: &str = "demo";
 
+/// Allocations of at least this many bytes get their own mapping, unmapped when freed.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MMAP_THRESHOLD_BYTES: libc::c_int = 256 << 10;
+
+/// Makes glibc give large blocks back to the system when they are freed. By default it raises
+/// its mmap threshold to the largest block freed (up to 32 MB), after which a burst of body
+/// buffers (15 MB images, forms of callers whose key is inside them) is carved from the heap
+/// arenas and stays resident after the burst. A fixed threshold keeps every body-sized block
+/// in its own mapping, so memory comes back when the burst ends (the shards' buffer pools
+/// keep a few for steady traffic and trim them when unused).
+fn return_large_blocks_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: `mallopt` only sets a parameter of glibc's allocator (under its own lock);
+        // it takes integers, touches no memory of ours, and blocks already allocated keep
+        // working whatever the threshold (free tells a mapped block from a heap one by its
+        // header). A 0 return means the value was refused, which only leaves the default.
+        let set = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) };
+        if set == 0 {
+            tracing::warn!(
+                "could not set malloc's mmap threshold; memory of a burst may stay resident"
+            );
+        }
+    }
+}
+
 /// Runs the server on `config` (read under `overrides`, kept for SIGHUP) until a stop signal.
 pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Result<()> {
     config.validate()?;
+    return_large_blocks_to_the_system();
     if let Err(error) = rlimit::increase_nofile_limit(u64::MAX) {
         tracing::warn!(%error, "could not raise the open-file limit");
     }

@@ -46,6 +46,9 @@ use crate::request_id::{RequestId, RequestIdGen};
 use crate::store::view::StoreView;
 use crate::store::Store;
 
+/// Janitor ticks between two trims of the body-buffer pools (one second).
+const BUFFER_TRIM_TICKS: u64 = 5;
+
 /// State shared by all shards and the signal thread. Not touched per request.
 pub struct ServerState {
     pub shards: usize,
@@ -353,13 +356,18 @@ pub async fn run(
     };
     state.shard_ready();
 
-    // Idle leases go back to the shared source, so no shard sits on another's share.
+    // Idle leases go back to the shared source, so no shard sits on another's share, and
+    // body buffers no request needed go back to the allocator.
     let janitor = {
         let shard = shard.clone();
         spawn_essential(&state, index, async move {
-            loop {
+            for tick in 1u64.. {
                 glommio::timer::sleep(Duration::from_millis(IDLE_RETURN_MS as u64)).await;
                 shard.api.limits.return_idle(shard.api.now_ms());
+                if tick % BUFFER_TRIM_TICKS == 0 {
+                    shard.api.text_buffers.trim();
+                    shard.api.image_buffers.trim();
+                }
             }
         })
     };
