@@ -112,9 +112,14 @@ fn pipeline(c: &mut Criterion) {
 
 fn models(c: &mut Criterion) {
     let library = format!("{MODELS}/cache/libonnxruntime.so.1.31.1");
-    let Ok(environment) = inference::load_runtime(std::path::Path::new(&library)) else {
-        eprintln!("model benches skipped: run `python3 models/fetch.py` first");
-        return;
+    // Criterion runs the benches on the main thread, with no other thread yet.
+    inference::disable_runtime_telemetry();
+    let environment = match inference::load_runtime(std::path::Path::new(&library)) {
+        Ok(environment) => environment,
+        Err(error) => {
+            eprintln!("model benches skipped: {error} (run `python3 models/fetch.py` first)");
+            return;
+        }
     };
     let large = large_jpeg();
     let (_, open_input, nsfwjs_in) = to_inputs(&large);

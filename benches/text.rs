@@ -62,9 +62,14 @@ fn toxblock_runs(c: &mut Criterion) {
     use modgate::inference;
     let models = concat!(env!("CARGO_MANIFEST_DIR"), "/models");
     let library = format!("{models}/cache/libonnxruntime.so.1.31.1");
-    let Ok(environment) = inference::load_runtime(std::path::Path::new(&library)) else {
-        eprintln!("tox-block benches skipped: run `python3 models/fetch.py` first");
-        return;
+    // Criterion runs the benches on the main thread, with no other thread yet.
+    inference::disable_runtime_telemetry();
+    let environment = match inference::load_runtime(std::path::Path::new(&library)) {
+        Ok(environment) => environment,
+        Err(error) => {
+            eprintln!("tox-block benches skipped: {error} (run `python3 models/fetch.py` first)");
+            return;
+        }
     };
     let dir = std::path::Path::new(models);
     let mut session = inference::open_session(

@@ -394,6 +394,8 @@ enum PlanCommand {
 
 /// Entry point of the binary.
 pub fn main() -> anyhow::Result<()> {
+    // First, while the process has one thread (see the function).
+    crate::inference::disable_runtime_telemetry();
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve(_)) {
         crate::logging::install_for_commands();

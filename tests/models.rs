@@ -20,6 +20,8 @@ fn reference_rows() -> Vec<serde_json::Value> {
 #[test]
 fn models_match_their_python_originals() {
     let library = format!("{MODELS}/cache/libonnxruntime.so.1.31.1");
+    // This binary's only test, so no other test thread reads the environment meanwhile.
+    inference::disable_runtime_telemetry();
     let environment = inference::load_runtime(std::path::Path::new(&library))
         .unwrap_or_else(|e| panic!("{e} (run `python3 models/fetch.py`)"));
     let models = std::path::Path::new(MODELS);

@@ -67,8 +67,32 @@ impl ImageModelSpec {
     }
 }
 
-/// Loads the ONNX Runtime library and creates the process's one environment.
+/// The variable that keeps ONNX Runtime's uploader from starting (read by the library when it
+/// sets up its telemetry, before any API call of ours could turn it off).
+pub const TELEMETRY_SWITCH: &str = "ORT_DISABLE_TELEMETRY";
+
+/// Keeps ONNX Runtime from phoning home (issue 14, defect 4). Microsoft's Linux builds (the
+/// wheel's library is one) start a 1DS uploader to `mobile.events.data.microsoft.com` when the
+/// environment is created, and `DisableTelemetryEvents` afterwards does not stop the events
+/// already queued (a test in a network namespace saw `CONNECT` through a proxy with it). Only
+/// the variable set before the library initializes keeps the uploader from starting; it is
+/// set whatever the caller's environment says.
+///
+/// Call it at the start of `main`, before any thread is spawned: changing the environment
+/// while another thread reads it (C's `getenv` takes no lock) is a data race.
+pub fn disable_runtime_telemetry() {
+    std::env::set_var(TELEMETRY_SWITCH, "1");
+}
+
+/// Loads the ONNX Runtime library and creates the process's one environment. Refused unless
+/// [`disable_runtime_telemetry`] ran first, so that no path reaches the runtime with its
+/// uploader on.
 pub fn load_runtime(library: &Path) -> Result<Environment, String> {
+    if std::env::var_os(TELEMETRY_SWITCH).as_deref() != Some("1".as_ref()) {
+        return Err(format!(
+            "{TELEMETRY_SWITCH} is not 1: call inference::disable_runtime_telemetry() at the start of main"
+        ));
+    }
     if !library.exists() {
         return Err(format!(
             "the ONNX Runtime library {} is missing: run `python3 models/fetch.py` (or `make serve`)",
@@ -81,8 +105,7 @@ pub fn load_runtime(library: &Path) -> Result<Environment, String> {
             library.display()
         )
     })?;
-    // ONNX Runtime's own telemetry is on by default in Microsoft's builds (the wheel's library
-    // is one): a moderation service must not phone home (issue 14, defect 4).
+    // Off here too, for builds that honour only the API.
     builder
         .with_name("modgate")
         .with_telemetry(false)
