@@ -85,6 +85,7 @@ pub mod download;
 pub mod error;
 pub mod eval;
 pub mod fleet;
+pub mod hash;
 pub mod http;
 pub mod image;
 pub mod inference;

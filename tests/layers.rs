@@ -29,7 +29,7 @@ const LAYERS: &[&[&str]] = &[
     &["http"],
     &["image", "text"],
     &["route"],
-    &["content", "request_id", "clock", "bounds", "error"],
+    &["content", "request_id", "clock", "bounds", "error", "hash"],
 ];
 
 fn layer_of(module: &str) -> usize {

@@ -13,6 +13,8 @@
 
 use std::collections::HashMap;
 
+use crate::hash::FastMap;
+
 use serde::Deserialize;
 use unicode_general_category::{get_general_category, GeneralCategory as G};
 
@@ -73,7 +75,7 @@ struct Fold {
 }
 
 pub struct ProfanitySvm {
-    vocabulary: HashMap<String, u32>,
+    vocabulary: FastMap<String, u32>,
     /// Per column: idf, then idf · coef of each fold.
     columns: Vec<[f64; FOLDS + 1]>,
     intercepts: [f64; FOLDS],

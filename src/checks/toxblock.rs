@@ -18,7 +18,7 @@
 //! continuation of where it comes from; the text then gets `100 - context` words per window.
 //! The free plan ignores `context`.
 
-use std::collections::HashMap;
+use crate::hash::FastMap;
 
 use serde::Deserialize;
 
@@ -74,7 +74,7 @@ pub fn rescale(raw: &[f32; 6]) -> [f32; 6] {
 struct TokenizerFile {
     format: String,
     tokenizer: TokenizerSettings,
-    word_index: HashMap<String, i32>,
+    word_index: FastMap<String, i32>,
 }
 
 #[derive(Deserialize)]
@@ -86,7 +86,7 @@ struct TokenizerSettings {
 }
 
 pub struct ToxTokenizer {
-    word_index: HashMap<String, i32>,
+    word_index: FastMap<String, i32>,
     /// ASCII characters replaced by a space (all 33 filters are ASCII).
     filters: [bool; 128],
 }

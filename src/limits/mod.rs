@@ -38,7 +38,6 @@ pub mod bucket;
 pub mod lease;
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
@@ -49,6 +48,7 @@ use lease::{BucketSpec, LeaseSource, PermitGrant, QuotaSource, Sources};
 use crate::auth::Caller;
 use crate::clock::{month_of, ms_until_next_month};
 use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::hash::FastMap;
 use crate::http::response::{HeaderValue, Response};
 use crate::store::records::{EngineDown, PlanLimits};
 
@@ -252,9 +252,9 @@ pub struct ShardLimits {
 
 #[derive(Default)]
 struct Leases {
-    rate: RefCell<HashMap<String, RateLease>>,
-    permits: RefCell<HashMap<String, PermitLease>>,
-    quota: RefCell<HashMap<String, QuotaLease>>,
+    rate: RefCell<FastMap<String, RateLease>>,
+    permits: RefCell<FastMap<String, PermitLease>>,
+    quota: RefCell<FastMap<String, QuotaLease>>,
 }
 
 fn bucket_of(caller: &Caller) -> BucketSpec {

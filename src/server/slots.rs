@@ -8,8 +8,8 @@
 //! client's (the one that holds most) rather than refuse the new client. A client that fills
 //! the shard by itself gets 503: eviction protects the others from it, not it from itself.
 
+use crate::hash::FastMap;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -30,7 +30,7 @@ pub struct ConnSlots {
     slots: RefCell<Vec<Slot>>,
     free: RefCell<Vec<usize>>,
     pub open: Cell<usize>,
-    per_address: RefCell<HashMap<IpAddr, usize>>,
+    per_address: RefCell<FastMap<IpAddr, usize>>,
 }
 
 impl ConnSlots {

@@ -10,11 +10,12 @@
 //! because the id is read before the records.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use super::records::{KeyRecord, OrgRecord, PlanLimits, WorkflowRecord};
 use super::Store;
+use crate::hash::FastMap;
 
 /// Records a shard keeps before it starts over (bounds the cache's memory).
 pub const CACHED_RECORDS_MAX: usize = 100_000;
@@ -32,8 +33,8 @@ pub struct StoreView {
     store: Store,
     /// The transaction id the cache was filled under.
     seen_txn_id: Cell<usize>,
-    keys: RefCell<HashMap<String, Rc<KeyRecord>>>,
-    orgs: RefCell<HashMap<String, Rc<OrgEntry>>>,
+    keys: RefCell<FastMap<String, Rc<KeyRecord>>>,
+    orgs: RefCell<FastMap<String, Rc<OrgEntry>>>,
     workflows: RefCell<Option<Rc<Workflows>>>,
 }
 
@@ -106,7 +107,7 @@ impl StoreView {
     }
 }
 
-fn insert_bounded<V>(map: &mut HashMap<String, V>, key: &str, value: V) {
+fn insert_bounded<V>(map: &mut FastMap<String, V>, key: &str, value: V) {
     if map.len() >= CACHED_RECORDS_MAX {
         map.clear();
     }
