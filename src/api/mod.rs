@@ -22,6 +22,7 @@ pub mod finish;
 pub mod form;
 pub mod health;
 pub mod image;
+pub mod openai;
 pub mod openapi;
 pub mod text;
 pub mod workflows;
@@ -59,7 +60,9 @@ fn accepts(route: Route, method: Method) -> bool {
         Route::Health | Route::OpenApi | Route::Workflows => {
             matches!(method, Method::Get | Method::Head)
         }
-        Route::Text | Route::CompatText | Route::Image => method == Method::Post,
+        Route::Text | Route::CompatText | Route::Image | Route::Moderations => {
+            method == Method::Post
+        }
         Route::CompatImage => matches!(method, Method::Get | Method::Post),
     }
 }
@@ -75,6 +78,7 @@ fn body_bytes_max(route: Route, method: Method, limits: &LimitsConfig) -> u64 {
             (IMAGE_BYTES_MAX + compat_image::FORM_OVERHEAD_BYTES_MAX) as u64
         }
         (Route::CompatImage, _) => 0,
+        (Route::Moderations, _) => openai::body_bytes_max(limits) as u64,
     }
 }
 
@@ -459,10 +463,12 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
             compat_image::post(cx, exchange, notes).await
         }
         Route::CompatImage => compat_image::get(cx, exchange, notes).await,
+        Route::Moderations => openai::moderations(cx, exchange, notes).await,
     }
 }
 
-fn truncated(text: &str) -> &str {
+/// At most the first 64 characters of `text` (for messages that quote the caller).
+pub fn truncated(text: &str) -> &str {
     match text.char_indices().nth(64) {
         Some((at, _)) => &text[..at],
         None => text,

@@ -1391,6 +1391,164 @@ DESCRIPTION = (
     + "\n".join("- " + d for d in DECISIONS)
 )
 
+# --------------------------------------------------------------------------------------------
+# OpenAI's moderation endpoint (src/api/openai.rs)
+# --------------------------------------------------------------------------------------------
+
+OPENAI_CATEGORIES = [
+    ("harassment", "insult"),
+    ("harassment/threatening", "threat"),
+    ("hate", "identity_hate"),
+    ("hate/threatening", None),
+    ("illicit", None),
+    ("illicit/violent", None),
+    ("self-harm", None),
+    ("self-harm/intent", None),
+    ("self-harm/instructions", None),
+    ("sexual", "nudity"),
+    ("sexual/minors", None),
+    ("violence", None),
+    ("violence/graphic", None),
+]
+
+
+def by_category(schema):
+    return {
+        "type": "object",
+        "required": [name for name, _ in OPENAI_CATEGORIES],
+        "additionalProperties": False,
+        "properties": {
+            name: dict(schema, description=(
+                f"From modgate's `{ours}`." if ours else "No model here measures it."))
+            for name, ours in OPENAI_CATEGORIES
+        },
+    }
+
+
+schemas["ModerationRequest"] = {
+    "type": "object",
+    "description": (
+        "OpenAI's moderation request. `input`: a string (one result), an array of at most 32 "
+        "strings (one result each), or an array of `text` and `image_url` parts (one result for "
+        "them all, at most one image: a `data:` URL or an `http(s)` address fetched under the "
+        "download rules). All the texts together count against the plan's characters per check; "
+        "the request is one check of the quota."
+    ),
+    "required": ["input"],
+    "properties": {
+        "input": {
+            "oneOf": [
+                {"type": "string"},
+                {"type": "array", "minItems": 1, "maxItems": 32, "items": {"type": "string"}},
+                {"type": "array", "minItems": 1, "items": {"oneOf": [
+                    {"type": "object", "required": ["type", "text"],
+                     "properties": {"type": {"const": "text"}, "text": {"type": "string"}}},
+                    {"type": "object", "required": ["type", "image_url"],
+                     "properties": {"type": {"const": "image_url"}, "image_url": {
+                         "type": "object", "required": ["url"],
+                         "properties": {"url": {"type": "string"}}}}},
+                ]}},
+            ]
+        },
+        "model": {
+            "type": "string",
+            "description": (
+                "OpenAI's model names (`omni-moderation-latest`, the default, "
+                "`omni-moderation-2024-09-26`, `text-moderation-latest`, `text-moderation-stable`, "
+                "`text-moderation-007`) run the shipped `moderation` workflow; another name is a "
+                "workflow of the organization; neither is 404 `model_not_found`."
+            ),
+        },
+    },
+}
+schemas["ModerationResult"] = {
+    "type": "object",
+    "required": ["flagged", "categories", "category_scores", "category_applied_input_types"],
+    "additionalProperties": False,
+    "properties": {
+        "flagged": {"type": "boolean", "description": "Whether any category is flagged."},
+        "categories": by_category({
+            "type": "boolean",
+            "description": "Flagged: the score reached the workflow's reject threshold.",
+        }),
+        "category_scores": by_category({
+            "type": ["number", "null"], "minimum": 0, "maximum": 1,
+            "description": "The highest score over the input types that measured it; null when none did.",
+        }),
+        "category_applied_input_types": by_category({
+            "type": "array", "items": {"enum": ["text", "image"]},
+            "description": "The input types whose checks scored the category; empty when none did.",
+        }),
+    },
+}
+schemas["ModerationAnswer"] = {
+    "type": "object",
+    "required": ["id", "model", "results"],
+    "additionalProperties": False,
+    "properties": {
+        "id": {"type": "string", "pattern": "^modr-", "description": "`modr-` and the request id."},
+        "model": {"type": "string", "description": "The `model` asked for."},
+        "results": {"type": "array", "items": sref("ModerationResult")},
+    },
+}
+schemas["OpenAIError"] = {
+    "type": "object",
+    "required": ["error"],
+    "additionalProperties": False,
+    "properties": {"error": {
+        "type": "object",
+        "required": ["message", "type", "param", "code"],
+        "additionalProperties": False,
+        "properties": {
+            "message": {"type": "string"},
+            "type": {"type": "string", "description": (
+                "`invalid_request_error` (4xx), `requests` (429 rate or concurrency), "
+                "`insufficient_quota` (429 quota), `server_error` (5xx).")},
+            "param": {"type": "null"},
+            "code": {"type": "string", "description": (
+                "`invalid_api_key` (401), `model_not_found` (404), `rate_limit_exceeded`, "
+                "`insufficient_quota`, else modgate's error type.")},
+        },
+    }},
+}
+
+
+def openai_error(desc):
+    return {"description": desc, "content": {"application/json": {"schema": sref("OpenAIError")}}}
+
+
+paths["/v1/moderations"] = {
+    "post": {
+        "operationId": "createModeration",
+        "tags": ["openai"],
+        "summary": "OpenAI's moderation endpoint",
+        "description": (
+            "For OpenAI's SDKs. The key as `Authorization: Bearer`. Categories no model here "
+            "measures are `false` with a null score and no applied input type."
+        ),
+        "security": SEC_NATIVE,
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {
+                "schema": sref("ModerationRequest"),
+                "example": {"model": "omni-moderation-latest", "input": "I will find you"},
+            }},
+        },
+        "responses": {
+            "200": {"description": "One result per string, or one for the parts.",
+                    "content": {"application/json": {"schema": sref("ModerationAnswer")}}},
+            "400": openai_error("A malformed body or input, or a refused image."),
+            "401": openai_error("No key, or a key that is not valid (`invalid_api_key`)."),
+            "403": openai_error("The key's scope, workflow list or plan does not allow it."),
+            "404": openai_error("An unknown `model` (`model_not_found`)."),
+            "413": openai_error("The body, the texts or the image is over its limit."),
+            "415": openai_error("The body is not `application/json`."),
+            "429": openai_error("The plan's rate, concurrency or quota."),
+            "503": openai_error("The server is busy; `Retry-After` says when to retry."),
+        },
+    }
+}
+
 doc = {
     "openapi": "3.1.0",
     "info": {
@@ -1404,6 +1562,7 @@ doc = {
         {"name": "compatible",
          "description": "Routes in the shape of a third-party moderation API, under `/1.0`."},
         {"name": "service", "description": "Health and this document; no key."},
+        {"name": "openai", "description": "OpenAI's moderation endpoint, for its SDKs."},
     ],
     "paths": paths,
     "components": {

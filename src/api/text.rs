@@ -171,7 +171,7 @@ pub async fn check_text(
 }
 
 /// `Content-Type: application/json`, parameters (such as `charset=utf-8`) allowed.
-fn require_json(content_type: Option<&str>) -> ApiResult<()> {
+pub fn require_json(content_type: Option<&str>) -> ApiResult<()> {
     let media = content_type
         .and_then(|value| value.split(';').next())
         .map(str::trim);

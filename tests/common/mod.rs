@@ -32,6 +32,8 @@ pub struct Options {
     /// Keep the server's stderr (in [`Server::output`]) and leave `RUST_LOG` unset, so that
     /// the configuration's `[log]` decides.
     pub capture_logs: bool,
+    /// The address to listen on (default `127.0.0.1:0`, a free port).
+    pub listen: Option<String>,
 }
 
 pub struct Server {
@@ -82,7 +84,12 @@ impl Server {
         std::fs::write(&config_path, &config).expect("config");
         let mut command = Command::new(BIN);
         command
-            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .args([
+                "serve",
+                "--listen",
+                options.listen.as_deref().unwrap_or("127.0.0.1:0"),
+                "--data",
+            ])
             .arg(&data)
             .arg("--config")
             .arg(&config_path)

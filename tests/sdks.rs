@@ -1,0 +1,179 @@
+//! The official SDKs of the hosted APIs modgate imitates, unchanged, against the real server
+//! (issue 15). Each runs as its users run it, except for DNS and the trust store: the SDK's
+//! own host name resolves to 127.0.0.1 in a mount namespace of the test's (`unshare`, root;
+//! `/etc/hosts` bind-mounted), where modgate serves TLS on port 443 with a certificate of the
+//! test's authority, which the SDK trusts through `SSL_CERT_FILE`. The SDKs are pinned in
+//! `tests/sdk/requirements.txt` and installed by `make sdks` (part of `make test`).
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+const VENV_PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/target/sdk-venv/bin/python");
+
+/// A test authority and a certificate it issued for `host`: (authority PEM, certificate
+/// path, key path) under `dir`.
+fn authority_and_certificate(
+    dir: &std::path::Path,
+    host: &str,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    let mut authority = CertificateParams::new(Vec::<String>::new()).unwrap();
+    authority.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    authority
+        .distinguished_name
+        .push(DnType::CommonName, "modgate test authority");
+    let authority = CertifiedIssuer::self_signed(authority, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let certificate = CertificateParams::new(vec![host.to_owned()])
+        .unwrap()
+        .signed_by(&key, &authority)
+        .unwrap();
+    let paths = (
+        dir.join("authority.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&paths.0, authority.pem()).unwrap();
+    std::fs::write(&paths.1, certificate.pem()).unwrap();
+    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+    paths
+}
+
+/// Runs `script` with the SDKs' Python in a mount namespace where `host` is 127.0.0.1 and
+/// the trust store is `authority`; its standard output as JSON.
+fn run_sdk(
+    dir: &std::path::Path,
+    host: &str,
+    authority: &std::path::Path,
+    env: &[(&str, &str)],
+    script: &str,
+    args: &[&str],
+) -> Value {
+    assert!(
+        std::path::Path::new(VENV_PYTHON).exists(),
+        "the SDKs are not installed: run `make sdks`"
+    );
+    let hosts = dir.join("hosts");
+    std::fs::write(&hosts, format!("127.0.0.1 localhost\n127.0.0.1 {host}\n")).unwrap();
+    let script = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
+    let mut command = std::process::Command::new("unshare");
+    command
+        .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(r#"mount --bind "$0" /etc/hosts && exec "$@""#)
+        .arg(&hosts)
+        .arg(VENV_PYTHON)
+        .arg(&script)
+        .args(args)
+        .env("SSL_CERT_FILE", authority);
+    for name in [
+        "OPENAI_BASE_URL",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        command.env_remove(name);
+    }
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.output().expect("run unshare (util-linux)");
+    assert!(
+        output.status.success(),
+        "{script} failed (root is needed for unshare --mount):\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "{script}: {error}: {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+/// OpenAI's Python SDK (`openai` on PyPI), `moderations.create` with a string, a list of
+/// strings and text and image parts, and its errors, against `https://api.openai.com`.
+#[test]
+fn openai_python_sdk_moderations_work_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (authority, cert, key) = authority_and_certificate(dir.path(), "api.openai.com");
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        tls: Some((cert, key)),
+        listen: Some("127.0.0.1:443".into()),
+        ..Options::default()
+    });
+    let api_key = server.demo_key.clone().unwrap();
+    let image = format!("{MODELS}/image/testimages/jpeg_baseline_chelsea_64x48.jpg");
+    let out = run_sdk(
+        dir.path(),
+        "api.openai.com",
+        &authority,
+        &[("OPENAI_API_KEY", &api_key)],
+        "openai_sdk.py",
+        &[&image],
+    );
+    assert_eq!(
+        out["base_url"], "https://api.openai.com/v1/",
+        "the SDK's own address"
+    );
+    let one = &out["one"];
+    assert!(one["id"].as_str().unwrap().starts_with("modr-"));
+    assert_eq!(one["model"], "omni-moderation-latest");
+    let result = &one["results"][0];
+    assert_eq!(result["flagged"], true, "{one}");
+    assert_eq!(result["categories"]["harassment"], true, "{one}");
+    assert!(result["category_scores"]["harassment"].as_f64().unwrap() > 0.9);
+    assert_eq!(out["one_flagged_attr"], true);
+    assert_eq!(
+        out["one_harassment_attr"],
+        result["category_scores"]["harassment"]
+    );
+    // What no model here measures is not applied and has no score, never a zero.
+    assert_eq!(result["category_scores"]["self-harm"], Value::Null);
+    assert_eq!(result["categories"]["self-harm"], false);
+    assert_eq!(
+        result["category_applied_input_types"]["self-harm"],
+        serde_json::json!([])
+    );
+    assert_eq!(
+        result["category_applied_input_types"]["harassment"],
+        serde_json::json!(["text"])
+    );
+
+    let many = out["many"]["results"].as_array().unwrap();
+    assert_eq!(many.len(), 2, "one result per string");
+    assert_eq!(many[0]["flagged"], false);
+    assert_eq!(many[1]["flagged"], true, "{many:?}");
+
+    let parts = out["parts"]["results"].as_array().unwrap();
+    assert_eq!(parts.len(), 1, "one result for the parts together");
+    let applied = &parts[0]["category_applied_input_types"];
+    assert_eq!(applied["sexual"], serde_json::json!(["image"]));
+    assert_eq!(applied["harassment"], serde_json::json!(["text"]));
+    assert!(parts[0]["category_scores"]["sexual"].as_f64().unwrap() < 0.5);
+
+    assert_eq!(
+        out["unknown_model"],
+        serde_json::json!({"status": 404, "code": "model_not_found", "type": "invalid_request_error"})
+    );
+    assert_eq!(
+        out["bad_key"],
+        serde_json::json!({"status": 401, "code": "invalid_api_key"})
+    );
+
+    // Every answer was journaled as a check of the `moderation` workflow.
+    let journal = server.admin_ok(&["journal", "--json"]);
+    let checks: Vec<Value> = journal
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .filter(|record: &Value| record["route"] == "/v1/moderations" && record["status"] == 200)
+        .collect();
+    assert_eq!(checks.len(), 3, "{journal}");
+    assert!(checks
+        .iter()
+        .all(|record| record["workflow"] == "moderation"));
+}
