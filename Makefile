@@ -23,11 +23,18 @@ engines:
 
 # The official SDKs of the APIs modgate imitates, pinned (tests/sdk/requirements.txt), in a
 # virtual environment of their own under target/ (reinstalled when the pins change).
-sdks: target/sdk-venv/.installed
+sdks: target/sdk-venv/.installed tests/sdk/node_modules/.installed
 
 target/sdk-venv/.installed: tests/sdk/requirements.txt
 	python3 -m venv target/sdk-venv
 	target/sdk-venv/bin/pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
+	touch $@
+
+tests/sdk/node_modules/.installed: tests/sdk/package.json tests/sdk/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y nodejs npm; }
+	npm ci --prefix tests/sdk --no-audit --no-fund --loglevel=error
 	touch $@
 
 # The whole test suite: unit, property and integration tests against the real server (and a

@@ -10,6 +10,9 @@ mod common;
 use common::*;
 use serde_json::Value;
 
+/// The SDKs' tests share port 443: one at a time.
+static PORT_443: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const VENV_PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/target/sdk-venv/bin/python");
 
 /// A test authority and a certificate it issued for `host`: (authority PEM, certificate
@@ -41,9 +44,25 @@ fn authority_and_certificate(
     paths
 }
 
-/// Runs `script` with the SDKs' Python in a mount namespace where `host` is 127.0.0.1 and
-/// the trust store is `authority`; its standard output as JSON.
+/// How an SDK's language runs and is told of the test's authority.
+struct Runtime {
+    program: &'static str,
+    trust_variable: &'static str,
+}
+
+const PYTHON: Runtime = Runtime {
+    program: VENV_PYTHON,
+    trust_variable: "SSL_CERT_FILE",
+};
+const NODE: Runtime = Runtime {
+    program: "node",
+    trust_variable: "NODE_EXTRA_CA_CERTS",
+};
+
+/// Runs `script` in a mount namespace where `host` is 127.0.0.1 and `authority` is trusted;
+/// its standard output as JSON.
 fn run_sdk(
+    runtime: &Runtime,
     dir: &std::path::Path,
     host: &str,
     authority: &std::path::Path,
@@ -51,10 +70,15 @@ fn run_sdk(
     script: &str,
     args: &[&str],
 ) -> Value {
-    assert!(
-        std::path::Path::new(VENV_PYTHON).exists(),
-        "the SDKs are not installed: run `make sdks`"
-    );
+    let installed = match runtime.trust_variable {
+        "SSL_CERT_FILE" => std::path::Path::new(VENV_PYTHON).exists(),
+        _ => std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/sdk/node_modules/openai"
+        ))
+        .exists(),
+    };
+    assert!(installed, "the SDKs are not installed: run `make sdks`");
     let hosts = dir.join("hosts");
     std::fs::write(&hosts, format!("127.0.0.1 localhost\n127.0.0.1 {host}\n")).unwrap();
     let script = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
@@ -63,10 +87,10 @@ fn run_sdk(
         .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
         .arg(r#"mount --bind "$0" /etc/hosts && exec "$@""#)
         .arg(&hosts)
-        .arg(VENV_PYTHON)
+        .arg(runtime.program)
         .arg(&script)
         .args(args)
-        .env("SSL_CERT_FILE", authority);
+        .env(runtime.trust_variable, authority);
     for name in [
         "OPENAI_BASE_URL",
         "HTTPS_PROXY",
@@ -94,12 +118,10 @@ fn run_sdk(
     })
 }
 
-/// OpenAI's Python SDK (`openai` on PyPI), `moderations.create` with a string, a list of
-/// strings and text and image parts, and its errors, against `https://api.openai.com`.
-#[test]
-fn openai_python_sdk_moderations_work_unchanged() {
-    let dir = tempfile::tempdir().unwrap();
-    let (authority, cert, key) = authority_and_certificate(dir.path(), "api.openai.com");
+/// A modgate serving TLS on 127.0.0.1:443 as `api.openai.com`, its demo key, and the test
+/// authority's PEM.
+fn openai_host(dir: &std::path::Path) -> (Server, String, std::path::PathBuf) {
+    let (authority, cert, key) = authority_and_certificate(dir, "api.openai.com");
     let server = Server::start_with(Options {
         cores: Some(1),
         tls: Some((cert, key)),
@@ -107,17 +129,15 @@ fn openai_python_sdk_moderations_work_unchanged() {
         ..Options::default()
     });
     let api_key = server.demo_key.clone().unwrap();
-    let image = format!("{MODELS}/image/testimages/jpeg_baseline_chelsea_64x48.jpg");
-    let out = run_sdk(
-        dir.path(),
-        "api.openai.com",
-        &authority,
-        &[("OPENAI_API_KEY", &api_key)],
-        "openai_sdk.py",
-        &[&image],
-    );
+    (server, api_key, authority)
+}
+
+/// What both OpenAI SDKs must have got: the answers of a string, a list and parts, and the
+/// errors, as their own objects, from `https://api.openai.com/v1`; each answer journaled.
+fn assert_openai_answers(out: &Value, server: &Server) {
     assert_eq!(
-        out["base_url"], "https://api.openai.com/v1/",
+        out["base_url"].as_str().unwrap().trim_end_matches('/'),
+        "https://api.openai.com/v1",
         "the SDK's own address"
     );
     let one = &out["one"];
@@ -127,11 +147,6 @@ fn openai_python_sdk_moderations_work_unchanged() {
     assert_eq!(result["flagged"], true, "{one}");
     assert_eq!(result["categories"]["harassment"], true, "{one}");
     assert!(result["category_scores"]["harassment"].as_f64().unwrap() > 0.9);
-    assert_eq!(out["one_flagged_attr"], true);
-    assert_eq!(
-        out["one_harassment_attr"],
-        result["category_scores"]["harassment"]
-    );
     // What no model here measures is not applied and has no score, never a zero.
     assert_eq!(result["category_scores"]["self-harm"], Value::Null);
     assert_eq!(result["categories"]["self-harm"], false);
@@ -156,10 +171,9 @@ fn openai_python_sdk_moderations_work_unchanged() {
     assert_eq!(applied["harassment"], serde_json::json!(["text"]));
     assert!(parts[0]["category_scores"]["sexual"].as_f64().unwrap() < 0.5);
 
-    assert_eq!(
-        out["unknown_model"],
-        serde_json::json!({"status": 404, "code": "model_not_found", "type": "invalid_request_error"})
-    );
+    assert_eq!(out["unknown_model"]["status"], 404);
+    assert_eq!(out["unknown_model"]["code"], "model_not_found");
+    assert_eq!(out["unknown_model"]["type"], "invalid_request_error");
     assert_eq!(
         out["bad_key"],
         serde_json::json!({"status": 401, "code": "invalid_api_key"})
@@ -176,4 +190,56 @@ fn openai_python_sdk_moderations_work_unchanged() {
     assert!(checks
         .iter()
         .all(|record| record["workflow"] == "moderation"));
+}
+
+fn test_image() -> String {
+    format!("{MODELS}/image/testimages/jpeg_baseline_chelsea_64x48.jpg")
+}
+
+/// OpenAI's Python SDK (PyPI `openai`): `moderations.create` with a string, a list of strings
+/// and text and image parts, and its errors, against `https://api.openai.com`.
+#[test]
+fn openai_python_sdk_moderations_work_unchanged() {
+    let _port = PORT_443
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (server, api_key, authority) = openai_host(dir.path());
+    let out = run_sdk(
+        &PYTHON,
+        dir.path(),
+        "api.openai.com",
+        &authority,
+        &[("OPENAI_API_KEY", &api_key)],
+        "openai_sdk.py",
+        &[&test_image()],
+    );
+    assert_openai_answers(&out, &server);
+    // The SDK's typed objects read the answer, not only its JSON.
+    assert_eq!(out["one_flagged_attr"], true);
+    assert_eq!(
+        out["one_harassment_attr"],
+        out["one"]["results"][0]["category_scores"]["harassment"]
+    );
+}
+
+/// OpenAI's Node SDK (npm `openai`), the same calls.
+#[test]
+fn openai_node_sdk_moderations_work_unchanged() {
+    let _port = PORT_443
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (server, api_key, authority) = openai_host(dir.path());
+    let out = run_sdk(
+        &NODE,
+        dir.path(),
+        "api.openai.com",
+        &authority,
+        &[("OPENAI_API_KEY", &api_key)],
+        "openai_sdk.mjs",
+        &[&test_image()],
+    );
+    assert_openai_answers(&out, &server);
+    assert_eq!(out["unknown_model"]["not_found"], true, "NotFoundError");
 }

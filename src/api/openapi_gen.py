@@ -1292,8 +1292,9 @@ security_schemes = {
 DECISIONS = [
     "`Origin` is refused with 403 `forbidden` on every route, `/health` and `/openapi.json` "
     "included (CompatErrorEnvelope on the compatible paths); so are the Fetch Metadata fields "
-    "only browsers send (`Sec-Fetch-Site`, `Sec-Fetch-Mode`, `Sec-Fetch-Dest`, `Sec-Fetch-User`), "
-    "which an `<img src>` sends without an `Origin`: a key in such a URL is a key leaked.",
+    "only browsers send (`Sec-Fetch-Site`, `Sec-Fetch-Dest`, `Sec-Fetch-User`), which an "
+    "`<img src>` sends without an `Origin`: a key in such a URL is a key leaked. "
+    "`Sec-Fetch-Mode` alone is accepted: Node's built-in `fetch` sends it from servers.",
     "Order of refusals: `Origin`, then the framing and size limits of the request itself, then "
     "the key (401/403), then parameters and content. A key error is reported before a bad `url`.",
     "MB and megapixel are decimal: 15 MB = 15,000,000 bytes; 50 MP = 50,000,000 pixels; "

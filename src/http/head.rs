@@ -160,13 +160,14 @@ pub fn parse_head(
     })
 }
 
-/// Fields only browsers send: `Origin`, and Fetch Metadata (`Sec-Fetch-Site`, `-Mode`, `-Dest`,
-/// `-User`), which an `<img src>` sends without an `Origin`.
+/// Fields only browsers send: `Origin`, and the Fetch Metadata a browser sends on every
+/// request, `<img src>` included, which has no `Origin` (`Sec-Fetch-Site`, `-Dest`, `-User`).
+/// `Sec-Fetch-Mode` alone is not a browser's: Node's built-in `fetch` (undici) sends
+/// `Sec-Fetch-Mode: cors` from servers, OpenAI's Node SDK among them.
 fn is_browser_field(name: &[u8]) -> bool {
-    const FIELDS: [&[u8]; 5] = [
+    const FIELDS: [&[u8]; 4] = [
         b"origin",
         b"sec-fetch-site",
-        b"sec-fetch-mode",
         b"sec-fetch-dest",
         b"sec-fetch-user",
     ];
@@ -605,8 +606,8 @@ mod tests {
     fn fetch_metadata_is_a_browser() {
         for field in [
             "Sec-Fetch-Site: cross-site",
-            "sec-fetch-mode: no-cors",
             "Sec-Fetch-Dest : image",
+            "sec-fetch-user: ?1",
         ] {
             let request = format!(
                 "GET /1.0/check-workflow.json?url=x HTTP/1.1\r\nHost: a\r\n{field}\r\n\r\n"
@@ -622,6 +623,11 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(!head.has_origin);
+        // Node's built-in fetch sends `Sec-Fetch-Mode: cors` alone, from servers.
+        let request = b"POST /v1/moderations HTTP/1.1\r\nHost: a\r\nsec-fetch-mode: cors\r\n\r\n";
+        let (head, _) = parse(request).unwrap().unwrap();
+        assert!(!head.has_origin);
+        assert!(!has_origin_line(request));
     }
 
     #[test]
