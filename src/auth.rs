@@ -195,6 +195,7 @@ mod tests {
             authorization: authorization.map(str::to_owned),
             api_key: api_key.map(str::to_owned),
             content_type: None,
+            host: None,
         }
     }
 

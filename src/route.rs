@@ -14,10 +14,14 @@ pub enum Route {
     CompatImage,
     /// OpenAI's `POST /v1/moderations`, for its SDKs.
     Moderations,
+    /// Google's Perspective `POST /v1alpha1/comments:analyze`.
+    Perspective,
+    /// The discovery document Google's client libraries read.
+    Discovery,
 }
 
 impl Route {
-    pub const ALL: [Route; 8] = [
+    pub const ALL: [Route; 10] = [
         Route::Health,
         Route::OpenApi,
         Route::Workflows,
@@ -26,6 +30,8 @@ impl Route {
         Route::Image,
         Route::CompatImage,
         Route::Moderations,
+        Route::Perspective,
+        Route::Discovery,
     ];
 
     /// The route's place in [`Route::ALL`] (for per-route counters).
@@ -39,6 +45,8 @@ impl Route {
             Route::Image => 5,
             Route::CompatImage => 6,
             Route::Moderations => 7,
+            Route::Perspective => 8,
+            Route::Discovery => 9,
         }
     }
 
@@ -61,14 +69,20 @@ impl Route {
             Route::Image => "/v1/image",
             Route::CompatImage => "/1.0/check-workflow.json",
             Route::Moderations => "/v1/moderations",
+            Route::Perspective => "/v1alpha1/comments:analyze",
+            Route::Discovery => "/$discovery/rest",
         }
     }
 
     /// The `Allow` header of the route (GET routes answer HEAD too).
     pub fn allow(self) -> &'static str {
         match self {
-            Route::Health | Route::OpenApi | Route::Workflows => "GET, HEAD",
-            Route::Text | Route::CompatText | Route::Image | Route::Moderations => "POST",
+            Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery => "GET, HEAD",
+            Route::Text
+            | Route::CompatText
+            | Route::Image
+            | Route::Moderations
+            | Route::Perspective => "POST",
             Route::CompatImage => "GET, POST",
         }
     }
@@ -78,9 +92,11 @@ impl Route {
         match self {
             // A moderation request may hold an image too; it is journaled as the text check
             // it mostly is, with the image's scores among its own.
-            Route::Text | Route::CompatText | Route::Moderations => Some(ContentKind::Text),
+            Route::Text | Route::CompatText | Route::Moderations | Route::Perspective => {
+                Some(ContentKind::Text)
+            }
             Route::Image | Route::CompatImage => Some(ContentKind::Image),
-            Route::Health | Route::OpenApi | Route::Workflows => None,
+            Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery => None,
         }
     }
 }

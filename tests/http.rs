@@ -324,6 +324,8 @@ fn health_and_openapi() {
         "/health",
         "/openapi.json",
         "/v1/moderations",
+        "/v1alpha1/comments:analyze",
+        "/$discovery/rest",
     ] {
         assert!(doc["paths"][path].is_object(), "{path} missing");
     }

@@ -38,6 +38,8 @@ pub trait Readiness {
 
 pub struct Context {
     /// The shard's index, for logs.
+    /// `https` when the server terminates TLS, else `http` (for addresses of this server).
+    pub scheme: &'static str,
     pub shard: usize,
     pub clock: Clock,
     /// `[limits]` of the configuration: body sizes, timeouts, uploads in progress.
@@ -64,6 +66,7 @@ pub struct Context {
 /// What a [`Context`] is made of.
 pub struct ContextParts {
     pub shard: usize,
+    pub scheme: &'static str,
     pub clock: Clock,
     pub request_limits: LimitsConfig,
     pub panic_path: Option<String>,
@@ -81,6 +84,7 @@ impl Context {
         use super::buffers::*;
         let ContextParts {
             shard,
+            scheme,
             clock,
             request_limits,
             panic_path,
@@ -94,6 +98,7 @@ impl Context {
         } = parts;
         Context {
             shard,
+            scheme,
             clock,
             request_limits,
             panic_path,

@@ -75,8 +75,11 @@ pub fn error_response(
         timestamp: unix_ms as f64 / 1000.0,
         operations: 0,
     });
-    let mut response = if path == crate::route::Route::Moderations.path() {
+    use crate::route::Route;
+    let mut response = if path == Route::Moderations.path() {
         super::openai::error_response(error)
+    } else if path == Route::Perspective.path() || path == Route::Discovery.path() {
+        super::perspective::error_response(error)
     } else {
         json_response(
             status,

@@ -24,6 +24,7 @@ pub mod health;
 pub mod image;
 pub mod openai;
 pub mod openapi;
+pub mod perspective;
 pub mod text;
 pub mod workflows;
 
@@ -57,12 +58,14 @@ use crate::store::view::Workflows;
 /// Whether `route` is answered for `method`.
 fn accepts(route: Route, method: Method) -> bool {
     match route {
-        Route::Health | Route::OpenApi | Route::Workflows => {
+        Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery => {
             matches!(method, Method::Get | Method::Head)
         }
-        Route::Text | Route::CompatText | Route::Image | Route::Moderations => {
-            method == Method::Post
-        }
+        Route::Text
+        | Route::CompatText
+        | Route::Image
+        | Route::Moderations
+        | Route::Perspective => method == Method::Post,
         Route::CompatImage => matches!(method, Method::Get | Method::Post),
     }
 }
@@ -70,8 +73,8 @@ fn accepts(route: Route, method: Method) -> bool {
 /// Bytes of body `route` takes with `method`.
 fn body_bytes_max(route: Route, method: Method, limits: &LimitsConfig) -> u64 {
     match (route, method) {
-        (Route::Health | Route::OpenApi | Route::Workflows, _) => 0,
-        (Route::Text, _) => limits.text_body_bytes_max as u64,
+        (Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery, _) => 0,
+        (Route::Text | Route::Perspective, _) => limits.text_body_bytes_max as u64,
         (Route::CompatText, _) => limits.text_form_bytes_max as u64,
         (Route::Image, _) => IMAGE_BYTES_MAX as u64,
         (Route::CompatImage, Method::Post) => {
@@ -464,6 +467,8 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
         }
         Route::CompatImage => compat_image::get(cx, exchange, notes).await,
         Route::Moderations => openai::moderations(cx, exchange, notes).await,
+        Route::Perspective => perspective::analyze(cx, exchange, notes).await,
+        Route::Discovery => perspective::discovery(cx, head.host.as_deref(), &head.query),
     }
 }
 

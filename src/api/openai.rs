@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use super::context::Context;
 use super::envelope::json_response;
 use super::image::score_image;
-use super::text::{nesting_exceeds, require_json, JSON_DEPTH_MAX};
+use super::text::{parse_object, require_json};
 use super::truncated;
 use super::{CheckSummary, RequestNotes};
 use crate::auth::Caller;
@@ -203,21 +203,11 @@ pub async fn moderations<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// The request in `body` (parsed in place; strings without escapes are borrowed from it).
 fn parse(body: &mut [u8]) -> ApiResult<ModerationRequest<'_>> {
-    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Err(ApiError::bad_request("the body must be a JSON object"));
-    }
-    // The parser recurses per nesting level, so depth is bounded before it runs.
-    if nesting_exceeds(body, JSON_DEPTH_MAX) {
-        return Err(ApiError::bad_request(format!(
-            "the JSON body nests deeper than {JSON_DEPTH_MAX} levels"
-        )));
-    }
-    simd_json::serde::from_slice(body).map_err(|_| {
-        ApiError::bad_request(
-            "the body is not a moderation request: `input` is a string, an array of strings, \
+    parse_object(
+        body,
+        "the body is not a moderation request: `input` is a string, an array of strings, \
              or an array of `text` and `image_url` parts; `model` is a string",
-        )
-    })
+    )
 }
 
 /// The subjects of the results: one per string, or one for all the parts.

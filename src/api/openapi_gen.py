@@ -1550,6 +1550,124 @@ paths["/v1/moderations"] = {
     }
 }
 
+# --------------------------------------------------------------------------------------------
+# Google's Perspective API (src/api/perspective.rs)
+# --------------------------------------------------------------------------------------------
+
+PERSPECTIVE_ATTRIBUTES = ["TOXICITY", "SEVERE_TOXICITY", "IDENTITY_ATTACK", "INSULT", "PROFANITY", "THREAT"]
+
+score_schema = {
+    "type": "object", "required": ["value", "type"], "additionalProperties": False,
+    "properties": {"value": {"type": "number", "minimum": 0, "maximum": 1},
+                   "type": {"const": "PROBABILITY"}},
+}
+schemas["AnalyzeCommentRequest"] = {
+    "type": "object",
+    "description": (
+        "Perspective's request. Attributes scored: " + ", ".join(PERSPECTIVE_ATTRIBUTES)
+        + " (TOXICITY from tox-block's `toxic`, SEVERE_TOXICITY `severe_toxic`, IDENTITY_ATTACK "
+        "`identity_hate`, INSULT `insult`, THREAT `threat`; PROFANITY from the linear profanity "
+        "model). Another is 400 `INVALID_ARGUMENT`; so is a language other than `en`. `doNotStore`, "
+        "`sessionId`, `communityId` are accepted (modgate never stores a text)."
+    ),
+    "required": ["comment", "requestedAttributes"],
+    "properties": {
+        "comment": {"type": "object", "required": ["text"],
+                    "properties": {"text": {"type": "string", "minLength": 1}, "type": {"type": "string"}}},
+        "requestedAttributes": {"type": "object", "minProperties": 1, "additionalProperties": {
+            "type": "object", "properties": {
+                "scoreThreshold": {"type": "number", "description": "Leave the attribute out below it."},
+                "scoreType": {"type": "string"}}}},
+        "languages": {"type": "array", "items": {"type": "string"}},
+        "doNotStore": {"type": "boolean"},
+        "spanAnnotations": {"type": "boolean",
+                            "description": "One span per sentence, each scored on its own (at most 32)."},
+        "clientToken": {"type": "string", "description": "Echoed in the answer."},
+    },
+}
+schemas["AnalyzeCommentResponse"] = {
+    "type": "object",
+    "required": ["attributeScores", "languages"],
+    "additionalProperties": False,
+    "properties": {
+        "attributeScores": {
+            "type": "object",
+            "propertyNames": {"enum": PERSPECTIVE_ATTRIBUTES},
+            "additionalProperties": {
+                "type": "object", "required": ["summaryScore", "spanScores"], "additionalProperties": False,
+                "properties": {
+                    "summaryScore": score_schema,
+                    "spanScores": {"type": "array", "minItems": 1, "items": {
+                        "type": "object", "required": ["begin", "end", "score"], "additionalProperties": False,
+                        "properties": {"begin": {"type": "integer", "minimum": 0},
+                                       "end": {"type": "integer", "minimum": 0},
+                                       "score": score_schema},
+                        "description": "Offsets in Unicode code points."}},
+                },
+            },
+        },
+        "languages": {"type": "array", "items": {"const": "en"}},
+        "clientToken": {"type": "string"},
+    },
+}
+schemas["GoogleError"] = {
+    "type": "object", "required": ["error"], "additionalProperties": False,
+    "properties": {"error": {
+        "type": "object", "required": ["code", "message", "status"], "additionalProperties": False,
+        "properties": {"code": {"type": "integer"}, "message": {"type": "string"},
+                       "status": {"enum": ["INVALID_ARGUMENT", "UNAUTHENTICATED", "PERMISSION_DENIED",
+                                           "NOT_FOUND", "UNIMPLEMENTED", "DEADLINE_EXCEEDED",
+                                           "RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL",
+                                           "FAILED_PRECONDITION"]}},
+    }},
+}
+
+
+def google_error(desc):
+    return {"description": desc, "content": {"application/json": {"schema": sref("GoogleError")}}}
+
+
+paths["/v1alpha1/comments:analyze"] = {
+    "post": {
+        "operationId": "analyzeComment",
+        "tags": ["perspective"],
+        "summary": "Perspective's comments:analyze",
+        "description": "For Perspective's clients. The key as `?key=` (or a header). Runs the shipped `perspective` workflow.",
+        "parameters": [{"name": "key", "in": "query", "schema": {"type": "string"},
+                        "description": "The API key."}],
+        "requestBody": {"required": True, "content": {"application/json": {
+            "schema": sref("AnalyzeCommentRequest"),
+            "example": {"comment": {"text": "you are an idiot"}, "requestedAttributes": {"TOXICITY": {}}},
+        }}},
+        "responses": {
+            "200": {"description": "The scores.",
+                    "content": {"application/json": {"schema": sref("AnalyzeCommentResponse")}}},
+            "400": google_error("A malformed request, an attribute not scored here, a language other than `en`."),
+            "401": google_error("No key, or a key that is not valid."),
+            "403": google_error("The key's scope, workflow list or plan does not allow it."),
+            "413": google_error("The body or the text is over its limit."),
+            "415": google_error("The body is not `application/json`."),
+            "429": google_error("The plan's rate, concurrency or quota."),
+            "503": google_error("The server is busy, or the models are not loaded."),
+        },
+    }
+}
+paths["/$discovery/rest"] = {
+    "get": {
+        "operationId": "discoveryDocument",
+        "tags": ["perspective"],
+        "summary": "The discovery document of the Perspective API",
+        "description": "What Google's client libraries build a client from, with this server as `rootUrl` (the request's `Host`). No key.",
+        "parameters": [{"name": "version", "in": "query", "required": True,
+                        "schema": {"const": "v1alpha1"}}],
+        "responses": {
+            "200": {"description": "The document.", "content": {"application/json": {"schema": {
+                "type": "object", "required": ["kind", "rootUrl", "resources", "schemas"]}}}},
+            "404": google_error("Another version."),
+        },
+    }
+}
+
 doc = {
     "openapi": "3.1.0",
     "info": {
@@ -1564,6 +1682,7 @@ doc = {
          "description": "Routes in the shape of a third-party moderation API, under `/1.0`."},
         {"name": "service", "description": "Health and this document; no key."},
         {"name": "openai", "description": "OpenAI's moderation endpoint, for its SDKs."},
+        {"name": "perspective", "description": "Google's Perspective API, for its clients."},
     ],
     "paths": paths,
     "components": {

@@ -73,6 +73,7 @@ fn with_context(test: impl FnOnce(Rc<Context>, Keys) -> LocalFuture + Send + 'st
             let leases = Arc::new(LocalLeases::open(dir.path()).expect("leases"));
             let cx = Rc::new(Context::new(ContextParts {
                 shard: 0,
+                scheme: "http",
                 clock: config.clock(),
                 request_limits: config.limits.clone(),
                 panic_path: None,

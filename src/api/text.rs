@@ -184,6 +184,24 @@ pub fn require_json(content_type: Option<&str>) -> ApiResult<()> {
     }
 }
 
+/// A JSON object body of a compatible route, parsed in place: not an object, nested past
+/// [`JSON_DEPTH_MAX`] (the parser recurses per level), or not a `T`: 400, the last saying
+/// `shape`.
+pub fn parse_object<'b, T: Deserialize<'b>>(
+    body: &'b mut [u8],
+    shape: &'static str,
+) -> ApiResult<T> {
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    }
+    if nesting_exceeds(body, JSON_DEPTH_MAX) {
+        return Err(ApiError::bad_request(format!(
+            "the JSON body nests deeper than {JSON_DEPTH_MAX} levels"
+        )));
+    }
+    simd_json::serde::from_slice(body).map_err(|_| ApiError::bad_request(shape))
+}
+
 /// Whether the brackets of `json` (outside strings) nest deeper than `max`.
 pub fn nesting_exceeds(json: &[u8], max: usize) -> bool {
     let mut depth = 0usize;

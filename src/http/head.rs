@@ -100,6 +100,8 @@ pub struct RequestHead {
     pub api_key: Option<String>,
     /// Value of `Content-Type`, if sent once.
     pub content_type: Option<String>,
+    /// Value of `Host` (exactly one on HTTP/1.1; at most one on HTTP/1.0).
+    pub host: Option<String>,
 }
 
 /// Why a head was refused. The connection is closed after the answer.
@@ -268,6 +270,7 @@ fn parse_head_fields(
             authorization: fields.authorization,
             api_key: fields.api_key,
             content_type: fields.content_type,
+            host: fields.host,
         },
         head_len,
     )))
@@ -333,6 +336,7 @@ struct Fields {
     authorization: Option<String>,
     api_key: Option<String>,
     content_type: Option<String>,
+    host: Option<String>,
 }
 
 fn collect_fields(headers: &[httparse::Header<'_>], version: Version) -> Result<Fields, HeadError> {
@@ -349,6 +353,7 @@ fn collect_fields(headers: &[httparse::Header<'_>], version: Version) -> Result<
         authorization: None,
         api_key: None,
         content_type: None,
+        host: None,
     };
     for header in headers {
         let name = header.name;
@@ -371,6 +376,9 @@ fn collect_fields(headers: &[httparse::Header<'_>], version: Version) -> Result<
             transfer_encoding = true;
         } else if name.eq_ignore_ascii_case("host") {
             hosts += 1;
+            if hosts == 1 {
+                out.host = std::str::from_utf8(value).ok().map(str::to_owned);
+            }
         } else if name.eq_ignore_ascii_case("connection") {
             for token in value.split(|&b| b == b',') {
                 let token = trim_ascii(token);
@@ -628,6 +636,7 @@ mod tests {
         let (head, _) = parse(request).unwrap().unwrap();
         assert!(!head.has_origin);
         assert!(!has_origin_line(request));
+        assert_eq!(head.host.as_deref(), Some("a"), "the Host is kept");
     }
 
     #[test]

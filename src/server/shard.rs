@@ -314,6 +314,7 @@ pub async fn run(
         conns: ConnSlots::default(),
         api: api::Context::new(ContextParts {
             shard: index,
+            scheme: if tls.is_some() { "https" } else { "http" },
             clock: config.clock(),
             request_limits: config.limits.clone(),
             panic_path: config.testing.panic_path.clone(),

@@ -1,0 +1,488 @@
+//! Google's Perspective API, `POST /v1alpha1/comments:analyze`, and the discovery document
+//! Google's client libraries build their client from (`GET /$discovery/rest?version=v1alpha1`),
+//! so that `google-api-python-client` and npm `perspective-api-client` work against modgate
+//! with only DNS changed. (Google shuts Perspective down at the end of 2026.)
+//!
+//! - The key comes as `?key=`, as Perspective takes it (a header key works too).
+//! - `comment.text` is checked by the shipped `perspective` workflow: the linear profanity
+//!   model and tox-block. Each requested attribute is read from the modgate category of the
+//!   same meaning ([`ATTRIBUTE_MAP`]); an attribute no model here measures is refused with 400
+//!   `INVALID_ARGUMENT`, naming it and the supported ones, as Perspective refuses an unknown
+//!   attribute. `scoreThreshold` leaves out an attribute scored below it.
+//! - `summaryScore` is the score of the whole text; `spanScores` has one span for the whole
+//!   text, or, with `spanAnnotations`, one per sentence (each scored on its own, at most
+//!   [`SPANS_MAX`]). Offsets count Unicode code points.
+//! - `languages`: the models read English only; another language is refused as Perspective
+//!   refuses an attribute in a language it does not support. `doNotStore` is accepted: modgate
+//!   never stores a text (the journal keeps scores, not texts). `clientToken` is echoed.
+//! - Errors are in Google's shape: `{error: {code, message, status}}`.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use futures_lite::{AsyncRead, AsyncWrite};
+use serde::{Deserialize, Serialize};
+
+use super::context::Context;
+use super::envelope::json_response;
+use super::text::{parse_object, require_json};
+use super::truncated;
+use super::{CheckSummary, RequestNotes};
+use crate::checks::board::ScoreBoard;
+use crate::content::ContentKind;
+use crate::decision::decide;
+use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::http::conn::Exchange;
+use crate::http::query;
+use crate::http::response::Response;
+
+/// The workflow that scores Perspective's attributes.
+pub const PERSPECTIVE_WORKFLOW: &str = "perspective";
+/// Sentences scored at most with `spanAnnotations`; the rest join the last span.
+pub const SPANS_MAX: usize = 32;
+/// The API version the discovery document describes.
+pub const DISCOVERY_VERSION: &str = "v1alpha1";
+
+/// Perspective's attributes this server scores, and the modgate category each is read from.
+pub const ATTRIBUTE_MAP: &[(&str, &str)] = &[
+    ("TOXICITY", "toxic"),
+    ("SEVERE_TOXICITY", "severe_toxic"),
+    ("IDENTITY_ATTACK", "identity_hate"),
+    ("INSULT", "insult"),
+    ("PROFANITY", "profanity"),
+    ("THREAT", "threat"),
+];
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AnalyzeRequest<'a> {
+    #[serde(borrow)]
+    comment: Option<Comment<'a>>,
+    #[serde(borrow, default)]
+    requested_attributes: BTreeMap<Cow<'a, str>, AttributeRequest>,
+    #[serde(borrow, default)]
+    languages: Vec<Cow<'a, str>>,
+    #[serde(default)]
+    span_annotations: bool,
+    #[serde(default, rename = "doNotStore")]
+    _do_not_store: bool,
+    #[serde(borrow, default)]
+    client_token: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Comment<'a> {
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct AttributeRequest {
+    #[serde(default)]
+    score_threshold: Option<f64>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AnalyzeAnswer<'a> {
+    attribute_scores: BTreeMap<&'static str, AttributeScores>,
+    languages: [&'static str; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_token: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AttributeScores {
+    span_scores: Vec<SpanScore>,
+    summary_score: Score,
+}
+
+#[derive(Serialize)]
+struct SpanScore {
+    begin: usize,
+    end: usize,
+    score: Score,
+}
+
+#[derive(Serialize)]
+struct Score {
+    value: f64,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+impl Score {
+    fn probability(value: f64) -> Score {
+        Score {
+            value,
+            kind: "PROBABILITY",
+        }
+    }
+}
+
+pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
+    cx: &Context,
+    exchange: &mut Exchange<'_, S>,
+    notes: &mut RequestNotes,
+) -> ApiResult<Response> {
+    let key = query_key(&exchange.head.query)?;
+    let caller = notes
+        .admit_check(cx, &exchange.head, key.as_deref(), ContentKind::Text)
+        .await?;
+    require_json(exchange.head.content_type.as_deref())?;
+    let mut body = cx.text_buffers.take();
+    let deadline = Instant::now() + Duration::from_millis(cx.request_limits.body_read_timeout_ms);
+    exchange
+        .read_body(&mut body, cx.request_limits.text_body_bytes_max, deadline)
+        .await?;
+    let request = parse(&mut body)?;
+    let attributes = requested(&request)?;
+    let text = request
+        .comment
+        .as_ref()
+        .and_then(|comment| comment.text.as_deref())
+        .filter(|text| !text.is_empty())
+        .ok_or_else(|| ApiError::bad_request("comment.text is required"))?;
+    let workflows = cx.workflows()?;
+    notes.note_workflow(&workflows, PERSPECTIVE_WORKFLOW);
+    let chars_max = caller.org.limits.text_chars_max as usize;
+    let chars = text.chars().count();
+    if chars > chars_max {
+        return Err(ApiError::new(
+            ErrorKind::TextTooLong,
+            format!("comment.text is {chars} characters, over the {chars_max} of this plan"),
+        ));
+    }
+    let workflow = caller.authorize(ContentKind::Text, PERSPECTIVE_WORKFLOW, &workflows)?;
+    let checks = &workflow.definition.text_checks;
+    let whole = cx.checks.check_text(checks, text, None).await?;
+    let spans = if request.span_annotations {
+        let mut spans = Vec::new();
+        for (begin, end, sentence) in sentences(text) {
+            spans.push((
+                begin,
+                end,
+                cx.checks.check_text(checks, sentence, None).await?,
+            ));
+        }
+        spans
+    } else {
+        Vec::new()
+    };
+    let decision = decide(&workflow.definition, &whole);
+    notes.check = Some(CheckSummary {
+        workflow: workflow.name.clone(),
+        version: workflow.version,
+        action: decision.action.as_str(),
+        scores: decision.scores.clone(),
+        unchecked: decision.unchecked.clone(),
+    });
+    let mut attribute_scores = BTreeMap::new();
+    for (attribute, category, threshold) in attributes {
+        let summary = score_of(&whole, category)?;
+        if threshold.is_some_and(|threshold| summary < threshold) {
+            continue;
+        }
+        let span_scores = if spans.is_empty() {
+            vec![SpanScore {
+                begin: 0,
+                end: chars,
+                score: Score::probability(summary),
+            }]
+        } else {
+            spans
+                .iter()
+                .map(|(begin, end, board)| {
+                    Ok(SpanScore {
+                        begin: *begin,
+                        end: *end,
+                        score: Score::probability(score_of(board, category)?),
+                    })
+                })
+                .collect::<ApiResult<_>>()?
+        };
+        attribute_scores.insert(
+            attribute,
+            AttributeScores {
+                span_scores,
+                summary_score: Score::probability(summary),
+            },
+        );
+    }
+    Ok(json_response(
+        200,
+        &AnalyzeAnswer {
+            attribute_scores,
+            languages: ["en"],
+            client_token: request.client_token.as_deref(),
+        },
+    ))
+}
+
+/// The `key` of the query, if any (a repeated one is refused).
+fn query_key(raw: &str) -> ApiResult<Option<String>> {
+    let mut key = None;
+    for pair in query::pairs(raw) {
+        let (name, value) = pair.map_err(ApiError::bad_request)?;
+        if name == "key" && key.replace(value.into_owned()).is_some() {
+            return Err(ApiError::bad_request("query parameter `key` given twice"));
+        }
+    }
+    Ok(key)
+}
+
+/// The request in `body` (parsed in place).
+fn parse(body: &mut [u8]) -> ApiResult<AnalyzeRequest<'_>> {
+    parse_object(
+        body,
+        "the body is not an AnalyzeCommentRequest: comment.text is a string, \
+             requestedAttributes an object of attribute names, languages an array of strings",
+    )
+}
+
+/// The requested attributes with their categories and thresholds, or the refusal of one
+/// this server cannot score, or of a language its models do not read.
+fn requested(
+    request: &AnalyzeRequest<'_>,
+) -> ApiResult<Vec<(&'static str, &'static str, Option<f64>)>> {
+    if request.requested_attributes.is_empty() {
+        return Err(ApiError::bad_request(
+            "requestedAttributes must name at least one attribute",
+        ));
+    }
+    let supported = || {
+        ATTRIBUTE_MAP
+            .iter()
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = Vec::new();
+    for (name, options) in &request.requested_attributes {
+        let Some(&(attribute, category)) = ATTRIBUTE_MAP.iter().find(|(a, _)| a == name) else {
+            return Err(ApiError::bad_request(format!(
+                "Unknown attribute: {}. This server scores {}",
+                truncated(name),
+                supported()
+            )));
+        };
+        out.push((attribute, category, options.score_threshold));
+    }
+    if let Some(language) = request
+        .languages
+        .iter()
+        .find(|language| !language.eq_ignore_ascii_case("en"))
+    {
+        return Err(ApiError::bad_request(format!(
+            "Attribute {} does not support request languages: {}",
+            out[0].0,
+            truncated(language)
+        )));
+    }
+    Ok(out)
+}
+
+fn score_of(board: &ScoreBoard, category: &str) -> ApiResult<f64> {
+    board
+        .get(category)
+        .map(|scored| scored.score)
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorKind::WorkflowUnavailable,
+                format!("the model that scores `{category}` is not loaded on this server"),
+            )
+        })
+}
+
+/// The sentences of `text` as (begin, end, sentence), offsets in code points: each ends after
+/// a run of `.`, `!` or `?` and the whitespace that follows; past [`SPANS_MAX`] the rest is
+/// the last one.
+fn sentences(text: &str) -> Vec<(usize, usize, &str)> {
+    let mut out = Vec::new();
+    let mut start = (0usize, 0usize); // (byte, code point)
+    let mut chars = text.char_indices().enumerate().peekable();
+    while let Some((n, (at, c))) = chars.next() {
+        let ends = matches!(c, '.' | '!' | '?')
+            && chars
+                .peek()
+                .is_none_or(|(_, (_, next))| next.is_whitespace());
+        if ends && out.len() + 1 < SPANS_MAX {
+            let mut end = (at + c.len_utf8(), n + 1);
+            while let Some((m, (at, next))) = chars.peek().copied() {
+                if !next.is_whitespace() {
+                    break;
+                }
+                end = (at + next.len_utf8(), m + 1);
+                chars.next();
+            }
+            out.push((start.1, end.1, &text[start.0..end.0]));
+            start = end;
+        }
+    }
+    if start.0 < text.len() {
+        out.push((start.1, text.chars().count(), &text[start.0..]));
+    }
+    out
+}
+
+/// Google's error envelope for `error` (`status` from the HTTP status, as Google's APIs).
+pub fn error_response(error: &ApiError) -> Response {
+    #[derive(Serialize)]
+    struct Envelope<'a> {
+        error: Body<'a>,
+    }
+    #[derive(Serialize)]
+    struct Body<'a> {
+        code: u16,
+        message: &'a str,
+        status: &'static str,
+    }
+    let code = error.kind.status();
+    let status = match code {
+        400 | 413 | 414 | 415 | 431 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        405 => "UNIMPLEMENTED",
+        408 => "DEADLINE_EXCEEDED",
+        429 => "RESOURCE_EXHAUSTED",
+        503 => "UNAVAILABLE",
+        _ if code >= 500 => "INTERNAL",
+        _ => "FAILED_PRECONDITION",
+    };
+    json_response(
+        code,
+        &Envelope {
+            error: Body {
+                code,
+                message: &error.message,
+                status,
+            },
+        },
+    )
+}
+
+/// `GET /$discovery/rest?version=v1alpha1`: the discovery document of this API with this
+/// server (as the request named it) as `rootUrl`. No key needed, as at Google.
+pub fn discovery(cx: &Context, host: Option<&str>, raw_query: &str) -> ApiResult<Response> {
+    let mut version = None;
+    for pair in query::pairs(raw_query) {
+        let (name, value) = pair.map_err(ApiError::bad_request)?;
+        if name == "version" {
+            version = Some(value.into_owned());
+        }
+    }
+    if version.as_deref() != Some(DISCOVERY_VERSION) {
+        return Err(ApiError::new(
+            ErrorKind::NotFound,
+            format!("no discovery document for this version: ask for version={DISCOVERY_VERSION}"),
+        ));
+    }
+    let host = host
+        .filter(|host| {
+            !host.is_empty()
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b))
+        })
+        .ok_or_else(|| ApiError::bad_request("the Host header is not a host name"))?;
+    let root_url = simd_json::to_string(&format!("{}://{host}/", cx.scheme))
+        .map_err(|_| ApiError::internal("the discovery document could not be written"))?;
+    let document = DISCOVERY_JSON.replace("\"__ROOT_URL__\"", &root_url);
+    Ok(Response::json(200, document.into_bytes()))
+}
+
+/// The discovery document, written for this server (`rootUrl` and `baseUrl`, `"__ROOT_URL__"`
+/// here, are set per request).
+const DISCOVERY_JSON: &str = include_str!("perspective_discovery.json");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn sentences_cover_the_text_in_code_points() {
+        assert_eq!(
+            sentences("Hé you. Go away!  Now"),
+            [(0, 8, "Hé you. "), (8, 18, "Go away!  "), (18, 21, "Now")]
+        );
+        assert_eq!(sentences("v1.2 is out"), [(0, 11, "v1.2 is out")]);
+        assert_eq!(sentences(""), []);
+        let many = "a. ".repeat(SPANS_MAX + 5);
+        let spans = sentences(&many);
+        assert_eq!(spans.len(), SPANS_MAX);
+        assert_eq!(spans.last().unwrap().1, many.chars().count());
+    }
+
+    fn request(body: &[u8]) -> Result<Vec<&'static str>, String> {
+        let mut body = body.to_vec();
+        let request = parse(&mut body).map_err(|e| e.message)?;
+        let attributes = requested(&request).map_err(|e| e.message)?;
+        Ok(attributes.into_iter().map(|(a, _, _)| a).collect())
+    }
+
+    #[test]
+    fn requests_are_read_or_refused_as_perspective_does() {
+        assert_eq!(
+            request(br#"{"comment":{"text":"hi"},"requestedAttributes":{"TOXICITY":{},"THREAT":{"scoreThreshold":0.5}},"languages":["en"],"doNotStore":true,"spanAnnotations":true}"#),
+            Ok(vec!["THREAT", "TOXICITY"])
+        );
+        let refused = |body: &[u8], says: &str| {
+            let message = request(body).unwrap_err();
+            assert!(message.contains(says), "{message}");
+        };
+        refused(
+            br#"{"comment":{"text":"hi"},"requestedAttributes":{"FLIRTATION":{}}}"#,
+            "Unknown attribute: FLIRTATION",
+        );
+        refused(
+            br#"{"comment":{"text":"hi"},"requestedAttributes":{"TOXICITY":{}},"languages":["de"]}"#,
+            "does not support request languages: de",
+        );
+        refused(
+            br#"{"comment":{"text":"hi"},"requestedAttributes":{}}"#,
+            "at least one",
+        );
+        refused(br#"{"comment":{"text":1}}"#, "not an AnalyzeCommentRequest");
+        refused(br#"[]"#, "JSON object");
+    }
+
+    #[test]
+    fn errors_are_in_googles_shape() {
+        let response = error_response(&ApiError::new(ErrorKind::Unauthorized, "no key"));
+        assert_eq!(response.status, 401);
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&response.body).unwrap(),
+            serde_json::json!({"error": {"code": 401, "message": "no key", "status": "UNAUTHENTICATED"}})
+        );
+        let document: serde_json::Value = serde_json::from_str(DISCOVERY_JSON).unwrap();
+        assert_eq!(
+            document["resources"]["comments"]["methods"]["analyze"]["path"],
+            "v1alpha1/comments:analyze"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_are_read_or_refused(body in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = request(&body);
+        }
+
+        #[test]
+        fn sentences_tile_any_text(text in "\\PC{0,200}") {
+            let spans = sentences(&text);
+            let mut at = 0;
+            for (begin, end, sentence) in &spans {
+                prop_assert_eq!(*begin, at);
+                prop_assert_eq!(end - begin, sentence.chars().count());
+                at = *end;
+            }
+            prop_assert_eq!(at, text.chars().count());
+            prop_assert!(spans.len() <= SPANS_MAX);
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! `POST /v1alpha1/comments:analyze` and the discovery document over plain HTTP (issue 15):
+//! answers and errors validated against the OpenAPI document, the key in the query, the
+//! plan's limits, and the journal. Google's own clients run against it in `tests/sdks.rs`.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn analyze(server: &Server, query: &str, body: &Value) -> (u16, Value) {
+    let (status, _, answer) = post(
+        &server.url(&format!("/v1alpha1/comments:analyze{query}")),
+        &[("Content-Type", "application/json")],
+        body.to_string().as_bytes(),
+    );
+    (status, answer)
+}
+
+fn assert_google_error(status: u16, answer: &Value, expected: u16, google_status: &str) {
+    assert_eq!(status, expected, "{answer}");
+    assert_schema("GoogleError", answer);
+    assert_eq!(answer["error"]["status"], google_status, "{answer}");
+    assert_eq!(answer["error"]["code"], expected);
+}
+
+#[test]
+fn comments_are_analyzed_in_perspectives_shape() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let query = format!("?key={key}");
+    let body = json!({
+        "comment": {"text": "You are a stupid idiot. Have a nice day!"},
+        "requestedAttributes": {"TOXICITY": {}, "SEVERE_TOXICITY": {}, "IDENTITY_ATTACK": {},
+                                "INSULT": {}, "PROFANITY": {}, "THREAT": {}},
+        "clientToken": "c-1",
+    });
+    let (status, answer) = analyze(&server, &query, &body);
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("AnalyzeCommentResponse", &answer);
+    assert_eq!(answer["attributeScores"].as_object().unwrap().len(), 6);
+    assert_eq!(answer["clientToken"], "c-1");
+    assert!(
+        answer["attributeScores"]["INSULT"]["summaryScore"]["value"]
+            .as_f64()
+            .unwrap()
+            > 0.7
+    );
+
+    let (status, answer) = analyze(&server, "", &body);
+    assert_google_error(status, &answer, 401, "UNAUTHENTICATED");
+    let (status, answer) = analyze(
+        &server,
+        &query,
+        &json!({"comment": {"text": "x"}, "requestedAttributes": {"SEXUALLY_EXPLICIT": {}}}),
+    );
+    assert_google_error(status, &answer, 400, "INVALID_ARGUMENT");
+    let (status, answer) = analyze(
+        &server,
+        &query,
+        &json!({"comment": {"text": "x"}, "requestedAttributes": {"TOXICITY": {}}, "languages": ["fr"]}),
+    );
+    assert_google_error(status, &answer, 400, "INVALID_ARGUMENT");
+    // The free plan's 5,000 characters.
+    let long =
+        json!({"comment": {"text": "a ".repeat(3000)}, "requestedAttributes": {"TOXICITY": {}}});
+    let (status, answer) = analyze(&server, &query, &long);
+    assert_google_error(status, &answer, 413, "INVALID_ARGUMENT");
+
+    // The discovery document names this server.
+    let (status, _, document) = get(&server.url("/$discovery/rest?version=v1alpha1"), &[]);
+    assert_eq!(status, 200);
+    assert_eq!(document["rootUrl"], format!("http://{}/", server.addr));
+    assert_eq!(
+        document["resources"]["comments"]["methods"]["analyze"]["path"],
+        "v1alpha1/comments:analyze"
+    );
+    let (status, _, answer) = get(&server.url("/$discovery/rest?version=v1"), &[]);
+    assert_google_error(status, &answer, 404, "NOT_FOUND");
+
+    let journal = server.admin_ok(&["journal", "--json"]);
+    let records: Vec<Value> = journal
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|record| record["route"] == "/v1alpha1/comments:analyze")
+        .collect();
+    assert_eq!(records.iter().filter(|r| r["status"] == 200).count(), 1);
+    assert_eq!(records.len(), 5, "{journal}");
+}
