@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Server CPU per request of each hosted-API route against the native route running the same
+# checks on the same text, in one pass (interleaved rounds, one server): what the compat layer
+# itself costs. One shard on CPU 0, wrk on CPU 1 (`cpu-per-request --pin-wrk 1`).
+#
+#   tuning/compat_bench.sh [MODGATE_BINARY] [ROUNDS]   (default: target/release/modgate, 3)
+#
+# Pairs: POST /v1/moderations (workflow `moderation` through OpenAI's model name) against
+# POST /v1/text with workflow `moderation`; POST /v1alpha1/comments:analyze with TOXICITY
+# against POST /v1/text with workflow `perspective`. The same 1 KiB text throughout.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${1:-$root/target/release/modgate}
+rounds=${2:-3}
+tool=${CPU_PER_REQUEST:-$root/../shared/tools/cpu-per-request}
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+text = ('Thanks for the quick reply, the parcel arrived on time and the fit is fine. ' * 14)[:1024]
+bodies = {
+    "native-moderation": {"text": text, "workflow": "moderation"},
+    "moderations": {"input": text, "model": "omni-moderation-latest"},
+    "native-perspective": {"text": text, "workflow": "perspective"},
+    "perspective": {"comment": {"text": text}, "requestedAttributes": {"TOXICITY": {}}},
+}
+for name, body in bodies.items():
+    open(f"{work}/{name}.json", "w").write(json.dumps(body))
+PY
+data="$work/data"
+taskset -c 0 "$bin" serve --data "$data" --listen 127.0.0.1:0 --cores 1 --models "$root/models" \
+  --metrics-listen off --log-level warn >"$work/server.out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/server.out" | grep -o '[0-9]*$' || true)
+  [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+  sleep 0.2
+done
+"$bin" org create bench --plan pro --data "$data" >/dev/null
+"$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 \
+  --quota-per-month 1000000000 --data "$data" >/dev/null
+key=$("$bin" key create --org bench --data "$data" | head -1)
+
+measure() { # NAME PATH -> us per request
+  "$tool" --pid "$pid" --url "http://127.0.0.1:$port$2" --method POST --body-file "$work/$1.json" \
+    -H "X-Api-Key: $key" -H "Content-Type: application/json" --pin-wrk 1 --seconds 6 \
+    --connections 16 | tail -1 | grep -o 'non2xx=[0-9]*\|us_per_request=[0-9.]*' | tr '\n' ' '
+}
+results="$work/results"
+for round in $(seq "$rounds"); do
+  for pair in "native-moderation /v1/text" "moderations /v1/moderations" \
+              "native-perspective /v1/text" "perspective /v1alpha1/comments:analyze?key=$key"; do
+    set -- $pair
+    line=$(measure "$1" "$2")
+    echo "round=$round route=$1 $line" | tee -a "$results"
+  done
+done
+python3 - "$results" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = dict(kv.split("=") for kv in line.split())
+    rows.setdefault(f["route"], []).append(float(f["us_per_request"]))
+med = {route: statistics.median(v) for route, v in rows.items()}
+for compat, native in [("moderations", "native-moderation"), ("perspective", "native-perspective")]:
+    print(f"{compat:<12} {med[compat]:8.1f} us   {native:<19} {med[native]:8.1f} us   ratio {med[compat] / med[native]:.3f}")
+PY
