@@ -18,10 +18,12 @@ pub enum Route {
     Perspective,
     /// The discovery document Google's client libraries read.
     Discovery,
+    /// Sightengine's `GET|POST /1.0/check.json`, for its SDKs.
+    SightengineCheck,
 }
 
 impl Route {
-    pub const ALL: [Route; 10] = [
+    pub const ALL: [Route; 11] = [
         Route::Health,
         Route::OpenApi,
         Route::Workflows,
@@ -32,6 +34,7 @@ impl Route {
         Route::Moderations,
         Route::Perspective,
         Route::Discovery,
+        Route::SightengineCheck,
     ];
 
     /// The route's place in [`Route::ALL`] (for per-route counters).
@@ -47,6 +50,7 @@ impl Route {
             Route::Moderations => 7,
             Route::Perspective => 8,
             Route::Discovery => 9,
+            Route::SightengineCheck => 10,
         }
     }
 
@@ -56,7 +60,10 @@ impl Route {
 
     /// The routes in the shape of the third-party API (compatible envelope, `api_secret`).
     pub fn is_compat(self) -> bool {
-        matches!(self, Route::CompatText | Route::CompatImage)
+        matches!(
+            self,
+            Route::CompatText | Route::CompatImage | Route::SightengineCheck
+        )
     }
 
     pub fn path(self) -> &'static str {
@@ -71,6 +78,7 @@ impl Route {
             Route::Moderations => "/v1/moderations",
             Route::Perspective => "/v1alpha1/comments:analyze",
             Route::Discovery => "/$discovery/rest",
+            Route::SightengineCheck => "/1.0/check.json",
         }
     }
 
@@ -83,7 +91,7 @@ impl Route {
             | Route::Image
             | Route::Moderations
             | Route::Perspective => "POST",
-            Route::CompatImage => "GET, POST",
+            Route::CompatImage | Route::SightengineCheck => "GET, POST",
         }
     }
 
@@ -95,7 +103,7 @@ impl Route {
             Route::Text | Route::CompatText | Route::Moderations | Route::Perspective => {
                 Some(ContentKind::Text)
             }
-            Route::Image | Route::CompatImage => Some(ContentKind::Image),
+            Route::Image | Route::CompatImage | Route::SightengineCheck => Some(ContentKind::Image),
             Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery => None,
         }
     }

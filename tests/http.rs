@@ -326,6 +326,7 @@ fn health_and_openapi() {
         "/v1/moderations",
         "/v1alpha1/comments:analyze",
         "/$discovery/rest",
+        "/1.0/check.json",
     ] {
         assert!(doc["paths"][path].is_object(), "{path} missing");
     }

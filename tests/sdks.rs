@@ -60,6 +60,11 @@ const PYTHON_HTTPLIB2: Runtime = Runtime {
     program: VENV_PYTHON,
     trust_variable: "HTTPLIB2_CA_CERTS",
 };
+/// Sightengine's SDK uses requests, which reads its trust store from this variable.
+const PYTHON_REQUESTS: Runtime = Runtime {
+    program: VENV_PYTHON,
+    trust_variable: "REQUESTS_CA_BUNDLE",
+};
 const NODE: Runtime = Runtime {
     program: "node",
     trust_variable: "NODE_EXTRA_CA_CERTS",
@@ -132,6 +137,8 @@ fn serve_as(dir: &std::path::Path, host: &str) -> (Server, String, std::path::Pa
         cores: Some(1),
         tls: Some((cert, key)),
         listen: Some("127.0.0.1:443".into()),
+        // `url` checks fetch from the test's image server on 127.0.0.1 (test-only setting).
+        config: "[testing]\nallow_private_urls = true\n".into(),
         ..Options::default()
     });
     let api_key = server.demo_key.clone().unwrap();
@@ -350,4 +357,74 @@ fn perspective_api_client_analyzes_comments_unchanged() {
         .as_str()
         .unwrap()
         .contains("Unknown attribute: FLIRTATION"));
+}
+
+/// What both Sightengine SDKs must have got: `nudity` for a file and a URL, `nudity-2.1` for
+/// bytes, and a refusal of a model this server does not answer; each answer journaled.
+fn assert_sightengine_answers(out: &Value, url: &str, server: &Server) {
+    for case in ["file", "url"] {
+        let answer = &out[case];
+        assert_eq!(answer["status"], "success", "{answer}");
+        let nudity = &answer["nudity"];
+        let (raw, safe, partial) = (
+            nudity["raw"].as_f64().unwrap(),
+            nudity["safe"].as_f64().unwrap(),
+            nudity["partial"].as_f64().unwrap(),
+        );
+        assert!(raw < 0.5 && safe > 0.5, "a cat: {answer}");
+        assert!((safe - (1.0 - raw.max(partial))).abs() < 1e-9);
+        assert_eq!(answer["request"]["operations"], 1);
+        assert!(answer["media"]["id"].as_str().unwrap().starts_with("med_"));
+    }
+    assert_eq!(out["url"]["media"]["uri"], url);
+    let v2 = &out["bytes"]["nudity"];
+    assert!(v2["none"].as_f64().unwrap() > 0.5, "{v2}");
+    assert!(v2.get("sexual_activity").is_none(), "no model here: absent");
+    let refused = &out["unsupported"];
+    assert_eq!(refused["status"], "failure", "{refused}");
+    assert!(refused["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("model `properties` is not available"));
+    let journal = server.admin_ok(&["journal", "--json"]);
+    let answered = journal
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|record| record["route"] == "/1.0/check.json" && record["status"] == 200)
+        .count();
+    assert_eq!(answered, 3, "{journal}");
+}
+
+/// Sightengine's SDK in `runtime`: `check(nudity)` with a file, `check(nudity-2.1)` with
+/// bytes, a URL, and a model this server does not answer.
+fn sightengine_sdk(runtime: &Runtime, script: &str) {
+    let _port = PORT_443
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (server, api_key, authority) = serve_as(dir.path(), "api.sightengine.com");
+    let images = ImageServer::start();
+    let url = images.url("/img/jpeg_baseline_chelsea_64x48.jpg");
+    let out = run_sdk(
+        runtime,
+        dir.path(),
+        "api.sightengine.com",
+        &authority,
+        &[("SIGHTENGINE_SECRET", &api_key)],
+        script,
+        &[&test_image(), &url],
+    );
+    assert_sightengine_answers(&out, &url, &server);
+}
+
+/// Sightengine's Python SDK (PyPI `sightengine`).
+#[test]
+fn sightengine_python_sdk_checks_images_unchanged() {
+    sightengine_sdk(&PYTHON_REQUESTS, "sightengine_sdk.py");
+}
+
+/// Sightengine's Node SDK (npm `sightengine`), which streams the file chunked.
+#[test]
+fn sightengine_node_sdk_checks_images_unchanged() {
+    sightengine_sdk(&NODE, "sightengine_sdk.cjs");
 }

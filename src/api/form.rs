@@ -23,7 +23,7 @@ use crate::http::multipart::{
 };
 
 /// Small fields the compatible routes read.
-pub const KNOWN_FIELDS: &[&str] = &["api_secret", "api_user", "workflow", "url"];
+pub const KNOWN_FIELDS: &[&str] = &["api_secret", "api_user", "workflow", "url", "models"];
 
 /// The small fields of a form, and whether the payload field was present.
 #[derive(Debug, Default)]
@@ -31,6 +31,8 @@ pub struct Form {
     pub api_secret: Option<String>,
     pub workflow: Option<String>,
     pub url: Option<String>,
+    /// Sightengine's `models` (on `/1.0/check.json`).
+    pub models: Option<String>,
     pub payload_present: bool,
     /// The payload part's declared content type and file name (informational only).
     pub payload_info: Option<PartInfo>,
@@ -126,6 +128,7 @@ impl PartSink for FormSink<'_> {
                 "api_secret" => &mut self.form.api_secret,
                 "workflow" => &mut self.form.workflow,
                 "url" => &mut self.form.url,
+                "models" => &mut self.form.models,
                 _ => return Ok(()), // api_user: accepted and ignored
             };
             if slot.is_some() {

@@ -36,6 +36,8 @@ pub struct ImageQuery {
     pub reference: Option<String>,
     pub url: Option<String>,
     pub api_secret: Option<String>,
+    /// Sightengine's `models` (on `/1.0/check.json`).
+    pub models: Option<String>,
     /// `media` given in a query (the GET compatible route refuses it).
     pub media: bool,
 }
@@ -50,6 +52,7 @@ impl ImageQuery {
                 "ref" => &mut parsed.reference,
                 "url" => &mut parsed.url,
                 "api_secret" => &mut parsed.api_secret,
+                "models" => &mut parsed.models,
                 "media" => {
                     parsed.media = true;
                     continue;

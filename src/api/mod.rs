@@ -25,6 +25,7 @@ pub mod image;
 pub mod openai;
 pub mod openapi;
 pub mod perspective;
+pub mod sightengine;
 pub mod text;
 pub mod workflows;
 
@@ -66,7 +67,9 @@ fn accepts(route: Route, method: Method) -> bool {
         | Route::Image
         | Route::Moderations
         | Route::Perspective => method == Method::Post,
-        Route::CompatImage => matches!(method, Method::Get | Method::Post),
+        Route::CompatImage | Route::SightengineCheck => {
+            matches!(method, Method::Get | Method::Post)
+        }
     }
 }
 
@@ -77,10 +80,10 @@ fn body_bytes_max(route: Route, method: Method, limits: &LimitsConfig) -> u64 {
         (Route::Text | Route::Perspective, _) => limits.text_body_bytes_max as u64,
         (Route::CompatText, _) => limits.text_form_bytes_max as u64,
         (Route::Image, _) => IMAGE_BYTES_MAX as u64,
-        (Route::CompatImage, Method::Post) => {
+        (Route::CompatImage | Route::SightengineCheck, Method::Post) => {
             (IMAGE_BYTES_MAX + compat_image::FORM_OVERHEAD_BYTES_MAX) as u64
         }
-        (Route::CompatImage, _) => 0,
+        (Route::CompatImage | Route::SightengineCheck, _) => 0,
         (Route::Moderations, _) => openai::body_bytes_max(limits) as u64,
     }
 }
@@ -462,13 +465,11 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
         Route::Text => text::check(cx, exchange, notes).await,
         Route::CompatText => compat_text::check(cx, exchange, notes).await,
         Route::Image => image::check(cx, exchange, notes).await,
-        Route::CompatImage if exchange.head.method == Method::Post => {
-            compat_image::post(cx, exchange, notes).await
-        }
-        Route::CompatImage => compat_image::get(cx, exchange, notes).await,
+        Route::CompatImage => compat_image::check(cx, exchange, notes).await,
         Route::Moderations => openai::moderations(cx, exchange, notes).await,
         Route::Perspective => perspective::analyze(cx, exchange, notes).await,
         Route::Discovery => perspective::discovery(cx, head.host.as_deref(), &head.query),
+        Route::SightengineCheck => sightengine::check(cx, exchange, notes).await,
     }
 }
 

@@ -1668,6 +1668,75 @@ paths["/$discovery/rest"] = {
     }
 }
 
+# --------------------------------------------------------------------------------------------
+# Sightengine's check.json (src/api/sightengine.rs)
+# --------------------------------------------------------------------------------------------
+
+unit = {"type": "number", "minimum": 0, "maximum": 1}
+schemas["SightengineAnswer"] = {
+    "type": "object",
+    "description": (
+        "Sightengine's answer for `models=nudity` (`raw` from modgate's `nudity`, `partial` from "
+        "`suggestive`, `safe` = 1 - the larger) or `models=nudity-2.0|nudity-2.1` "
+        "(`sexual_display` from `nudity`, `suggestive` from `suggestive`, `none` = 1 - the larger; "
+        "the other classes of those versions have no model here and are absent)."
+    ),
+    "required": ["status", "request", "nudity", "media"],
+    "additionalProperties": False,
+    "properties": {
+        "status": {"const": "success"},
+        "request": sref("CompatRequest"),
+        "nudity": {"oneOf": [
+            {"type": "object", "required": ["raw", "safe", "partial"], "additionalProperties": False,
+             "properties": {"raw": unit, "safe": unit, "partial": unit}},
+            {"type": "object", "required": ["sexual_display", "suggestive", "none"],
+             "additionalProperties": False,
+             "properties": {"sexual_display": unit, "suggestive": unit, "none": unit}},
+        ]},
+        "media": {"type": "object", "required": ["id", "uri"], "additionalProperties": False,
+                  "properties": {"id": {"type": "string", "pattern": "^med_"},
+                                 "uri": {"type": ["string", "null"],
+                                         "description": "The `url`, or the uploaded file's name."}}},
+    },
+}
+p_models = qparam("models", {"type": "string"},
+                  "Comma list: `nudity`, `nudity-2.0` or `nudity-2.1` (one version). Any other "
+                  "model is 400 `bad_request` naming it and the supported ones.", required=True)
+paths["/1.0/check.json"] = {
+    "post": {
+        "operationId": "sightengineCheck",
+        "tags": ["compatible"],
+        "summary": "Sightengine's check.json, multipart form",
+        "description": (
+            "For Sightengine's SDKs: the form of `/1.0/check-workflow.json` with `models` in place "
+            "of (or beside) `workflow`; the image is checked by the workflow's image checks "
+            "(`default` when absent). Every error uses CompatErrorEnvelope."
+        ),
+        "security": SEC_COMPAT,
+        "requestBody": {"required": True, "content": {"multipart/form-data": {
+            "schema": {"allOf": [sref("CompatImageForm"), {"type": "object", "required": ["models"],
+                       "properties": {"models": {"type": "string"}}}]}}}},
+        "responses": {
+            "200": {"description": "The scores.",
+                    "content": {"application/json": {"schema": sref("SightengineAnswer")}}},
+            **error_responses("compat_image"),
+        },
+    },
+    "get": {
+        "operationId": "sightengineCheckByUrl",
+        "tags": ["compatible"],
+        "summary": "Sightengine's check.json by `url`",
+        "description": "As the POST, the image downloaded from `url`.",
+        "security": SEC_COMPAT,
+        "parameters": [p_models, p_url_compat, p_api_user, p_api_secret],
+        "responses": {
+            "200": {"description": "The scores.",
+                    "content": {"application/json": {"schema": sref("SightengineAnswer")}}},
+            **error_responses("compat_image_get"),
+        },
+    },
+}
+
 doc = {
     "openapi": "3.1.0",
     "info": {
