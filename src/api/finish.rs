@@ -21,13 +21,7 @@ pub fn finish_check(
     request_id: &str,
 ) -> Response {
     let decision = decide(&workflow.definition, board);
-    notes.check = Some(CheckSummary {
-        workflow: workflow.name.clone(),
-        version: workflow.version,
-        action: decision.action.as_str(),
-        scores: decision.scores.clone(),
-        unchecked: decision.unchecked.clone(),
-    });
+    notes.check = Some(CheckSummary::of(workflow, &decision));
     let shape = if notes.route.is_some_and(Route::is_compat) {
         Shape::Compat {
             unix_ms: cx.now_ms(),

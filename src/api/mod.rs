@@ -98,6 +98,33 @@ pub struct CheckSummary {
     pub unchecked: Vec<&'static str>,
 }
 
+impl CheckSummary {
+    /// The journal's summary of `decision`, made by `workflow`.
+    pub fn of(workflow: &WorkflowRecord, decision: &crate::decision::Decision) -> CheckSummary {
+        CheckSummary {
+            workflow: workflow.name.clone(),
+            version: workflow.version,
+            action: decision.action.as_str(),
+            scores: decision.scores.clone(),
+            unchecked: decision.unchecked.clone(),
+        }
+    }
+}
+
+/// The score of `category` on `board`, or 503: a hosted API's field that needs a model which
+/// is not loaded cannot be answered (the native routes say `unchecked` instead).
+pub fn scored(board: &crate::checks::board::ScoreBoard, category: &str) -> ApiResult<f64> {
+    board
+        .get(category)
+        .map(|scored| scored.score)
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorKind::WorkflowUnavailable,
+                format!("the model that scores `{category}` is not loaded on this server"),
+            )
+        })
+}
+
 /// What a route learns about its request, for what every answer needs afterwards.
 pub struct RequestNotes {
     pub route: Option<Route>,

@@ -28,8 +28,7 @@ use super::context::Context;
 use super::envelope::json_response;
 use super::text::{parse_object, require_json};
 use super::truncated;
-use super::{CheckSummary, RequestNotes};
-use crate::checks::board::ScoreBoard;
+use super::{scored, CheckSummary, RequestNotes};
 use crate::content::ContentKind;
 use crate::decision::decide;
 use crate::error::{ApiError, ApiResult, ErrorKind};
@@ -173,16 +172,10 @@ pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
         Vec::new()
     };
     let decision = decide(&workflow.definition, &whole);
-    notes.check = Some(CheckSummary {
-        workflow: workflow.name.clone(),
-        version: workflow.version,
-        action: decision.action.as_str(),
-        scores: decision.scores.clone(),
-        unchecked: decision.unchecked.clone(),
-    });
+    notes.check = Some(CheckSummary::of(workflow, &decision));
     let mut attribute_scores = BTreeMap::new();
     for (attribute, category, threshold) in attributes {
-        let summary = score_of(&whole, category)?;
+        let summary = scored(&whole, category)?;
         if threshold.is_some_and(|threshold| summary < threshold) {
             continue;
         }
@@ -199,7 +192,7 @@ pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
                     Ok(SpanScore {
                         begin: *begin,
                         end: *end,
-                        score: Score::probability(score_of(board, category)?),
+                        score: Score::probability(scored(board, category)?),
                     })
                 })
                 .collect::<ApiResult<_>>()?
@@ -283,18 +276,6 @@ fn requested(
         )));
     }
     Ok(out)
-}
-
-fn score_of(board: &ScoreBoard, category: &str) -> ApiResult<f64> {
-    board
-        .get(category)
-        .map(|scored| scored.score)
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorKind::WorkflowUnavailable,
-                format!("the model that scores `{category}` is not loaded on this server"),
-            )
-        })
 }
 
 /// The sentences of `text` as (begin, end, sentence), offsets in code points: each ends after

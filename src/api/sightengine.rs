@@ -24,10 +24,9 @@ use super::compat_image::receive;
 use super::context::Context;
 use super::envelope::{json_response, CompatRequest};
 use super::image::score_image;
-use super::{CheckSummary, RequestNotes};
-use crate::checks::board::ScoreBoard;
+use super::{scored, CheckSummary, RequestNotes};
 use crate::decision::decide;
-use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::error::{ApiError, ApiResult};
 use crate::http::conn::Exchange;
 use crate::http::response::Response;
 use futures_lite::{AsyncRead, AsyncWrite};
@@ -81,15 +80,9 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     let workflow = received.workflow.clone();
     let board = score_image(cx, &received.caller, &workflow, received.bytes).await?;
     let decision = decide(&workflow.definition, &board);
-    notes.check = Some(CheckSummary {
-        workflow: workflow.name.clone(),
-        version: workflow.version,
-        action: decision.action.as_str(),
-        scores: decision.scores.clone(),
-        unchecked: decision.unchecked.clone(),
-    });
-    let nudity = score(&board, "nudity")?;
-    let suggestive = score(&board, "suggestive")?;
+    notes.check = Some(CheckSummary::of(&workflow, &decision));
+    let nudity = scored(&board, "nudity")?;
+    let suggestive = scored(&board, "suggestive")?;
     let clean = 1.0 - nudity.max(suggestive);
     let request_id = exchange.request_id.as_str();
     let media_id = format!("med_{request_id}");
@@ -154,18 +147,6 @@ fn parse_models(models: Option<&str>) -> ApiResult<(Nudity, u32)> {
     version
         .map(|v| (v, 1))
         .ok_or_else(|| ApiError::bad_request("`models` names no model"))
-}
-
-fn score(board: &ScoreBoard, category: &str) -> ApiResult<f64> {
-    board
-        .get(category)
-        .map(|scored| scored.score)
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorKind::WorkflowUnavailable,
-                format!("the model that scores `{category}` is not loaded on this server"),
-            )
-        })
 }
 
 #[cfg(test)]
