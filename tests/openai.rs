@@ -98,6 +98,26 @@ fn moderations_answer_in_openais_shape_within_the_plans_limits() {
     );
     assert_openai_error(status, &answer, 415, "unsupported_media");
 
+    // A body of many values is refused before it is parsed (it would cost fifty times its
+    // size in the parser).
+    let (status, answer) = moderate(&server, &key, &json!({"input": vec![""; 200_000]}));
+    assert_openai_error(status, &answer, 400, "bad_request");
+    assert!(answer["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("values"));
+    // A workflow with no checks for texts refuses texts, as the native route does, rather than
+    // answering an unchecked accept.
+    let file = server.data.join("pictures.toml");
+    std::fs::write(
+        &file,
+        "[workflows.pictures]\ndescription = \"Images only.\"\nimage_checks = [\"open_nsfw\"]\n[workflows.pictures.categories]\nnudity = { review = 0.5, reject = 0.9 }\n",
+    )
+    .unwrap();
+    server.admin_ok(&["workflow", "import", file.to_str().unwrap()]);
+    let (status, answer) = moderate(&server, &key, &json!({"input": "x", "model": "pictures"}));
+    assert_openai_error(status, &answer, 400, "bad_request");
+
     // Journaled and counted like every check.
     let journal = server.admin_ok(&["journal", "--json"]);
     let records: Vec<Value> = journal
@@ -107,6 +127,9 @@ fn moderations_answer_in_openais_shape_within_the_plans_limits() {
         .collect();
     assert_eq!(records.iter().filter(|r| r["status"] == 200).count(), 3);
     assert!(records.iter().any(|r| r["status"] == 404));
+    assert!(records
+        .iter()
+        .all(|r| r["workflow"] != "pictures" || r["status"] == 400));
     let exposition = server.scrape();
     let answered = exposition
         .value(

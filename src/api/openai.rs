@@ -46,6 +46,9 @@ use crate::store::records::WorkflowRecord;
 
 /// Strings of one request, at most.
 pub const INPUTS_MAX: usize = 32;
+/// JSON values of a request body, at most (room for [`INPUTS_MAX`] parts of two fields each,
+/// an image and `model`), checked before parsing.
+pub const VALUES_MAX: usize = 4 * INPUTS_MAX + 16;
 /// The workflow OpenAI's model names run.
 pub const MODERATION_WORKFLOW: &str = "moderation";
 /// OpenAI's model names, all answered by [`MODERATION_WORKFLOW`].
@@ -185,6 +188,20 @@ pub async fn moderations<S: AsyncRead + AsyncWrite + Unpin>(
     if has_image {
         caller.authorize(ContentKind::Image, workflow_name, &workflows)?;
     }
+    // What the workflow cannot check is refused before anything runs, as on the native routes.
+    let has_text = subjects.iter().any(|s| !s.texts.is_empty());
+    if has_text && workflow.definition.text_checks.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "workflow '{}' has no checks for texts",
+            workflow.name
+        )));
+    }
+    if has_image && workflow.definition.image_checks.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "workflow '{}' has no checks for images",
+            workflow.name
+        )));
+    }
     let mut results = Vec::with_capacity(subjects.len());
     for subject in &subjects {
         results.push(score_subject(cx, &caller, workflow, subject).await?);
@@ -205,6 +222,7 @@ pub async fn moderations<S: AsyncRead + AsyncWrite + Unpin>(
 fn parse(body: &mut [u8]) -> ApiResult<ModerationRequest<'_>> {
     parse_object(
         body,
+        VALUES_MAX,
         "the body is not a moderation request: `input` is a string, an array of strings, \
              or an array of `text` and `image_url` parts; `model` is a string",
     )
@@ -297,7 +315,7 @@ async fn score_subject(
     subject: &Subject<'_>,
 ) -> ApiResult<Scored> {
     let definition = &workflow.definition;
-    let text = if subject.texts.is_empty() || definition.text_checks.is_empty() {
+    let text = if subject.texts.is_empty() {
         None
     } else {
         let joined = subject.texts.join("\n");
@@ -308,17 +326,11 @@ async fn score_subject(
         Some(decide(definition, &board))
     };
     let image = match subject.image {
-        Some(url) if !definition.image_checks.is_empty() => {
+        Some(url) => {
             let mut bytes = cx.image_buffers.take();
             image_bytes(cx, url, &mut bytes).await?;
             let board: ScoreBoard = score_image(cx, caller, workflow, bytes).await?;
             Some(decide(definition, &board))
-        }
-        Some(_) => {
-            return Err(ApiError::bad_request(format!(
-                "workflow '{}' has no checks for images",
-                workflow.name
-            )))
         }
         None => None,
     };

@@ -40,6 +40,9 @@ use crate::http::response::Response;
 pub const PERSPECTIVE_WORKFLOW: &str = "perspective";
 /// Sentences scored at most with `spanAnnotations`; the rest join the last span.
 pub const SPANS_MAX: usize = 32;
+/// JSON values of a request body, at most, checked before parsing (six attributes with their
+/// options, languages and the other fields fit many times over).
+pub const VALUES_MAX: usize = 128;
 /// The API version the discovery document describes.
 pub const DISCOVERY_VERSION: &str = "v1alpha1";
 
@@ -231,6 +234,7 @@ fn query_key(raw: &str) -> ApiResult<Option<String>> {
 fn parse(body: &mut [u8]) -> ApiResult<AnalyzeRequest<'_>> {
     parse_object(
         body,
+        VALUES_MAX,
         "the body is not an AnalyzeCommentRequest: comment.text is a string, \
              requestedAttributes an object of attribute names, languages an array of strings",
     )

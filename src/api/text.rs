@@ -185,10 +185,13 @@ pub fn require_json(content_type: Option<&str>) -> ApiResult<()> {
 }
 
 /// A JSON object body of a compatible route, parsed in place: not an object, nested past
-/// [`JSON_DEPTH_MAX`] (the parser recurses per level), or not a `T`: 400, the last saying
-/// `shape`.
+/// [`JSON_DEPTH_MAX`] (the parser recurses per level), with more than `values_max` values
+/// (commas outside strings: the parser and serde's untagged enums hold tens of bytes per
+/// value, so a body of empty strings would cost fifty times its size before any limit of the
+/// route's own), or not a `T`: 400, the last saying `shape`.
 pub fn parse_object<'b, T: Deserialize<'b>>(
     body: &'b mut [u8],
+    values_max: usize,
     shape: &'static str,
 ) -> ApiResult<T> {
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
@@ -199,7 +202,34 @@ pub fn parse_object<'b, T: Deserialize<'b>>(
             "the JSON body nests deeper than {JSON_DEPTH_MAX} levels"
         )));
     }
+    if commas_outside_strings(body) >= values_max {
+        return Err(ApiError::bad_request(format!(
+            "the JSON body holds more than {values_max} values"
+        )));
+    }
     simd_json::serde::from_slice(body).map_err(|_| ApiError::bad_request(shape))
+}
+
+/// The commas of `json` outside its strings.
+fn commas_outside_strings(json: &[u8]) -> usize {
+    let mut commas = 0;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &byte in json {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else if byte == b'"' {
+            in_string = true;
+        } else if byte == b',' {
+            commas += 1;
+        }
+    }
+    commas
 }
 
 /// Whether the brackets of `json` (outside strings) nest deeper than `max`.
@@ -270,6 +300,19 @@ mod tests {
         assert!(!nesting_exceeds(br#"{"t":"\"[[[["}"#, 1));
         let deep = format!("{{\"x\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000));
         assert!(nesting_exceeds(deep.as_bytes(), JSON_DEPTH_MAX));
+    }
+
+    #[test]
+    fn commas_are_counted_outside_strings() {
+        assert_eq!(commas_outside_strings(br#"{"a":[1,2],"b":"x,y\",z"}"#), 2);
+        assert_eq!(commas_outside_strings(b""), 0);
+        let many = format!(r#"{{"input":[{}]}}"#, vec![r#""""#; 1000].join(","));
+        let mut body = many.into_bytes();
+        let refused: ApiResult<serde::de::IgnoredAny> = parse_object(&mut body, 100, "x");
+        assert!(refused
+            .unwrap_err()
+            .message
+            .contains("more than 100 values"));
     }
 
     #[test]

@@ -418,6 +418,10 @@ fn collect_fields(headers: &[httparse::Header<'_>], version: Version) -> Result<
             "an HTTP/1.1 request needs exactly one Host",
         ));
     }
+    if hosts > 1 {
+        // RFC 9112 3.2: more than one Host is a 400 whatever the version.
+        return Err(HeadError::Malformed("more than one Host"));
+    }
     out.framing = match (transfer_encoding, content_length) {
         (true, _) => Framing::Chunked,
         (false, Some(0) | None) => Framing::Empty,
@@ -592,6 +596,10 @@ mod tests {
             Err(HeadError::Malformed(_))
         ));
         assert!(parse(b"GET / HTTP/1.0\r\n\r\n").unwrap().is_some());
+        assert!(matches!(
+            parse(b"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n"),
+            Err(HeadError::Malformed(_))
+        ));
     }
 
     #[test]
