@@ -7,7 +7,9 @@
 #
 # Pairs: POST /v1/moderations (workflow `moderation` through OpenAI's model name) against
 # POST /v1/text with workflow `moderation`; POST /v1alpha1/comments:analyze with TOXICITY
-# against POST /v1/text with workflow `perspective`. The same 1 KiB text throughout.
+# against POST /v1/text with workflow `perspective` (the same 1 KiB text throughout); and
+# Sightengine's POST /1.0/check.json with models=nudity against POST /v1/image (the 1 MP test
+# JPEG, the `default` workflow's two nudity models).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/target/release/modgate}
@@ -26,7 +28,18 @@ bodies = {
     "perspective": {"comment": {"text": text}, "requestedAttributes": {"TOXICITY": {}}},
 }
 for name, body in bodies.items():
-    open(f"{work}/{name}.json", "w").write(json.dumps(body))
+    open(f"{work}/{name}.body", "w").write(json.dumps(body))
+PY
+cp "$root/models/image/testimages/jpeg_baseline_retina_1152x864_1mp.jpg" "$work/native-image.body"
+python3 - "$work" <<'PY'
+import sys
+work = sys.argv[1]
+image = open(f"{work}/native-image.body", "rb").read()
+boundary = b"compatBenchBoundary"
+form = (b"--" + boundary + b'\r\nContent-Disposition: form-data; name="models"\r\n\r\nnudity\r\n'
+        + b"--" + boundary + b'\r\nContent-Disposition: form-data; name="media"; filename="a.jpg"\r\n'
+        + b"Content-Type: image/jpeg\r\n\r\n" + image + b"\r\n--" + boundary + b"--\r\n")
+open(f"{work}/check.body", "wb").write(form)
 PY
 data="$work/data"
 taskset -c 0 "$bin" serve --data "$data" --listen 127.0.0.1:0 --cores 1 --models "$root/models" \
@@ -42,10 +55,10 @@ done
   --quota-per-month 1000000000 --data "$data" >/dev/null
 key=$("$bin" key create --org bench --data "$data" | head -1)
 
-measure() { # NAME PATH -> us per request
-  "$tool" --pid "$pid" --url "http://127.0.0.1:$port$2" --method POST --body-file "$work/$1.json" \
-    -H "X-Api-Key: $key" -H "Content-Type: application/json" --pin-wrk 1 --seconds 6 \
-    --connections 16 | tail -1 | grep -o 'non2xx=[0-9]*\|us_per_request=[0-9.]*' | tr '\n' ' '
+measure() { # NAME PATH [CONTENT_TYPE CONNECTIONS] -> us per request
+  "$tool" --pid "$pid" --url "http://127.0.0.1:$port$2" --method POST --body-file "$work/$1.body" \
+    -H "X-Api-Key: $key" -H "Content-Type: ${3:-application/json}" --pin-wrk 1 --seconds 6 \
+    --connections "${4:-16}" | tail -1 | grep -o 'non2xx=[0-9]*\|us_per_request=[0-9.]*' | tr '\n' ' '
 }
 results="$work/results"
 for round in $(seq "$rounds"); do
@@ -55,6 +68,10 @@ for round in $(seq "$rounds"); do
     line=$(measure "$1" "$2")
     echo "round=$round route=$1 $line" | tee -a "$results"
   done
+  line=$(measure native-image /v1/image application/octet-stream 2)
+  echo "round=$round route=native-image $line" | tee -a "$results"
+  line=$(measure check /1.0/check.json "multipart/form-data; boundary=compatBenchBoundary" 2)
+  echo "round=$round route=check $line" | tee -a "$results"
 done
 python3 - "$results" <<'PY'
 import statistics, sys
@@ -63,6 +80,7 @@ for line in open(sys.argv[1]):
     f = dict(kv.split("=") for kv in line.split())
     rows.setdefault(f["route"], []).append(float(f["us_per_request"]))
 med = {route: statistics.median(v) for route, v in rows.items()}
-for compat, native in [("moderations", "native-moderation"), ("perspective", "native-perspective")]:
+for compat, native in [("moderations", "native-moderation"), ("perspective", "native-perspective"),
+                       ("check", "native-image")]:
     print(f"{compat:<12} {med[compat]:8.1f} us   {native:<19} {med[native]:8.1f} us   ratio {med[compat] / med[native]:.3f}")
 PY
