@@ -209,25 +209,32 @@ fn test_image() -> String {
     format!("{MODELS}/image/testimages/jpeg_baseline_chelsea_64x48.jpg")
 }
 
-/// OpenAI's Python SDK (PyPI `openai`): `moderations.create` with a string, a list of strings
-/// and text and image parts, and its errors, against `https://api.openai.com`.
-#[test]
-fn openai_python_sdk_moderations_work_unchanged() {
+/// OpenAI's SDK in `runtime`, the calls of `script` against `https://api.openai.com`; what it
+/// printed, once the answers common to both SDKs are checked.
+fn openai_sdk(runtime: &Runtime, script: &str) -> Value {
     let _port = PORT_443
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (server, api_key, authority) = serve_as(dir.path(), "api.openai.com");
     let out = run_sdk(
-        &PYTHON,
+        runtime,
         dir.path(),
         "api.openai.com",
         &authority,
         &[("OPENAI_API_KEY", &api_key)],
-        "openai_sdk.py",
+        script,
         &[&test_image()],
     );
     assert_openai_answers(&out, &server);
+    out
+}
+
+/// OpenAI's Python SDK (PyPI `openai`): `moderations.create` with a string, a list of strings
+/// and text and image parts, and its errors, against `https://api.openai.com`.
+#[test]
+fn openai_python_sdk_moderations_work_unchanged() {
+    let out = openai_sdk(&PYTHON, "openai_sdk.py");
     // The SDK's typed objects read the answer, not only its JSON.
     assert_eq!(out["one_flagged_attr"], true);
     assert_eq!(
@@ -239,21 +246,7 @@ fn openai_python_sdk_moderations_work_unchanged() {
 /// OpenAI's Node SDK (npm `openai`), the same calls.
 #[test]
 fn openai_node_sdk_moderations_work_unchanged() {
-    let _port = PORT_443
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let (server, api_key, authority) = serve_as(dir.path(), "api.openai.com");
-    let out = run_sdk(
-        &NODE,
-        dir.path(),
-        "api.openai.com",
-        &authority,
-        &[("OPENAI_API_KEY", &api_key)],
-        "openai_sdk.mjs",
-        &[&test_image()],
-    );
-    assert_openai_answers(&out, &server);
+    let out = openai_sdk(&NODE, "openai_sdk.mjs");
     assert_eq!(out["unknown_model"]["not_found"], true, "NotFoundError");
 }
 
@@ -275,24 +268,31 @@ fn assert_perspective_scores(analyze: &Value) {
     assert_eq!(analyze["languages"], serde_json::json!(["en"]));
 }
 
-/// Google's API client library for Python, built from the discovery document Perspective's
-/// documentation points at, then `comments().analyze()`.
-#[test]
-fn google_api_python_client_analyzes_comments_unchanged() {
+/// A Perspective client in `runtime`, the calls of `script` against
+/// `https://commentanalyzer.googleapis.com`: what it printed, and the server.
+fn perspective_client(runtime: &Runtime, script: &str) -> (Value, Server) {
     let _port = PORT_443
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (server, api_key, authority) = serve_as(dir.path(), PERSPECTIVE_HOST);
     let out = run_sdk(
-        &PYTHON_HTTPLIB2,
+        runtime,
         dir.path(),
         PERSPECTIVE_HOST,
         &authority,
         &[("PERSPECTIVE_API_KEY", &api_key)],
-        "perspective_sdk.py",
+        script,
         &[],
     );
+    (out, server)
+}
+
+/// Google's API client library for Python, built from the discovery document Perspective's
+/// documentation points at, then `comments().analyze()`.
+#[test]
+fn google_api_python_client_analyzes_comments_unchanged() {
+    let (out, server) = perspective_client(&PYTHON_HTTPLIB2, "perspective_sdk.py");
     let analyze = &out["analyze"];
     assert_perspective_scores(analyze);
     // THREAT was asked with a threshold of 0.99 it does not reach: left out.
@@ -329,20 +329,7 @@ fn google_api_python_client_analyzes_comments_unchanged() {
 /// npm `perspective-api-client`, which posts to Perspective's address with `?key=`.
 #[test]
 fn perspective_api_client_analyzes_comments_unchanged() {
-    let _port = PORT_443
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let (_server, api_key, authority) = serve_as(dir.path(), PERSPECTIVE_HOST);
-    let out = run_sdk(
-        &NODE,
-        dir.path(),
-        PERSPECTIVE_HOST,
-        &authority,
-        &[("PERSPECTIVE_API_KEY", &api_key)],
-        "perspective_sdk.cjs",
-        &[],
-    );
+    let (out, _server) = perspective_client(&NODE, "perspective_sdk.cjs");
     assert_perspective_scores(&out["analyze"]);
     let spans = out["analyze"]["attributeScores"]["TOXICITY"]["spanScores"]
         .as_array()

@@ -21,7 +21,6 @@
 //! without the `image` scope); then the checks.
 
 use std::borrow::Cow;
-use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncWrite};
 use serde::ser::{SerializeMap, Serializer};
@@ -30,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use super::context::Context;
 use super::envelope::json_response;
 use super::image::score_image;
-use super::text::{parse_object, require_json};
+use super::text::{parse_object, read_json_body};
 use super::truncated;
 use super::{CheckSummary, RequestNotes};
 use crate::auth::Caller;
@@ -137,12 +136,13 @@ pub async fn moderations<S: AsyncRead + AsyncWrite + Unpin>(
     let caller = notes
         .admit_check(cx, &exchange.head, None, ContentKind::Text)
         .await?;
-    require_json(exchange.head.content_type.as_deref())?;
-    let mut body = cx.image_buffers.take();
-    let deadline = Instant::now() + Duration::from_millis(cx.request_limits.body_read_timeout_ms);
-    exchange
-        .read_body(&mut body, body_bytes_max(&cx.request_limits), deadline)
-        .await?;
+    let mut body = read_json_body(
+        cx,
+        exchange,
+        &cx.image_buffers,
+        body_bytes_max(&cx.request_limits),
+    )
+    .await?;
     let request = parse(&mut body)?;
     let model = request.model.as_deref().unwrap_or(DEFAULT_MODEL).to_owned();
     let workflow_name = if OPENAI_MODELS.contains(&model.as_str()) {

@@ -19,14 +19,13 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncWrite};
 use serde::{Deserialize, Serialize};
 
 use super::context::Context;
 use super::envelope::json_response;
-use super::text::{parse_object, require_json};
+use super::text::{parse_object, read_json_body};
 use super::truncated;
 use super::{scored, CheckSummary, RequestNotes};
 use crate::content::ContentKind;
@@ -134,12 +133,13 @@ pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
     let caller = notes
         .admit_check(cx, &exchange.head, key.as_deref(), ContentKind::Text)
         .await?;
-    require_json(exchange.head.content_type.as_deref())?;
-    let mut body = cx.text_buffers.take();
-    let deadline = Instant::now() + Duration::from_millis(cx.request_limits.body_read_timeout_ms);
-    exchange
-        .read_body(&mut body, cx.request_limits.text_body_bytes_max, deadline)
-        .await?;
+    let mut body = read_json_body(
+        cx,
+        exchange,
+        &cx.text_buffers,
+        cx.request_limits.text_body_bytes_max,
+    )
+    .await?;
     let request = parse(&mut body)?;
     let attributes = requested(&request)?;
     let text = request

@@ -9,11 +9,12 @@
 //! escapes are borrowed from it, not copied.
 
 use std::borrow::Cow;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncWrite};
 use serde::Deserialize;
 
+use super::buffers::{BufferPool, PooledBuffer};
 use super::context::Context;
 use super::finish::finish_check;
 use super::RequestNotes;
@@ -48,13 +49,13 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     let caller = notes
         .admit_check(cx, &exchange.head, None, ContentKind::Text)
         .await?;
-    require_json(exchange.head.content_type.as_deref())?;
-    let limits = &cx.request_limits;
-    let mut body = cx.text_buffers.take();
-    let deadline = Instant::now() + std::time::Duration::from_millis(limits.body_read_timeout_ms);
-    exchange
-        .read_body(&mut body, limits.text_body_bytes_max, deadline)
-        .await?;
+    let mut body = read_json_body(
+        cx,
+        exchange,
+        &cx.text_buffers,
+        cx.request_limits.text_body_bytes_max,
+    )
+    .await?;
     // serde would also read a JSON array into the struct, field by field: only an object
     // is a TextRequest.
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
@@ -170,6 +171,21 @@ pub async fn check_text(
     Ok(finish_check(cx, notes, workflow, &board, check.request_id))
 }
 
+/// A JSON body: `Content-Type: application/json` (415), then the body into a buffer of
+/// `pool`, at most `max_bytes` (413) within the body timeout (408).
+pub async fn read_json_body<'p, S: AsyncRead + AsyncWrite + Unpin>(
+    cx: &Context,
+    exchange: &mut Exchange<'_, S>,
+    pool: &'p BufferPool,
+    max_bytes: usize,
+) -> ApiResult<PooledBuffer<'p>> {
+    require_json(exchange.head.content_type.as_deref())?;
+    let mut body = pool.take();
+    let deadline = Instant::now() + Duration::from_millis(cx.request_limits.body_read_timeout_ms);
+    exchange.read_body(&mut body, max_bytes, deadline).await?;
+    Ok(body)
+}
+
 /// `Content-Type: application/json`, parameters (such as `charset=utf-8`) allowed.
 pub fn require_json(content_type: Option<&str>) -> ApiResult<()> {
     let media = content_type
@@ -210,12 +226,11 @@ pub fn parse_object<'b, T: Deserialize<'b>>(
     simd_json::serde::from_slice(body).map_err(|_| ApiError::bad_request(shape))
 }
 
-/// The commas of `json` outside its strings.
-fn commas_outside_strings(json: &[u8]) -> usize {
-    let mut commas = 0;
+/// The bytes of `json` outside its strings (quotes and string contents left out).
+fn outside_strings(json: &[u8]) -> impl Iterator<Item = u8> + '_ {
     let mut in_string = false;
     let mut escaped = false;
-    for &byte in json {
+    json.iter().copied().filter(move |&byte| {
         if in_string {
             match (escaped, byte) {
                 (true, _) => escaped = false,
@@ -223,32 +238,26 @@ fn commas_outside_strings(json: &[u8]) -> usize {
                 (false, b'"') => in_string = false,
                 _ => {}
             }
+            false
         } else if byte == b'"' {
             in_string = true;
-        } else if byte == b',' {
-            commas += 1;
+            false
+        } else {
+            true
         }
-    }
-    commas
+    })
+}
+
+/// The commas of `json` outside its strings.
+fn commas_outside_strings(json: &[u8]) -> usize {
+    outside_strings(json).filter(|&byte| byte == b',').count()
 }
 
 /// Whether the brackets of `json` (outside strings) nest deeper than `max`.
 pub fn nesting_exceeds(json: &[u8], max: usize) -> bool {
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &byte in json {
-        if in_string {
-            match (escaped, byte) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    for byte in outside_strings(json) {
         match byte {
-            b'"' => in_string = true,
             b'[' | b'{' => {
                 depth += 1;
                 if depth > max {
