@@ -20,10 +20,12 @@ pub enum Route {
     Discovery,
     /// Sightengine's `GET|POST /1.0/check.json`, for its SDKs.
     SightengineCheck,
+    /// Sightengine's `POST /1.0/text/check.json`.
+    SightengineText,
 }
 
 impl Route {
-    pub const ALL: [Route; 11] = [
+    pub const ALL: [Route; 12] = [
         Route::Health,
         Route::OpenApi,
         Route::Workflows,
@@ -35,6 +37,7 @@ impl Route {
         Route::Perspective,
         Route::Discovery,
         Route::SightengineCheck,
+        Route::SightengineText,
     ];
 
     /// The route's place in [`Route::ALL`] (for per-route counters).
@@ -51,6 +54,7 @@ impl Route {
             Route::Perspective => 8,
             Route::Discovery => 9,
             Route::SightengineCheck => 10,
+            Route::SightengineText => 11,
         }
     }
 
@@ -62,7 +66,10 @@ impl Route {
     pub fn is_compat(self) -> bool {
         matches!(
             self,
-            Route::CompatText | Route::CompatImage | Route::SightengineCheck
+            Route::CompatText
+                | Route::CompatImage
+                | Route::SightengineCheck
+                | Route::SightengineText
         )
     }
 
@@ -79,6 +86,7 @@ impl Route {
             Route::Perspective => "/v1alpha1/comments:analyze",
             Route::Discovery => "/$discovery/rest",
             Route::SightengineCheck => "/1.0/check.json",
+            Route::SightengineText => "/1.0/text/check.json",
         }
     }
 
@@ -90,7 +98,8 @@ impl Route {
             | Route::CompatText
             | Route::Image
             | Route::Moderations
-            | Route::Perspective => "POST",
+            | Route::Perspective
+            | Route::SightengineText => "POST",
             Route::CompatImage | Route::SightengineCheck => "GET, POST",
         }
     }
@@ -100,9 +109,11 @@ impl Route {
         match self {
             // A moderation request may hold an image too; it is journaled as the text check
             // it mostly is, with the image's scores among its own.
-            Route::Text | Route::CompatText | Route::Moderations | Route::Perspective => {
-                Some(ContentKind::Text)
-            }
+            Route::Text
+            | Route::CompatText
+            | Route::Moderations
+            | Route::Perspective
+            | Route::SightengineText => Some(ContentKind::Text),
             Route::Image | Route::CompatImage | Route::SightengineCheck => Some(ContentKind::Image),
             Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery => None,
         }

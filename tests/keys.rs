@@ -195,7 +195,17 @@ fn workflow_lists_follow_allow_lists_and_plans() {
     let (pro_all, _) = server.new_key("acme", "pro", &[]);
     let (_, body) = workflows(&server, &pro_all);
     let names: Vec<String> = listed(&body).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, ["advanced", "default", "moderation", "perspective"]);
+    assert_eq!(
+        names,
+        [
+            "advanced",
+            "default",
+            "moderation",
+            "perspective",
+            "text-ml",
+            "text-rules"
+        ]
+    );
 
     let (pro_default, _) = server.new_key("acme", "pro", &["--workflows", "default"]);
     let (_, body) = workflows(&server, &pro_default);
@@ -204,7 +214,16 @@ fn workflow_lists_follow_allow_lists_and_plans() {
     // The free plan does not see paid-only workflows (`moderation` is not one).
     let (_, body) = workflows(&server, server.demo_key.as_deref().unwrap());
     let names: Vec<String> = listed(&body).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, ["default", "moderation", "perspective"]);
+    assert_eq!(
+        names,
+        [
+            "default",
+            "moderation",
+            "perspective",
+            "text-ml",
+            "text-rules"
+        ]
+    );
 
     // Unknown workflows in an allow-list are refused at creation.
     let output = server.admin(&["key", "create", "--org", "acme", "--workflows", "nope"]);

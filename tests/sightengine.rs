@@ -1,5 +1,6 @@
-//! Sightengine's `/1.0/check.json` over plain HTTP (issue 15): answers and errors validated
-//! against the OpenAPI document. Sightengine's own SDK runs against it in `tests/sdks.rs`.
+//! Sightengine's `/1.0/check.json` and `/1.0/text/check.json` over plain HTTP (issue 15):
+//! answers and errors validated against the OpenAPI document. Sightengine's own SDK runs
+//! against the image route in `tests/sdks.rs` (its SDKs have no text call).
 
 mod common;
 
@@ -71,4 +72,209 @@ fn check_json_answers_nudity_and_refuses_what_it_cannot_score() {
         &[],
     );
     assert_error(status, &answer, 400, "url_refused", true);
+}
+
+/// A URL-encoded form body, as `requests.post(url, data=...)` sends it.
+fn urlencoded(fields: &[(&str, &str)]) -> Vec<u8> {
+    fields
+        .iter()
+        .map(|(name, value)| format!("{name}={}", modgate_load::prepare::percent(value)))
+        .collect::<Vec<_>>()
+        .join("&")
+        .into_bytes()
+}
+
+#[test]
+fn text_check_json_lists_rule_matches_and_ml_scores() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let url = server.url("/1.0/text/check.json");
+    let send_form = |fields: &[(&str, &str)]| -> (u16, Value) {
+        let (content_type, body) = form(fields);
+        let (status, _, answer) = post(&url, &[("Content-Type", &content_type)], &body);
+        (status, answer)
+    };
+    let text = "Hé, you f.u.c.k.e.r! Mail jane@example.com, call +44 20 7946 0958 or \
+                (555) 123-4567, and see https://cheap.example.org/x.";
+    // URL-encoded, as Sightengine's documentation posts it.
+    let (status, _, answer) = post(
+        &url,
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        &urlencoded(&[
+            ("text", text),
+            ("lang", "en"),
+            ("mode", "rules"),
+            ("opt_countries", "us,gb,fr"),
+            ("api_user", "u"),
+            ("api_secret", &key),
+        ]),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("SightengineTextRulesAnswer", &answer);
+    let matches = |category: &str| -> Vec<(String, String, u64, u64)> {
+        answer[category]["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["type"].as_str().unwrap().to_owned(),
+                    m["match"].as_str().unwrap().to_owned(),
+                    m["start"].as_u64().unwrap(),
+                    m["end"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let at = |needle: &str| text[..text.find(needle).unwrap()].chars().count() as u64;
+    let span = |kind: &str, needle: &str| {
+        let start = at(needle);
+        let end = start + needle.chars().count() as u64 - 1;
+        (kind.to_owned(), needle.to_owned(), start, end)
+    };
+    assert_eq!(matches("profanity"), [span("insult", "f.u.c.k.e.r")]);
+    assert_eq!(answer["profanity"]["matches"][0]["intensity"], "high");
+    assert_eq!(
+        matches("personal"),
+        [
+            span("email", "jane@example.com"),
+            span("phone_number_gb", "+44 20 7946 0958"),
+            span("phone_number_us", "(555) 123-4567"),
+        ]
+    );
+    assert_eq!(
+        matches("link"),
+        [span("url", "https://cheap.example.org/x")]
+    );
+
+    // Multipart, one category, a country list without North America.
+    let (status, answer) = send_form(&[
+        ("text", text),
+        ("mode", "standard"),
+        ("categories", "personal"),
+        ("opt_countries", "fr"),
+        ("api_secret", &key),
+    ]);
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("SightengineTextRulesAnswer", &answer);
+    assert!(answer.get("profanity").is_none() && answer.get("link").is_none());
+    let types: Vec<&str> = answer["personal"]["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["email", "phone_number_gb"]);
+
+    // A clean text: every category present, no match.
+    let (status, answer) = send_form(&[
+        ("text", "Thanks, see you at 3pm in room 204."),
+        ("mode", "rules"),
+        ("api_secret", &key),
+    ]);
+    assert_eq!(status, 200, "{answer}");
+    for category in ["profanity", "personal", "link"] {
+        assert_eq!(
+            answer[category]["matches"],
+            serde_json::json!([]),
+            "{answer}"
+        );
+    }
+
+    // mode=ml: tox-block's classes under Sightengine's names.
+    let (status, answer) = send_form(&[
+        (
+            "text",
+            "You are a stupid worthless idiot and I will hurt you",
+        ),
+        ("mode", "ml"),
+        ("models", "general"),
+        ("api_secret", &key),
+    ]);
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("SightengineTextMlAnswer", &answer);
+    let classes = &answer["moderation_classes"];
+    assert_eq!(
+        classes["available"],
+        serde_json::json!(["discriminatory", "insulting", "violent", "toxic"])
+    );
+    assert!(classes["insulting"].as_f64().unwrap() > 0.5, "{answer}");
+    assert!(classes["toxic"].as_f64().unwrap() > 0.5, "{answer}");
+    assert!(classes.get("sexual").is_none() && classes.get("self-harm").is_none());
+    let (status, answer) = send_form(&[
+        ("text", "Have a lovely day"),
+        ("mode", "ml"),
+        ("api_secret", &key),
+    ]);
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["moderation_classes"]["toxic"].as_f64().unwrap() < 0.2,
+        "{answer}"
+    );
+
+    // Refusals, in the compatible envelope.
+    for (fields, says) in [
+        (
+            vec![("text", "x"), ("mode", "username")],
+            "`rules` and `ml`",
+        ),
+        (vec![("text", "x")], "`mode` is required"),
+        (
+            vec![("text", "x"), ("mode", "rules"), ("categories", "drug")],
+            "category `drug`",
+        ),
+        (
+            vec![("text", "x"), ("mode", "ml"), ("models", "self-harm")],
+            "model `self-harm`",
+        ),
+        (
+            vec![("text", "x"), ("mode", "rules"), ("lang", "fr")],
+            "language `fr`",
+        ),
+        (vec![("mode", "rules")], "no `text` field"),
+    ] {
+        let mut fields = fields;
+        fields.push(("api_secret", &key));
+        let (status, answer) = send_form(&fields);
+        assert_error(status, &answer, 400, "bad_request", true);
+        assert_schema("CompatErrorEnvelope", &answer);
+        assert!(
+            answer["error"]["message"].as_str().unwrap().contains(says),
+            "{answer}"
+        );
+    }
+    let (status, answer) = send_form(&[
+        ("text", "x"),
+        ("mode", "rules"),
+        ("api_secret", "mg_live_nope"),
+    ]);
+    assert_error(status, &answer, 401, "unauthorized", true);
+    let (status, _, answer) = post(
+        &url,
+        &[("Content-Type", "text/plain")],
+        b"text=x&mode=rules",
+    );
+    assert_error(status, &answer, 400, "bad_request", true);
+
+    let journal = server.admin_ok(&["journal", "--json"]);
+    let records: Vec<Value> = journal
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|record| record["route"] == "/1.0/text/check.json" && record["status"] == 200)
+        .collect();
+    let workflows: Vec<&str> = records
+        .iter()
+        .map(|record| record["workflow"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        workflows,
+        [
+            "text-rules",
+            "text-rules",
+            "text-rules",
+            "text-ml",
+            "text-ml"
+        ],
+        "{journal}"
+    );
 }

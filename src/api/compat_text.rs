@@ -7,10 +7,12 @@
 
 use futures_lite::{AsyncRead, AsyncWrite};
 
+use super::buffers::PooledBuffer;
 use super::context::Context;
-use super::form::{read_form_and_admit, FormSpec};
+use super::form::{read_form_and_admit, Form, FormSpec};
 use super::text::{check_text, TextCheck, DEFAULT_WORKFLOW};
 use super::RequestNotes;
+use crate::auth::Caller;
 use crate::content::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::Exchange;
@@ -22,21 +24,8 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
     let _place = cx.upload_place()?;
-    let limits = &cx.request_limits;
-    let spec = FormSpec {
-        payload_field: "text",
-        payload_bytes_max: limits.text_form_bytes_max,
-        body_bytes_max: limits.text_form_bytes_max,
-        not_multipart: ErrorKind::BadRequest,
-    };
-    let mut payload = cx.text_buffers.take();
-    let (form, caller) =
-        read_form_and_admit(cx, exchange, notes, &spec, &mut payload, ContentKind::Text).await?;
-    if !form.payload_present {
-        return Err(ApiError::bad_request("the form has no `text` field"));
-    }
-    let text = std::str::from_utf8(&payload)
-        .map_err(|_| ApiError::bad_request("the `text` field is not UTF-8"))?;
+    let (form, caller, payload) = read_text_form(cx, exchange, notes).await?;
+    let text = form_text(&form, &payload)?;
     check_text(
         cx,
         &caller,
@@ -49,4 +38,32 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
         },
     )
     .await
+}
+
+/// The form of a compatible text route (its `text` into one of the shard's text buffers), and
+/// its caller admitted.
+pub async fn read_text_form<'c, S: AsyncRead + AsyncWrite + Unpin>(
+    cx: &'c Context,
+    exchange: &mut Exchange<'_, S>,
+    notes: &mut RequestNotes,
+) -> ApiResult<(Form, Caller, PooledBuffer<'c>)> {
+    let limits = &cx.request_limits;
+    let spec = FormSpec {
+        payload_field: "text",
+        payload_bytes_max: limits.text_form_bytes_max,
+        body_bytes_max: limits.text_form_bytes_max,
+        not_multipart: ErrorKind::BadRequest,
+    };
+    let mut payload = cx.text_buffers.take();
+    let (form, caller) =
+        read_form_and_admit(cx, exchange, notes, &spec, &mut payload, ContentKind::Text).await?;
+    Ok((form, caller, payload))
+}
+
+/// The form's `text`: 400 if it has none or it is not UTF-8.
+pub fn form_text<'p>(form: &Form, payload: &'p [u8]) -> ApiResult<&'p str> {
+    if !form.payload_present {
+        return Err(ApiError::bad_request("the form has no `text` field"));
+    }
+    std::str::from_utf8(payload).map_err(|_| ApiError::bad_request("the `text` field is not UTF-8"))
 }

@@ -1,9 +1,12 @@
-//! The compatible routes' multipart forms (`docs/interface.md#routes`), read with [`crate::http::multipart`].
+//! The compatible routes' forms (`docs/interface.md#routes`): multipart, read with
+//! [`crate::http::multipart`], or URL-encoded (`application/x-www-form-urlencoded`, what
+//! `requests.post(url, data=...)` and most HTTP clients send for a dict of fields), read whole
+//! and decoded with [`crate::http::query`].
 //!
 //! One field is the payload (`text` or `media`): its bytes go straight into the buffer the
 //! check will read, with no second copy. Every other field holds at most
-//! `limits.form_field_bytes_max` (64 KiB) and is kept only if the route knows it
-//! (`api_secret`, `api_user`, `workflow`, `url`); unknown fields are read and dropped. A known
+//! `limits.form_field_bytes_max` (64 KiB) and is kept only if a route knows it
+//! ([`KNOWN_FIELDS`]); unknown fields are read and dropped. A known
 //! field sent twice is refused: a form that names two keys or two workflows is ambiguous.
 //!
 //! The whole form must arrive within `limits.form_timeout_ms` (10 s): the key is inside it, so
@@ -23,7 +26,17 @@ use crate::http::multipart::{
 };
 
 /// Small fields the compatible routes read.
-pub const KNOWN_FIELDS: &[&str] = &["api_secret", "api_user", "workflow", "url", "models"];
+pub const KNOWN_FIELDS: &[&str] = &[
+    "api_secret",
+    "api_user",
+    "workflow",
+    "url",
+    "models",
+    "mode",
+    "lang",
+    "categories",
+    "opt_countries",
+];
 
 /// The small fields of a form, and whether the payload field was present.
 #[derive(Debug, Default)]
@@ -31,8 +44,13 @@ pub struct Form {
     pub api_secret: Option<String>,
     pub workflow: Option<String>,
     pub url: Option<String>,
-    /// Sightengine's `models` (on `/1.0/check.json`).
+    /// Sightengine's `models` (on `/1.0/check.json` and `/1.0/text/check.json`).
     pub models: Option<String>,
+    /// Sightengine's text fields (on `/1.0/text/check.json`).
+    pub mode: Option<String>,
+    pub lang: Option<String>,
+    pub categories: Option<String>,
+    pub opt_countries: Option<String>,
     pub payload_present: bool,
     /// The payload part's declared content type and file name (informational only).
     pub payload_info: Option<PartInfo>,
@@ -129,6 +147,10 @@ impl PartSink for FormSink<'_> {
                 "workflow" => &mut self.form.workflow,
                 "url" => &mut self.form.url,
                 "models" => &mut self.form.models,
+                "mode" => &mut self.form.mode,
+                "lang" => &mut self.form.lang,
+                "categories" => &mut self.form.categories,
+                "opt_countries" => &mut self.form.opt_countries,
                 _ => return Ok(()), // api_user: accepted and ignored
             };
             if slot.is_some() {
@@ -147,9 +169,25 @@ pub struct FormSpec {
     pub payload_field: &'static str,
     pub payload_bytes_max: usize,
     pub body_bytes_max: usize,
-    /// The status for a body that is not multipart/form-data: 415 on the image route, 400 on
-    /// the text route (whose statuses have no 415).
+    /// The status for a body that is not a form: 415 on the image route, 400 on the text
+    /// route (whose statuses have no 415).
     pub not_multipart: ErrorKind,
+}
+
+/// How a form's body is read.
+enum FormParser {
+    Multipart(Box<MultipartParser>),
+    /// URL-encoded: the body, decoded once it is all here.
+    UrlEncoded(Vec<u8>),
+}
+
+/// Whether `content_type` is `application/x-www-form-urlencoded` (parameters allowed).
+fn is_urlencoded(content_type: &str) -> bool {
+    content_type.split(';').next().is_some_and(|media| {
+        media
+            .trim()
+            .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+    })
 }
 
 /// Reads the whole form within the form timeout; the payload goes into `payload`.
@@ -160,8 +198,11 @@ pub async fn read_form<S: AsyncRead + AsyncWrite + Unpin>(
     payload: &mut Vec<u8>,
 ) -> ApiResult<Form> {
     let limits = &cx.request_limits;
-    let boundary =
-        boundary_of(exchange.head.content_type.as_deref().unwrap_or("")).map_err(|error| {
+    let content_type = exchange.head.content_type.as_deref().unwrap_or("");
+    let mut parser = if is_urlencoded(content_type) {
+        FormParser::UrlEncoded(Vec::new())
+    } else {
+        let boundary = boundary_of(content_type).map_err(|error| {
             let kind = match error {
                 ContentTypeError::NotMultipart => spec.not_multipart,
                 ContentTypeError::NoBoundary | ContentTypeError::BadBoundary => {
@@ -170,6 +211,8 @@ pub async fn read_form<S: AsyncRead + AsyncWrite + Unpin>(
             };
             ApiError::new(kind, error.message())
         })?;
+        FormParser::Multipart(Box::new(MultipartParser::new(&boundary)))
+    };
     if let Framing::Length(n) = exchange.framing() {
         if n > spec.body_bytes_max as u64 {
             return Err(ApiError::new(
@@ -182,7 +225,6 @@ pub async fn read_form<S: AsyncRead + AsyncWrite + Unpin>(
         }
     }
     let deadline = Instant::now() + Duration::from_millis(limits.form_timeout_ms);
-    let mut parser = MultipartParser::new(&boundary);
     let mut sink = FormSink {
         payload_field: spec.payload_field,
         payload_bytes_max: spec.payload_bytes_max,
@@ -217,15 +259,42 @@ pub async fn read_form<S: AsyncRead + AsyncWrite + Unpin>(
                 ),
             ));
         }
-        parser.feed(piece, &mut sink).map_err(|error| match error {
-            FeedError::Multipart(error) => ApiError::bad_request(error.to_string()),
-            FeedError::Sink(error) => error,
-        })?;
+        match &mut parser {
+            FormParser::Multipart(parser) => {
+                parser.feed(piece, &mut sink).map_err(|error| match error {
+                    FeedError::Multipart(error) => ApiError::bad_request(error.to_string()),
+                    FeedError::Sink(error) => error,
+                })?
+            }
+            FormParser::UrlEncoded(body) => body.extend_from_slice(piece),
+        }
     }
-    parser
-        .finish()
-        .map_err(|error| ApiError::bad_request(error.to_string()))?;
+    match parser {
+        FormParser::Multipart(parser) => parser
+            .finish()
+            .map_err(|error| ApiError::bad_request(error.to_string()))?,
+        FormParser::UrlEncoded(body) => read_urlencoded(&body, &mut sink)?,
+    }
     Ok(sink.form)
+}
+
+/// The fields of a URL-encoded body, into `sink` as if each were a part.
+fn read_urlencoded(body: &[u8], sink: &mut FormSink<'_>) -> ApiResult<()> {
+    let body = std::str::from_utf8(body)
+        .map_err(|_| ApiError::bad_request("the URL-encoded form is not UTF-8"))?;
+    for pair in crate::http::query::pairs(body) {
+        let (name, value) = pair.map_err(|message| {
+            ApiError::bad_request(message.replace("query parameter", "form field"))
+        })?;
+        sink.part_start(&PartInfo {
+            name: name.into_owned(),
+            filename: None,
+            content_type: None,
+        })?;
+        sink.part_data(value.as_bytes())?;
+        sink.part_end()?;
+    }
+    Ok(())
 }
 
 /// Reads a compatible form and admits its caller. With a key in a header, the key comes first:
@@ -247,11 +316,14 @@ pub async fn read_form_and_admit<S: AsyncRead + AsyncWrite + Unpin>(
         crate::auth::presented_key(&exchange.head, form.api_secret.as_deref(), true)?;
         return Ok((form, caller));
     }
-    let reserved = match exchange.framing() {
+    let body = match exchange.framing() {
         Framing::Length(n) => (n as usize).min(spec.body_bytes_max),
         Framing::Chunked => spec.body_bytes_max,
         Framing::Empty => 0,
     };
+    // A URL-encoded body is held whole while its fields are decoded next to it.
+    let urlencoded = is_urlencoded(head.content_type.as_deref().unwrap_or(""));
+    let reserved = if urlencoded { body * 2 } else { body };
     let _reservation = cx.reserve_unauthenticated(reserved)?;
     let form = read_form(cx, exchange, spec, payload).await?;
     let caller = notes
@@ -301,7 +373,50 @@ mod tests {
         assert!(error.message.chars().count() < 100, "{}", error.message);
     }
 
+    #[test]
+    fn urlencoded_fields_are_read_as_parts() {
+        let mut payload = Vec::new();
+        let mut form = sink(&mut payload);
+        read_urlencoded(
+            b"text=you+%24h1t&api_secret=k%C3%A9y&mode=rules&opt_countries=us%2Cfr&other=1",
+            &mut form,
+        )
+        .unwrap();
+        assert_eq!(form.form.api_secret.as_deref(), Some("kéy"));
+        assert_eq!(form.form.mode.as_deref(), Some("rules"));
+        assert_eq!(form.form.opt_countries.as_deref(), Some("us,fr"));
+        assert!(form.form.payload_present);
+        assert_eq!(payload, b"you $h1t");
+        let refused = |body: &[u8]| {
+            let mut payload = Vec::new();
+            read_urlencoded(body, &mut sink(&mut payload)).unwrap_err()
+        };
+        assert!(refused(b"text=%ff").message.contains("form field 'text'"));
+        assert!(refused(b"text=a&text=b").message.contains("sent twice"));
+        assert!(refused(b"\xff=1").message.contains("not UTF-8"));
+        let long = [b"text=".as_slice(), &[b'a'; 300]].concat();
+        assert_eq!(refused(&long).kind, ErrorKind::BodyTooLarge);
+    }
+
+    #[test]
+    fn urlencoded_content_types() {
+        assert!(is_urlencoded("application/x-www-form-urlencoded"));
+        assert!(is_urlencoded(
+            "Application/X-WWW-Form-URLEncoded; charset=utf-8"
+        ));
+        assert!(!is_urlencoded("multipart/form-data; boundary=x"));
+        assert!(!is_urlencoded(""));
+    }
+
     proptest! {
+        #[test]
+        fn any_urlencoded_body_is_read_or_refused(body in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let mut payload = Vec::new();
+            let mut form = sink(&mut payload);
+            let _ = read_urlencoded(&body, &mut form);
+            prop_assert!(form.payload.len() <= 256);
+        }
+
         /// Any field name and any bytes in any field: kept, dropped or refused, never a panic,
         /// and never more than the field limits held.
         #[test]

@@ -26,6 +26,7 @@ pub mod openai;
 pub mod openapi;
 pub mod perspective;
 pub mod sightengine;
+pub mod sightengine_text;
 pub mod text;
 pub mod workflows;
 
@@ -66,7 +67,8 @@ fn accepts(route: Route, method: Method) -> bool {
         | Route::CompatText
         | Route::Image
         | Route::Moderations
-        | Route::Perspective => method == Method::Post,
+        | Route::Perspective
+        | Route::SightengineText => method == Method::Post,
         Route::CompatImage | Route::SightengineCheck => {
             matches!(method, Method::Get | Method::Post)
         }
@@ -78,7 +80,7 @@ fn body_bytes_max(route: Route, method: Method, limits: &LimitsConfig) -> u64 {
     match (route, method) {
         (Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery, _) => 0,
         (Route::Text | Route::Perspective, _) => limits.text_body_bytes_max as u64,
-        (Route::CompatText, _) => limits.text_form_bytes_max as u64,
+        (Route::CompatText | Route::SightengineText, _) => limits.text_form_bytes_max as u64,
         (Route::Image, _) => IMAGE_BYTES_MAX as u64,
         (Route::CompatImage | Route::SightengineCheck, Method::Post) => {
             (IMAGE_BYTES_MAX + compat_image::FORM_OVERHEAD_BYTES_MAX) as u64
@@ -497,6 +499,7 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
         Route::Perspective => perspective::analyze(cx, exchange, notes).await,
         Route::Discovery => perspective::discovery(cx, head.host.as_deref(), &head.query),
         Route::SightengineCheck => sightengine::check(cx, exchange, notes).await,
+        Route::SightengineText => sightengine_text::check(cx, exchange, notes).await,
     }
 }
 

@@ -848,8 +848,9 @@ def error_responses(route):
         ]), ["bad_request", "unknown_workflow", "corrupt_media", "url_refused"], "maybe")
     elif route == "compat_text":
         r["400"] = err_response(400, True, "\n\n".join([
-            FRAMING_400 + " Also: a body that is not `multipart/form-data` (this route answers no 415), "
-            "a malformed multipart body (missing or bad boundary, bad part "
+            FRAMING_400 + " Also: a body that is neither `multipart/form-data` nor "
+            "`application/x-www-form-urlencoded` (this route answers no 415), a URL-encoded field "
+            "that is not valid percent-encoded UTF-8, a malformed multipart body (missing or bad boundary, bad part "
             "headers, an unterminated part), no `text` field, a field that is not UTF-8, a known "
             "field sent twice, a workflow with no checks for texts.",
             "`unknown_workflow`: the named workflow does not exist (checked before the key's "
@@ -947,7 +948,8 @@ def error_responses(route):
         if route == "image":
             desc += ", or the body is empty and no `url` was given"
         elif route == "compat_image":
-            desc += ", or the `media` field is empty; or the body is not `multipart/form-data`"
+            desc += (", or the `media` field is empty; or the body is neither `multipart/form-data` "
+                     "nor `application/x-www-form-urlencoded` (which can carry `url`)")
         desc += "; also for an image downloaded by `url`."
         r["415"] = err_response(415, compat, desc, ["unsupported_media"], "maybe")
     elif route == "text":
@@ -1184,7 +1186,8 @@ paths = {
                             multipart_encoding_common,
                             text={"contentType": "text/plain; charset=utf-8"},
                         ),
-                    }
+                    },
+                    "application/x-www-form-urlencoded": {"schema": sref("CompatTextForm")},
                 },
             },
             "responses": {
@@ -1733,6 +1736,126 @@ paths["/1.0/check.json"] = {
             "200": {"description": "The scores.",
                     "content": {"application/json": {"schema": sref("SightengineAnswer")}}},
             **error_responses("compat_image_get"),
+        },
+    },
+}
+
+# --------------------------------------------------------------------------------------------
+# Sightengine's text/check.json (src/api/sightengine_text.rs)
+# --------------------------------------------------------------------------------------------
+
+schemas["SightengineTextForm"] = {
+    "type": "object",
+    "description": (
+        "Form of Sightengine's `POST /1.0/text/check.json`, multipart or URL-encoded. Unknown "
+        "fields are ignored (at most 64 KiB each); the whole form must arrive within 10 seconds."
+    ),
+    "required": ["text", "mode"],
+    "properties": {
+        "text": {"type": "string", "maxLength": 20000,
+                 "description": "The text: at most 20,000 characters, 5,000 on the free plan."},
+        "mode": {"enum": ["rules", "standard", "ml"],
+                 "description": "`standard` is the older name of `rules`. Others: 400."},
+        "lang": {"type": "string",
+                 "description": "Comma list of ISO 639-1 codes; only `en` is read (absent: `en`)."},
+        "categories": {"type": "string",
+                       "description": "mode=rules: comma list of `profanity`, `personal`, `link` "
+                                      "(absent: all three). Another category: 400 naming it."},
+        "opt_countries": {"type": "string",
+                          "description": "mode=rules: comma list of two-letter country codes "
+                                         "(at most 64; absent: `us`). North American numbers "
+                                         "without a country code are listed only with `us` or "
+                                         "`ca`; international numbers always."},
+        "models": {"type": "string",
+                   "description": "mode=ml: comma list; only `general` (absent: `general`)."},
+        "api_secret": {"type": "string", "description": f"The API key, {KEY_FORMAT}"},
+        "api_user": {"type": "string", "description": "Accepted and ignored."},
+    },
+}
+text_match = {
+    "type": "object",
+    "required": ["type", "match", "start", "end"],
+    "additionalProperties": False,
+    "properties": {
+        "type": {"type": "string"},
+        "intensity": {"enum": ["high", "medium"], "description": "Profanity only."},
+        "match": {"type": "string", "description": "The text as written."},
+        "start": {"type": "integer", "minimum": 0,
+                  "description": "Index of the first character (Unicode code points)."},
+        "end": {"type": "integer", "minimum": 0,
+                "description": "Index of the last character (inclusive)."},
+    },
+}
+matches = {"type": "object", "required": ["matches"], "additionalProperties": False,
+           "properties": {"matches": {"type": "array", "maxItems": 1000, "items": text_match}}}
+schemas["SightengineTextRulesAnswer"] = {
+    "type": "object",
+    "description": (
+        "mode=rules: one object per category asked. `profanity` types: `sexual`, "
+        "`discriminatory`, `insult`, `inappropriate`; `personal` types: `email`, "
+        "`phone_number_XX` or `phone_number`, `ip`, `iban`, `credit_card`; `link` type: `url`."
+    ),
+    "required": ["status", "request"],
+    "additionalProperties": False,
+    "properties": {
+        "status": {"const": "success"},
+        "request": sref("CompatRequest"),
+        "profanity": matches,
+        "personal": matches,
+        "link": matches,
+    },
+}
+schemas["SightengineTextMlAnswer"] = {
+    "type": "object",
+    "description": (
+        "mode=ml: tox-block's scores under Sightengine's class names (`discriminatory` from "
+        "identity hate, `insulting` from insult, `violent` from threat, `toxic` from toxic). "
+        "`sexual` and `self-harm` have no model here and are absent."
+    ),
+    "required": ["status", "request", "moderation_classes"],
+    "additionalProperties": False,
+    "properties": {
+        "status": {"const": "success"},
+        "request": sref("CompatRequest"),
+        "moderation_classes": {
+            "type": "object",
+            "required": ["available", "discriminatory", "insulting", "violent", "toxic"],
+            "additionalProperties": False,
+            "properties": {
+                "available": {"type": "array", "items": {"enum": [
+                    "discriminatory", "insulting", "violent", "toxic"]}},
+                "discriminatory": unit, "insulting": unit, "violent": unit, "toxic": unit,
+            },
+        },
+    },
+}
+text_check_errors = error_responses("compat_text")
+text_check_errors["400"] = err_response(400, True, "\n\n".join([
+    FRAMING_400 + " Also: a body that is neither `multipart/form-data` nor "
+    "`application/x-www-form-urlencoded`, a malformed form, no `text` field, a field that is not "
+    "UTF-8, a known field sent twice, `mode` missing, or a mode, category, model, language or "
+    "country code this server does not answer (the message names it and the supported ones).",
+]), ["bad_request"], "maybe")
+paths["/1.0/text/check.json"] = {
+    "post": {
+        "operationId": "sightengineTextCheck",
+        "tags": ["compatible"],
+        "summary": "Sightengine's text/check.json",
+        "description": (
+            "mode=rules lists the word list's, the PII scanners' and the link scanner's matches "
+            "(the shipped `text-rules` workflow); mode=ml scores tox-block's classes (the shipped "
+            "`text-ml` workflow). Every error uses CompatErrorEnvelope."
+        ),
+        "security": SEC_COMPAT,
+        "requestBody": {"required": True, "content": {
+            "multipart/form-data": {"schema": sref("SightengineTextForm")},
+            "application/x-www-form-urlencoded": {"schema": sref("SightengineTextForm")},
+        }},
+        "responses": {
+            "200": {"description": "The matches or the scores.",
+                    "content": {"application/json": {"schema": {"oneOf": [
+                        sref("SightengineTextRulesAnswer"), sref("SightengineTextMlAnswer")]}}}},
+            **text_check_errors,
         },
     },
 }

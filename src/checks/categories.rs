@@ -67,6 +67,11 @@ pub const CATEGORIES: &[(&str, &str, &str)] = &[
         "IP address",
         "This content contains an IP address.",
     ),
+    (
+        "link",
+        "Link",
+        "This content contains a link to another website.",
+    ),
     ("nudity", "Nudity", "This image appears to contain nudity."),
     (
         "suggestive",

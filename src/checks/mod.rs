@@ -9,6 +9,7 @@
 //! - [`wordlist`]: cuss word list on the normalised text (microseconds);
 //! - [`profanity_svm`]: alt-profanity-check's linear model, natively (microseconds);
 //! - [`pii`]: e-mail, phone, IBAN, card and IP scanners (microseconds);
+//! - [`links`]: URLs and host names (microseconds);
 //! - [`toxblock`]: tox-block BiLSTM on the shard's model worker (milliseconds).
 //!
 //! Image checks, on the shard's model worker after the image is decoded there:
@@ -20,6 +21,7 @@
 
 pub mod board;
 pub mod categories;
+pub mod links;
 pub mod nsfwjs;
 pub mod open_nsfw;
 pub mod pii;

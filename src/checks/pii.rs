@@ -60,26 +60,122 @@ impl PiiScores {
 }
 
 pub fn scan(text: &str) -> PiiScores {
-    let bytes = text.as_bytes();
     let mut scores = PiiScores::default();
-    if bytes.contains(&b'@') {
-        scores.email = scan_emails(bytes);
+    find(text, |hit| {
+        let slot = match hit.kind {
+            Kind::Email => &mut scores.email,
+            Kind::InternationalPhone | Kind::NationalPhone => &mut scores.phone,
+            Kind::Iban => &mut scores.iban,
+            Kind::Card => &mut scores.card,
+            Kind::Ipv4 | Kind::Ipv6 => &mut scores.ip,
+        };
+        *slot = slot.max(hit.kind.score());
+        // A finder's later hits cannot score more than its best kind.
+        if *slot >= hit.kind.best_of_finder() {
+            Flow::NextKind
+        } else {
+            Flow::Next
+        }
+    });
+    scores
+}
+
+/// What a hit is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Email,
+    /// `+` or `00` and a country code.
+    InternationalPhone,
+    /// A North American number without its country code.
+    NationalPhone,
+    Iban,
+    Card,
+    Ipv4,
+    Ipv6,
+}
+
+impl Kind {
+    pub fn category(self) -> &'static str {
+        match self {
+            Kind::Email => EMAIL,
+            Kind::InternationalPhone | Kind::NationalPhone => PHONE,
+            Kind::Iban => IBAN,
+            Kind::Card => CARD,
+            Kind::Ipv4 | Kind::Ipv6 => IP,
+        }
     }
+
+    /// The best score the finder of this kind gives (phones: an international number's).
+    fn best_of_finder(self) -> f64 {
+        match self {
+            Kind::NationalPhone => Kind::InternationalPhone.score(),
+            other => other.score(),
+        }
+    }
+
+    /// How sure a hit of this kind is (the module doc).
+    pub fn score(self) -> f64 {
+        match self {
+            Kind::Iban | Kind::Card => 1.0,
+            Kind::Email => 0.95,
+            Kind::InternationalPhone | Kind::Ipv6 => 0.9,
+            Kind::NationalPhone | Kind::Ipv4 => 0.8,
+        }
+    }
+}
+
+/// One piece of personal data in a text: its kind and its byte range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hit {
+    pub kind: Kind,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Whether a finder goes on after a hit.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Next,
+    /// Stop this finder: go on with the next kind.
+    NextKind,
+}
+
+/// A scanner of one kind of hit over a text's bytes.
+type Finder = fn(&[u8], &mut dyn FnMut(Hit) -> Flow);
+
+/// Every hit in `text`, kind by kind (e-mail, phones, cards, IPv4, IBANs, IPv6), each kind in
+/// text order; a kind's finder stops when `visit` says [`Flow::NextKind`].
+pub fn find(text: &str, mut visit: impl FnMut(Hit) -> Flow) {
+    let bytes = text.as_bytes();
     let digits = bytes.iter().filter(|b| b.is_ascii_digit()).count();
+    let mut go = |finder: Finder| finder(bytes, &mut visit);
+    if bytes.contains(&b'@') {
+        go(find_emails);
+    }
     if digits >= 7 {
-        scores.phone = scan_phones(bytes);
-        scores.card = scan_cards(bytes);
+        go(find_phones);
+        go(find_cards);
     }
     if digits >= 4 {
-        scores.ip = scan_ipv4(bytes);
+        go(find_ipv4);
     }
     if digits >= 2 {
-        scores.iban = scan_ibans(bytes);
+        go(find_ibans);
     }
-    if scores.ip < 0.9 && bytes.contains(&b':') {
-        scores.ip = scores.ip.max(scan_ipv6(text));
+    if bytes.contains(&b':') {
+        find_ipv6(text, &mut visit);
     }
-    scores
+}
+
+/// Every hit in `text`, in text order.
+pub fn find_all(text: &str) -> Vec<Hit> {
+    let mut hits = Vec::new();
+    find(text, |hit| {
+        hits.push(hit);
+        Flow::Next
+    });
+    hits.sort_by_key(|hit| (hit.start, hit.end));
+    hits
 }
 
 // ---- e-mail ----------------------------------------------------------------------------
@@ -88,8 +184,12 @@ fn is_local_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"._%+-".contains(&b)
 }
 
-fn scan_emails(bytes: &[u8]) -> f64 {
+fn find_emails(bytes: &[u8], visit: &mut dyn FnMut(Hit) -> Flow) {
+    let mut resume = 0;
     for (at, _) in bytes.iter().enumerate().filter(|(_, &b)| b == b'@') {
+        if at < resume {
+            continue;
+        }
         let mut start = at;
         while start > 0 && is_local_char(bytes[start - 1]) {
             start -= 1;
@@ -101,11 +201,19 @@ fn scan_emails(bytes: &[u8]) -> f64 {
         if local.is_empty() || local.len() > 64 || local[local.len() - 1] == b'.' {
             continue;
         }
-        if domain_len(&bytes[at + 1..]).is_some() {
-            return 0.95;
+        if let Some(domain) = domain_len(&bytes[at + 1..]) {
+            let end = at + 1 + domain;
+            resume = end;
+            let hit = Hit {
+                kind: Kind::Email,
+                start,
+                end,
+            };
+            if visit(hit) == Flow::NextKind {
+                return;
+            }
         }
     }
-    0.0
 }
 
 /// Length of a domain with at least two labels and a TLD of 2+ letters at the start of `rest`.
@@ -185,8 +293,7 @@ fn boundary_after(bytes: &[u8], at: usize) -> bool {
 
 // ---- phone -----------------------------------------------------------------------------
 
-fn scan_phones(bytes: &[u8]) -> f64 {
-    let mut best = 0.0f64;
+fn find_phones(bytes: &[u8], visit: &mut dyn FnMut(Hit) -> Flow) {
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
@@ -203,18 +310,35 @@ fn scan_phones(bytes: &[u8]) -> f64 {
             if start < bytes.len() && bytes[start] != b'0' && boundary_before(bytes, i) {
                 let (digits, end) = digit_run_phone(bytes, start);
                 if (8..=15).contains(&digits) && boundary_after(bytes, end) {
-                    return 0.9;
+                    let hit = Hit {
+                        kind: Kind::InternationalPhone,
+                        start: i,
+                        end,
+                    };
+                    if visit(hit) == Flow::NextKind {
+                        return;
+                    }
                 }
                 i = end.max(i + 1);
                 continue;
             }
         }
-        if boundary_before(bytes, i) && national(bytes, i) {
-            best = 0.8;
+        if boundary_before(bytes, i) {
+            if let Some(end) = national(bytes, i) {
+                let hit = Hit {
+                    kind: Kind::NationalPhone,
+                    start: i,
+                    end,
+                };
+                if visit(hit) == Flow::NextKind {
+                    return;
+                }
+                i = end;
+                continue;
+            }
         }
         i += 1;
     }
-    best
 }
 
 /// Digits of a phone number: groups separated by one space, dash, dot, or parentheses.
@@ -247,8 +371,8 @@ fn digit_run_phone(bytes: &[u8], start: usize) -> (usize, usize) {
 }
 
 /// `(555) 123-4567`, `555-123-4567`, `555.123.4567`, `555 123 4567`: 3-3-4 digits with
-/// one kind of separator, the area code not starting with 0 or 1.
-fn national(bytes: &[u8], at: usize) -> bool {
+/// one kind of separator, the area code not starting with 0 or 1. Returns where it ends.
+fn national(bytes: &[u8], at: usize) -> Option<usize> {
     let rest = &bytes[at..];
     let digits = |s: &[u8]| s.iter().all(u8::is_ascii_digit);
     let separator = |b: u8| matches!(b, b'-' | b'.' | b' ');
@@ -271,9 +395,9 @@ fn national(bytes: &[u8], at: usize) -> bool {
     {
         (rest[0], at + 12)
     } else {
-        return false;
+        return None;
     };
-    !matches!(area, b'0' | b'1') && boundary_after(bytes, end)
+    (!matches!(area, b'0' | b'1') && boundary_after(bytes, end)).then_some(end)
 }
 
 // ---- IBAN ------------------------------------------------------------------------------
@@ -377,8 +501,12 @@ fn iban_length(country: &[u8]) -> Option<usize> {
         .map(|&(_, len)| len)
 }
 
-fn scan_ibans(bytes: &[u8]) -> f64 {
+fn find_ibans(bytes: &[u8], visit: &mut dyn FnMut(Hit) -> Flow) {
+    let mut resume = 0;
     for i in 0..bytes.len().saturating_sub(14) {
+        if i < resume {
+            continue;
+        }
         let country = [
             bytes[i].to_ascii_uppercase(),
             bytes[i + 1].to_ascii_uppercase(),
@@ -412,10 +540,17 @@ fn scan_ibans(bytes: &[u8]) -> f64 {
             }
         }
         if compact.len() == length && boundary_after(bytes, j) && iban_checksum_ok(&compact) {
-            return 1.0;
+            resume = j;
+            let hit = Hit {
+                kind: Kind::Iban,
+                start: i,
+                end: j,
+            };
+            if visit(hit) == Flow::NextKind {
+                return;
+            }
         }
     }
-    0.0
 }
 
 /// ISO 13616: move the first four characters to the end, letters to 10..35, mod 97 == 1.
@@ -438,7 +573,7 @@ pub fn iban_checksum_ok(iban: &[u8]) -> bool {
 
 // ---- cards -----------------------------------------------------------------------------
 
-fn scan_cards(bytes: &[u8]) -> f64 {
+fn find_cards(bytes: &[u8], visit: &mut dyn FnMut(Hit) -> Flow) {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i].is_ascii_digit() && boundary_before(bytes, i) {
@@ -448,14 +583,20 @@ fn scan_cards(bytes: &[u8]) -> f64 {
                 && luhn_ok(&digits)
                 && issuer_ok(&digits)
             {
-                return 1.0;
+                let hit = Hit {
+                    kind: Kind::Card,
+                    start: i,
+                    end,
+                };
+                if visit(hit) == Flow::NextKind {
+                    return;
+                }
             }
             i = end.max(i + 1);
         } else {
             i += 1;
         }
     }
-    0.0
 }
 
 pub fn luhn_ok(digits: &[u8]) -> bool {
@@ -507,7 +648,7 @@ pub fn issuer_ok(digits: &[u8]) -> bool {
 
 // ---- IP --------------------------------------------------------------------------------
 
-fn scan_ipv4(bytes: &[u8]) -> f64 {
+fn find_ipv4(bytes: &[u8], visit: &mut dyn FnMut(Hit) -> Flow) {
     let mut i = 0;
     while i < bytes.len() {
         if !bytes[i].is_ascii_digit()
@@ -545,18 +686,37 @@ fn scan_ipv4(bytes: &[u8]) -> f64 {
             && (bytes[j].is_ascii_alphanumeric()
                 || (bytes[j] == b'.' && bytes.get(j + 1).is_some_and(u8::is_ascii_digit)));
         if ok && !inside_longer {
-            return 0.8;
+            let hit = Hit {
+                kind: Kind::Ipv4,
+                start: i,
+                end: j,
+            };
+            if visit(hit) == Flow::NextKind {
+                return;
+            }
         }
         // Skip the rest of this dotted number.
         while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
             i += 1;
         }
     }
-    0.0
 }
 
-fn scan_ipv6(text: &str) -> f64 {
-    for candidate in text.split(|c: char| !(c.is_ascii_hexdigit() || c == ':' || c == '.')) {
+fn find_ipv6(text: &str, visit: &mut dyn FnMut(Hit) -> Flow) {
+    let in_candidate = |b: u8| b.is_ascii_hexdigit() || b == b':' || b == b'.';
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !in_candidate(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && in_candidate(bytes[i]) {
+            i += 1;
+        }
+        // ASCII bytes only, so `start..i` are character boundaries.
+        let candidate = &text[start..i];
         let colons = candidate.bytes().filter(|&b| b == b':').count();
         if colons < 2 || candidate.len() < 3 {
             continue;
@@ -567,10 +727,16 @@ fn scan_ipv6(text: &str) -> f64 {
             continue;
         }
         if candidate.parse::<std::net::Ipv6Addr>().is_ok() && !looks_like_time(candidate) {
-            return 0.9;
+            let hit = Hit {
+                kind: Kind::Ipv6,
+                start,
+                end: i,
+            };
+            if visit(hit) == Flow::NextKind {
+                return;
+            }
         }
     }
-    0.0
 }
 
 fn looks_like_time(candidate: &str) -> bool {
@@ -714,12 +880,48 @@ mod tests {
         assert_eq!(scan(text), PiiScores::default());
     }
 
+    #[test]
+    fn hits_carry_their_byte_ranges() {
+        let text = "mail jane@example.com or call +44 20 7946 0958, (555) 123-4567, card \
+            4111 1111 1111 1111 from 10.0.0.1 to 2001:db8::1; IBAN DE89 3704 0044 0532 0130 00";
+        let found: Vec<(Kind, &str)> = find_all(text)
+            .iter()
+            .map(|hit| (hit.kind, &text[hit.start..hit.end]))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (Kind::Email, "jane@example.com"),
+                (Kind::InternationalPhone, "+44 20 7946 0958"),
+                (Kind::NationalPhone, "(555) 123-4567"),
+                (Kind::Card, "4111 1111 1111 1111"),
+                (Kind::Ipv4, "10.0.0.1"),
+                (Kind::Ipv6, "2001:db8::1"),
+                (Kind::Iban, "DE89 3704 0044 0532 0130 00"),
+            ]
+        );
+        assert_eq!(
+            find_all("a@b.io and c@d.io").len(),
+            2,
+            "every hit, not the first"
+        );
+        assert!(find_all("nothing here").is_empty());
+    }
+
     proptest! {
         #[test]
         fn never_panics(text in "\\PC{0,300}") {
             let scores = scan(&text);
             for (_, score) in scores.by_category() {
                 prop_assert!((0.0..=1.0).contains(&score));
+            }
+            for hit in find_all(&text) {
+                prop_assert!(hit.start < hit.end && hit.end <= text.len());
+                prop_assert!(text.is_char_boundary(hit.start) && text.is_char_boundary(hit.end));
+                let counted = scores.by_category().iter().any(|&(category, score)| {
+                    category == hit.kind.category() && score >= hit.kind.score()
+                });
+                prop_assert!(counted);
             }
         }
 

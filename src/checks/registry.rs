@@ -14,7 +14,7 @@
 //! the text) is a [`Runner::Text`] function.
 
 use super::board::ScoreBoard;
-use super::{nsfwjs, open_nsfw, pii, profanity_svm, toxblock, wordlist, TextModels};
+use super::{links, nsfwjs, open_nsfw, pii, profanity_svm, toxblock, wordlist, TextModels};
 use crate::content::ContentKind;
 use crate::inference::{ImageModelSpec, ModelSpec, WorkerConfig};
 
@@ -83,6 +83,7 @@ pub const REGISTRY: &[&Check] = &[
     &wordlist::CHECK,
     &profanity_svm::CHECK,
     &pii::CHECK,
+    &links::CHECK,
     &toxblock::CHECK,
     &open_nsfw::CHECK,
     &nsfwjs::CHECK,

@@ -26,52 +26,79 @@ pub const CUSS_JSON: &str = include_str!("../../models/text/cuss.json");
 pub const SEVERE_SCORE: f64 = 0.8;
 pub const RATING_2_SCORE: f64 = 0.45;
 
+/// What kind of term a word is, in the terms of Sightengine's rule-based profanity types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TermKind {
+    /// Sexual acts, organs, or a sexual slur.
+    Sexual,
+    /// A slur against people for who they are.
+    Discriminatory,
+    /// A word aimed at a person.
+    Insult,
+    /// Swearing, and every cuss term rated 2 that [`SEVERE`] does not classify.
+    Inappropriate,
+}
+
+impl TermKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TermKind::Sexual => "sexual",
+            TermKind::Discriminatory => "discriminatory",
+            TermKind::Insult => "insult",
+            TermKind::Inappropriate => "inappropriate",
+        }
+    }
+}
+
 /// Unambiguous profanities and slurs (normalised forms), scored [`SEVERE_SCORE`] whatever
-/// cuss rates them. Chosen by hand for this project.
-pub const SEVERE: &[&str] = &[
-    "arsehole",
-    "asshole",
-    "bastard",
-    "bitch",
-    "bitches",
-    "bollocks",
-    "bullshit",
-    "chink",
-    "cock",
-    "cocksucker",
-    "cunt",
-    "cunts",
-    "dickhead",
-    "douchebag",
-    "dyke",
-    "fag",
-    "faggot",
-    "fuck",
-    "fucked",
-    "fucker",
-    "fuckers",
-    "fucking",
-    "fucks",
-    "jackass",
-    "kike",
-    "motherfucker",
-    "nigga",
-    "nigger",
-    "niggers",
-    "prick",
-    "pussy",
-    "retard",
-    "shit",
-    "shits",
-    "shitty",
-    "slut",
-    "spic",
-    "tosser",
-    "twat",
-    "wank",
-    "wanker",
-    "whore",
-];
+/// cuss rates them, with their kind. Chosen and classified by hand for this project.
+pub const SEVERE: &[(&str, TermKind)] = {
+    use TermKind::{Discriminatory as D, Inappropriate as X, Insult as I, Sexual as S};
+    &[
+        ("arsehole", I),
+        ("asshole", I),
+        ("bastard", I),
+        ("bitch", I),
+        ("bitches", I),
+        ("bollocks", X),
+        ("bullshit", X),
+        ("chink", D),
+        ("cock", S),
+        ("cocksucker", S),
+        ("cunt", S),
+        ("cunts", S),
+        ("dickhead", I),
+        ("douchebag", I),
+        ("dyke", D),
+        ("fag", D),
+        ("faggot", D),
+        ("fuck", X),
+        ("fucked", X),
+        ("fucker", I),
+        ("fuckers", I),
+        ("fucking", X),
+        ("fucks", X),
+        ("jackass", I),
+        ("kike", D),
+        ("motherfucker", I),
+        ("nigga", D),
+        ("nigger", D),
+        ("niggers", D),
+        ("prick", I),
+        ("pussy", S),
+        ("retard", D),
+        ("shit", X),
+        ("shits", X),
+        ("shitty", X),
+        ("slut", S),
+        ("spic", D),
+        ("tosser", I),
+        ("twat", S),
+        ("wank", S),
+        ("wanker", I),
+        ("whore", S),
+    ]
+};
 pub const SOURCE: &str = "wordlist";
 pub const CATEGORY: &str = "profanity";
 
@@ -89,8 +116,18 @@ pub const CHECK: super::registry::Check = super::registry::Check {
 
 pub struct WordList {
     automaton: AhoCorasick,
-    /// Score of each pattern, by pattern id.
+    /// Score and kind of each pattern, by pattern id.
     scores: Vec<f64>,
+    kinds: Vec<TermKind>,
+}
+
+/// A whole-word match in a normalised text: its bytes there, its score and kind.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Term {
+    pub start: usize,
+    pub end: usize,
+    pub score: f64,
+    pub kind: TermKind,
 }
 
 impl WordList {
@@ -103,26 +140,36 @@ impl WordList {
         let ratings: std::collections::BTreeMap<String, u8> =
             simd_json::serde::from_slice(&mut bytes)
                 .map_err(|error| format!("cuss.json: {error}"))?;
-        let mut by_pattern: std::collections::BTreeMap<String, f64> = Default::default();
+        let mut by_pattern: std::collections::BTreeMap<String, (f64, TermKind)> =
+            Default::default();
         let mut normalised = String::new();
-        let severe = SEVERE.iter().map(|&word| (word.to_owned(), SEVERE_SCORE));
-        let rated = ratings
-            .into_iter()
-            .filter_map(|(word, rating)| (rating == 2).then_some((word, RATING_2_SCORE)));
-        for (word, score) in severe.chain(rated) {
+        let severe = SEVERE
+            .iter()
+            .map(|&(word, kind)| (word.to_owned(), SEVERE_SCORE, kind));
+        let rated = ratings.into_iter().filter_map(|(word, rating)| {
+            (rating == 2).then_some((word, RATING_2_SCORE, TermKind::Inappropriate))
+        });
+        for (word, score, kind) in severe.chain(rated) {
             normalize(&word, &mut normalised);
             if normalised.is_empty() {
                 continue;
             }
-            let entry = by_pattern.entry(normalised.clone()).or_insert(0.0);
-            *entry = entry.max(score);
+            // The severe entries come first and win: their kind was chosen by hand.
+            by_pattern
+                .entry(normalised.clone())
+                .or_insert((score, kind));
         }
-        let (patterns, scores): (Vec<String>, Vec<f64>) = by_pattern.into_iter().unzip();
+        let (patterns, rated): (Vec<String>, Vec<(f64, TermKind)>) = by_pattern.into_iter().unzip();
+        let (scores, kinds) = rated.into_iter().unzip();
         let automaton = AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
             .build(&patterns)
             .map_err(|error| format!("building the word automaton: {error}"))?;
-        Ok(WordList { automaton, scores })
+        Ok(WordList {
+            automaton,
+            scores,
+            kinds,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -135,19 +182,33 @@ impl WordList {
 
     /// The best score of a whole-word match in `normalised` (output of [`normalize`]), or 0.
     pub fn score(&self, normalised: &str) -> f64 {
-        let bytes = normalised.as_bytes();
         let mut best = 0.0f64;
-        for found in self.automaton.find_overlapping_iter(normalised) {
-            let starts_word = found.start() == 0 || bytes[found.start() - 1] == b' ';
-            let ends_word = found.end() == bytes.len() || bytes[found.end()] == b' ';
-            if starts_word && ends_word {
-                best = best.max(self.scores[found.pattern().as_usize()]);
-                if best >= SEVERE_SCORE {
-                    break;
-                }
+        for term in self.terms(normalised) {
+            best = best.max(term.score);
+            if best >= SEVERE_SCORE {
+                break;
             }
         }
         best
+    }
+
+    /// The whole-word matches in `normalised` (output of [`normalize`]), in order of their
+    /// ends; overlapping ones too (`camel jockey` and a term inside it).
+    pub fn terms<'a>(&'a self, normalised: &'a str) -> impl Iterator<Item = Term> + 'a {
+        let bytes = normalised.as_bytes();
+        self.automaton
+            .find_overlapping_iter(normalised)
+            .filter_map(move |found| {
+                let starts_word = found.start() == 0 || bytes[found.start() - 1] == b' ';
+                let ends_word = found.end() == bytes.len() || bytes[found.end()] == b' ';
+                let pattern = found.pattern().as_usize();
+                (starts_word && ends_word).then(|| Term {
+                    start: found.start(),
+                    end: found.end(),
+                    score: self.scores[pattern],
+                    kind: self.kinds[pattern],
+                })
+            })
     }
 }
 
@@ -191,6 +252,30 @@ mod tests {
         ] {
             assert_eq!(score(&list, clean), 0.0, "{clean}");
         }
+    }
+
+    #[test]
+    fn terms_carry_their_place_score_and_kind() {
+        let list = WordList::embedded().unwrap();
+        let mut normalised = String::new();
+        normalize("you f.u.c.k.e.r and a nigger", &mut normalised);
+        let terms: Vec<_> = list
+            .terms(&normalised)
+            .map(|term| (&normalised[term.start..term.end], term.score, term.kind))
+            .collect();
+        assert_eq!(
+            terms,
+            [
+                ("fucker", SEVERE_SCORE, TermKind::Insult),
+                ("nigger", SEVERE_SCORE, TermKind::Discriminatory),
+            ]
+        );
+        normalize("p1ss off", &mut normalised);
+        let term = list.terms(&normalised).next().unwrap();
+        assert_eq!(
+            (term.score, term.kind),
+            (RATING_2_SCORE, TermKind::Inappropriate)
+        );
     }
 
     #[test]
