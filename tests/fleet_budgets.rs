@@ -62,6 +62,8 @@ impl Fleet {
                 self.redis.url()
             ),
             data: Some(data),
+            // The logs are read (the quota's settlement after a crash) and shown on failure.
+            capture_logs: true,
             ..Options::default()
         })
     }
@@ -418,6 +420,17 @@ fn a_quota_spent_across_nodes_is_never_exceeded_and_a_killed_nodes_units_come_ba
         std::thread::sleep(Duration::from_millis(300));
         nodes[0] = fleet.node("node-a");
         *addrs[0].lock().unwrap() = nodes[0].addr;
+        // The restarted node settles what it held at its first lease. Wait for that before
+        // watching for the end: on a loaded machine the restart alone can outlast the idle
+        // window below (a CI run failed so, with 42 units still held by the dead run).
+        let settled = nodes[0].wait_output(Duration::from_secs(30), |line| {
+            line.contains("settled with the ledger")
+        });
+        assert!(
+            settled.is_some(),
+            "the restarted node never settled its units: {:#?}",
+            nodes[0].output.lock().unwrap()
+        );
         // Until nothing has been answered for 2.5 s: units left on a node no request reached go
         // back to the ledger after `QUOTA_IDLE_RETURN_MS` (1 s) and are spent elsewhere.
         let deadline = Instant::now() + Duration::from_secs(60);
