@@ -176,6 +176,7 @@ fn json_answers(c: &mut Criterion) {
                 reference: Some("comment-42"),
                 time_ms: 0,
                 shape: Shape::Native,
+                properties: None,
             })
         })
     });

@@ -494,3 +494,46 @@ fn image_checks_are_journaled() {
     assert_eq!(record["route"], "/v1/image");
     assert_eq!(record["action"], "accept");
 }
+
+#[test]
+fn a_workflow_naming_properties_answers_the_images_properties() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let file = server.data.join("quality.toml");
+    std::fs::write(
+        &file,
+        "[workflows.quality]\ndescription = \"Nudity and the image's properties.\"\nimage_checks = [\"nsfwjs\", \"properties\"]\n[workflows.quality.categories]\nnudity = { review = 0.5, reject = 0.9 }\nillustration = { review = 0.8, reject = 1.0 }\n",
+    )
+    .unwrap();
+    server.admin_ok(&["workflow", "import", file.to_str().unwrap()]);
+    let photo = testimage("jpeg_baseline_chelsea_451x300.jpg");
+    let (status, answer) = image(&server, &key, "?workflow=quality", &photo);
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("Answer", &answer);
+    let properties = &answer["properties"];
+    assert!(properties["sharpness"].as_f64().unwrap() > 0.85, "{answer}");
+    let brightness = properties["brightness"].as_f64().unwrap();
+    assert!((0.3..0.7).contains(&brightness), "{answer}");
+    assert_eq!(properties["colors"]["dominant"]["hex"], "#926c50");
+    // nsfwjs's drawing classes take this cat photo for a drawing (0.77 in its reference
+    // pipeline), and the coffee photo for what it is.
+    let illustration = answer["scores"]["illustration"].as_f64().unwrap();
+    assert!((illustration - 0.77).abs() < 0.05, "{answer}");
+    let coffee = testimage("jpeg_baseline_coffee_256x256.jpg");
+    let (status, answer) = image(&server, &key, "?workflow=quality", &coffee);
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["scores"]["illustration"].as_f64().unwrap() < 0.05,
+        "{answer}"
+    );
+    // A flat image: no contrast, no sharpness, its colour dominant.
+    let flat = testimage("png_synthetic_solid_320x240.png");
+    let (status, answer) = image(&server, &key, "?workflow=quality", &flat);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["properties"]["contrast"], 0.0);
+    assert_eq!(answer["properties"]["sharpness"], 0.0);
+    // The default workflow does not measure.
+    let (status, answer) = image(&server, &key, "", &photo);
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.get("properties").is_none(), "{answer}");
+}

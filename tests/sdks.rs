@@ -347,7 +347,8 @@ fn perspective_api_client_analyzes_comments_unchanged() {
 }
 
 /// What both Sightengine SDKs must have got: `nudity` for a file and a URL, `nudity-2.1` for
-/// bytes, and a refusal of a model this server does not answer; each answer journaled.
+/// bytes, `properties` and `type` for a URL, and a refusal of a model this server does not
+/// answer; each answer journaled.
 fn assert_sightengine_answers(out: &Value, url: &str, server: &Server) {
     for case in ["file", "url"] {
         let answer = &out[case];
@@ -372,14 +373,24 @@ fn assert_sightengine_answers(out: &Value, url: &str, server: &Server) {
     assert!(refused["error"]["message"]
         .as_str()
         .unwrap()
-        .contains("model `properties` is not available"));
+        .contains("model `faces` is not available"));
+    let properties = &out["properties"];
+    assert_eq!(properties["status"], "success", "{properties}");
+    assert_eq!(properties["request"]["operations"], 2);
+    assert!(
+        properties["sharpness"].as_f64().unwrap() > 0.85,
+        "{properties}"
+    );
+    assert_eq!(properties["colors"]["dominant"]["hex"], "#926c50");
+    assert!(properties["type"]["illustration"].as_f64().is_some());
+    assert!(properties.get("nudity").is_none());
     let journal = server.admin_ok(&["journal", "--json"]);
     let answered = journal
         .lines()
         .map(|line| serde_json::from_str::<Value>(line).unwrap())
         .filter(|record| record["route"] == "/1.0/check.json" && record["status"] == 200)
         .count();
-    assert_eq!(answered, 3, "{journal}");
+    assert_eq!(answered, 4, "{journal}");
 }
 
 /// Sightengine's SDK in `runtime`: `check(nudity)` with a file, `check(nudity-2.1)` with

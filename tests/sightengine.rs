@@ -51,7 +51,24 @@ fn check_json_answers_nudity_and_refuses_what_it_cannot_score() {
     assert_eq!(status, 200, "{answer}");
     assert_schema("SightengineAnswer", &answer);
     assert!(answer["nudity"]["none"].as_f64().unwrap() > 0.5);
-    for models in ["properties", "nudity,faces", "nudity,nudity-2.0"] {
+    // Properties and type, with or without nudity; `operations` counts the models.
+    let (status, answer) = send("nudity,type,properties");
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("SightengineAnswer", &answer);
+    assert_eq!(answer["request"]["operations"], 3);
+    // nsfwjs's drawing classes, as its reference pipeline scores this cat photo (0.77:
+    // `models/image/reference_scores.json`; the README says how weak a signal that is).
+    let illustration = answer["type"]["illustration"].as_f64().unwrap();
+    assert!((illustration - 0.77).abs() < 0.05, "{answer}");
+    assert!((answer["type"]["photo"].as_f64().unwrap() + illustration - 1.0).abs() < 1e-9);
+    assert!(answer["sharpness"].as_f64().unwrap() > 0.85, "{answer}");
+    assert_eq!(answer["colors"]["dominant"]["hex"], "#926c50");
+    let (status, answer) = send("properties");
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("SightengineAnswer", &answer);
+    assert!(answer.get("nudity").is_none() && answer.get("type").is_none());
+    assert_eq!(answer["request"]["operations"], 1);
+    for models in ["faces", "nudity,faces", "nudity,nudity-2.0"] {
         let (status, answer) = send(models);
         assert_error(status, &answer, 400, "bad_request", true);
         assert_schema("CompatErrorEnvelope", &answer);

@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::envelope::{json_response, CompatRequest};
 use crate::decision::{Decision, Reason};
 use crate::http::response::Response;
+use crate::image::properties::Properties;
 use crate::store::records::WorkflowRecord;
 
 /// Which shape to answer in.
@@ -26,6 +27,8 @@ pub struct CheckAnswer<'a> {
     pub reference: Option<&'a str>,
     pub time_ms: u64,
     pub shape: Shape,
+    /// The image's properties, when a `properties` check measured them.
+    pub properties: Option<&'a Properties>,
 }
 
 #[derive(Serialize)]
@@ -84,6 +87,8 @@ struct Answer<'a> {
     unchecked: Option<&'a [&'static str]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     request: Option<CompatRequest<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    properties: Option<&'a Properties>,
 }
 
 pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
@@ -119,6 +124,7 @@ pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
             reference: answer.reference,
             unchecked: (!decision.unchecked.is_empty()).then_some(decision.unchecked.as_slice()),
             request,
+            properties: answer.properties,
         },
     )
 }

@@ -36,5 +36,6 @@ pub fn finish_check(
         reference: notes.reference.as_deref(),
         time_ms: notes.started.elapsed().as_millis() as u64,
         shape,
+        properties: board.measured.properties.as_ref(),
     })
 }

@@ -149,6 +149,16 @@ pub async fn score_image(
     cx: &Context,
     caller: &Caller,
     workflow: &WorkflowRecord,
+    bytes: PooledBuffer<'_>,
+) -> ApiResult<ScoreBoard> {
+    score_image_with(cx, caller, &workflow.definition.image_checks, bytes).await
+}
+
+/// Probe, pixel limits and the image checks named `checks`: the scores.
+pub async fn score_image_with(
+    cx: &Context,
+    caller: &Caller,
+    checks: &[String],
     mut bytes: PooledBuffer<'_>,
 ) -> ApiResult<ScoreBoard> {
     let probed = probe(&bytes).map_err(image_error)?;
@@ -167,11 +177,7 @@ pub async fn score_image(
     // The bytes go to the model worker's thread and come back for reuse.
     let (returned, scored) = cx
         .checks
-        .check_image(
-            &workflow.definition.image_checks,
-            std::mem::take(&mut *bytes),
-            probed,
-        )
+        .check_image(checks, std::mem::take(&mut *bytes), probed)
         .await;
     *bytes = returned;
     scored

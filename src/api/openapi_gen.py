@@ -216,6 +216,10 @@ answer_props = {
         ),
     },
 }
+answer_props["properties"] = {
+    "allOf": [sref("ImageProperties")],
+    "description": "An image's properties, when the workflow names the `properties` check.",
+}
 answer_required = [
     "status", "workflow", "summary", "scores", "time_ms", "request_id", "workflow_version",
 ]
@@ -1676,19 +1680,58 @@ paths["/$discovery/rest"] = {
 # --------------------------------------------------------------------------------------------
 
 unit = {"type": "number", "minimum": 0, "maximum": 1}
+color = {"type": "object", "required": ["r", "g", "b", "hex"], "additionalProperties": False,
+         "properties": {"r": {"type": "integer", "minimum": 0, "maximum": 255},
+                        "g": {"type": "integer", "minimum": 0, "maximum": 255},
+                        "b": {"type": "integer", "minimum": 0, "maximum": 255},
+                        "hex": {"type": "string", "pattern": "^#[0-9a-f]{6}$"}}}
+properties_fields = {
+    "sharpness": dict(unit, description=(
+        "The 90th percentile of the Laplacian's variance over 32-px tiles of luma, v, as "
+        "v / (v + 60): a photo in focus scores above 0.85, blurred below about 0.6.")),
+    "brightness": dict(unit, description="Mean luma (Rec. 601) over 255."),
+    "contrast": dict(unit, description="Luma's 5th to 95th percentile spread over 255."),
+    "colors": {"type": "object", "required": ["dominant", "accent", "other"],
+               "additionalProperties": False,
+               "properties": {
+                   "dominant": dict(color, description="The fullest cell of an 8x8x8 RGB grid."),
+                   "accent": {"type": "array", "maxItems": 3, "items": color,
+                              "description": "Saturated, bright colours on at least 0.2 % of "
+                                             "the image."},
+                   "other": {"type": "array", "maxItems": 5, "items": color,
+                             "description": "The next colours on at least 3 % of the image."}}},
+}
+schemas["ImageProperties"] = {
+    "type": "object",
+    "description": (
+        "Measured from the pixels (no model), on the decoded image resized to at most 512 px "
+        "on its long side."
+    ),
+    "required": list(properties_fields),
+    "additionalProperties": False,
+    "properties": properties_fields,
+}
 schemas["SightengineAnswer"] = {
     "type": "object",
     "description": (
-        "Sightengine's answer for `models=nudity` (`raw` from modgate's `nudity`, `partial` from "
+        "Sightengine's answer: one field per model asked. `properties`: `sharpness`, `brightness`, "
+        "`contrast` and `colors` at the top level. `type`: `photo` and `illustration`. "
+        "`models=nudity` (`raw` from modgate's `nudity`, `partial` from "
         "`suggestive`, `safe` = 1 - the larger) or `models=nudity-2.0|nudity-2.1` "
         "(`sexual_display` from `nudity`, `suggestive` from `suggestive`, `none` = 1 - the larger; "
         "the other classes of those versions have no model here and are absent)."
     ),
-    "required": ["status", "request", "nudity", "media"],
+    "required": ["status", "request", "media"],
     "additionalProperties": False,
     "properties": {
+        **properties_fields,
         "status": {"const": "success"},
         "request": sref("CompatRequest"),
+        "type": {"type": "object", "required": ["photo", "illustration"],
+                 "additionalProperties": False,
+                 "description": "`models=type`: `illustration` is nsfwjs's Drawing plus Hentai, "
+                                "`photo` 1 minus it.",
+                 "properties": {"photo": unit, "illustration": unit}},
         "nudity": {"oneOf": [
             {"type": "object", "required": ["raw", "safe", "partial"], "additionalProperties": False,
              "properties": {"raw": unit, "safe": unit, "partial": unit}},
@@ -1703,8 +1746,9 @@ schemas["SightengineAnswer"] = {
     },
 }
 p_models = qparam("models", {"type": "string"},
-                  "Comma list: `nudity`, `nudity-2.0` or `nudity-2.1` (one version). Any other "
-                  "model is 400 `bad_request` naming it and the supported ones.", required=True)
+                  "Comma list of `nudity`, `nudity-2.0` or `nudity-2.1` (one version), `type` and "
+                  "`properties`. Any other model is 400 `bad_request` naming it and the supported "
+                  "ones.", required=True)
 paths["/1.0/check.json"] = {
     "post": {
         "operationId": "sightengineCheck",

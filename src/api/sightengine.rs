@@ -3,8 +3,8 @@
 //!
 //! The image comes as on `/1.0/check-workflow.json` (`media` in a form, or `url`; the key as
 //! `api_secret`, [`super::compat_image::receive`]) and is checked by the `default` workflow's
-//! image checks (or the `workflow` field's). `models` names what to answer, and only what the
-//! nudity models here can honestly score is accepted ([`SUPPORTED_MODELS`]); any other model is
+//! image checks (or the `workflow` field's). `models` names what to answer, and only what this
+//! server can honestly score or measure is accepted ([`SUPPORTED_MODELS`]); any other model is
 //! refused with the compatible error envelope, naming it and the supported ones:
 //!
 //! - `nudity`: `raw` is modgate's `nudity` (open-NSFW and nsfwjs), `partial` its `suggestive`
@@ -13,7 +13,12 @@
 //!   `none` is 1 minus the larger. The other classes of those versions (`sexual_activity`,
 //!   `erotica`, `very_suggestive`, `mildly_suggestive`, the suggestive and context classes)
 //!   have no model here and are absent, never a made-up score.
+//! - `type`: `illustration` is nsfwjs's drawing classes (Drawing plus Hentai, modgate's
+//!   `illustration`), `photo` is 1 minus it. nsfwjs runs for it whatever the workflow names.
+//! - `properties`: `sharpness`, `brightness`, `contrast` and `colors`, measured from the
+//!   pixels ([`crate::image::properties`]), at the answer's top level as Sightengine's are.
 //!
+//! Only the checks the models need run: `properties` alone decodes the image and runs no model.
 //! `models` is read once the image is received (a refusal of it comes after the upload or the
 //! download). `request.operations` counts the models answered; the quota counts the request
 //! as one check.
@@ -23,22 +28,57 @@ use serde::Serialize;
 use super::compat_image::receive;
 use super::context::Context;
 use super::envelope::{json_response, CompatRequest};
-use super::image::score_image;
+use super::image::score_image_with;
 use super::{scored, CheckSummary, RequestNotes};
+use crate::checks::categories::ILLUSTRATION;
+use crate::checks::{nsfwjs, registry};
 use crate::decision::decide;
 use crate::error::{ApiError, ApiResult};
 use crate::http::conn::Exchange;
 use crate::http::response::Response;
+use crate::image::properties::Properties;
 use futures_lite::{AsyncRead, AsyncWrite};
 
 /// The models this route answers.
-pub const SUPPORTED_MODELS: &[&str] = &["nudity", "nudity-2.0", "nudity-2.1"];
+pub const SUPPORTED_MODELS: &[&str] = &["nudity", "nudity-2.0", "nudity-2.1", "properties", "type"];
 
 /// The version of `nudity` asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Nudity {
     V1,
     V2,
+}
+
+/// The models a request asks for.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Asked {
+    nudity: Option<Nudity>,
+    properties: bool,
+    /// `type`: photo or illustration.
+    kind: bool,
+}
+
+impl Asked {
+    /// `request.operations`: one per model answered.
+    fn operations(&self) -> u32 {
+        u32::from(self.nudity.is_some()) + u32::from(self.properties) + u32::from(self.kind)
+    }
+
+    /// The image checks that answer them: the workflow's for `nudity`, nsfwjs for `type`, the
+    /// `properties` measurement.
+    fn checks(&self, workflow_checks: &[String]) -> Vec<String> {
+        let mut checks = Vec::new();
+        if self.nudity.is_some() {
+            checks.extend(workflow_checks.iter().cloned());
+        }
+        if self.kind && !checks.iter().any(|check| check == nsfwjs::SOURCE) {
+            checks.push(nsfwjs::SOURCE.to_owned());
+        }
+        if self.properties {
+            checks.push(registry::PROPERTIES.name.to_owned());
+        }
+        checks
+    }
 }
 
 #[derive(Serialize)]
@@ -57,10 +97,23 @@ enum NudityAnswer {
 }
 
 #[derive(Serialize)]
+struct TypeAnswer {
+    photo: f64,
+    illustration: f64,
+}
+
+#[derive(Serialize)]
 struct Answer<'a> {
     status: &'static str,
     request: CompatRequest<'a>,
-    nudity: NudityAnswer,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nudity: Option<NudityAnswer>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<TypeAnswer>,
+    /// `sharpness`, `brightness`, `contrast` and `colors`, at the top level as Sightengine
+    /// answers them.
+    #[serde(flatten)]
+    properties: Option<&'a Properties>,
     media: Media<'a>,
 }
 
@@ -76,26 +129,18 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
     let received = receive(cx, exchange, notes).await?;
-    let (version, operations) = parse_models(received.models.as_deref())?;
+    let asked = parse_models(received.models.as_deref())?;
     let workflow = received.workflow.clone();
-    let board = score_image(cx, &received.caller, &workflow, received.bytes).await?;
+    let checks = asked.checks(&workflow.definition.image_checks);
+    let board = score_image_with(cx, &received.caller, &checks, received.bytes).await?;
     let decision = decide(&workflow.definition, &board);
     notes.check = Some(CheckSummary::of(&workflow, &decision));
-    let nudity = scored(&board, "nudity")?;
-    let suggestive = scored(&board, "suggestive")?;
-    let clean = 1.0 - nudity.max(suggestive);
-    let request_id = exchange.request_id.as_str();
-    let media_id = format!("med_{request_id}");
-    Ok(json_response(
-        200,
-        &Answer {
-            status: "success",
-            request: CompatRequest {
-                id: request_id,
-                timestamp: cx.now_ms() as f64 / 1000.0,
-                operations,
-            },
-            nudity: match version {
+    let nudity = match asked.nudity {
+        Some(version) => {
+            let nudity = scored(&board, "nudity")?;
+            let suggestive = scored(&board, "suggestive")?;
+            let clean = 1.0 - nudity.max(suggestive);
+            Some(match version {
                 Nudity::V1 => NudityAnswer::V1 {
                     raw: nudity,
                     safe: clean,
@@ -106,7 +151,40 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
                     suggestive,
                     none: clean,
                 },
+            })
+        }
+        None => None,
+    };
+    let kind = match asked.kind {
+        true => {
+            let illustration = scored(&board, ILLUSTRATION)?;
+            Some(TypeAnswer {
+                photo: 1.0 - illustration,
+                illustration,
+            })
+        }
+        false => None,
+    };
+    let properties = match asked.properties {
+        true => Some(board.measured.properties.as_ref().ok_or_else(|| {
+            ApiError::internal("the image's properties were asked for and not measured")
+        })?),
+        false => None,
+    };
+    let request_id = exchange.request_id.as_str();
+    let media_id = format!("med_{request_id}");
+    Ok(json_response(
+        200,
+        &Answer {
+            status: "success",
+            request: CompatRequest {
+                id: request_id,
+                timestamp: cx.now_ms() as f64 / 1000.0,
+                operations: asked.operations(),
             },
+            nudity,
+            kind,
+            properties,
             media: Media {
                 id: &media_id,
                 uri: received.uri.as_deref(),
@@ -115,19 +193,27 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     ))
 }
 
-/// The `models` asked for: which version of `nudity`, and how many operations that is.
-fn parse_models(models: Option<&str>) -> ApiResult<(Nudity, u32)> {
+/// The `models` asked for.
+fn parse_models(models: Option<&str>) -> ApiResult<Asked> {
     let models = models.ok_or_else(|| {
         ApiError::bad_request(format!(
             "`models` is required: this server answers {}",
             SUPPORTED_MODELS.join(", ")
         ))
     })?;
-    let mut version = None;
+    let mut asked = Asked::default();
     for model in models.split(',').map(str::trim) {
-        let asked = match model {
+        let version = match model {
             "nudity" => Nudity::V1,
             "nudity-2.0" | "nudity-2.1" => Nudity::V2,
+            "properties" => {
+                asked.properties = true;
+                continue;
+            }
+            "type" => {
+                asked.kind = true;
+                continue;
+            }
             other => {
                 let shown: String = other.chars().take(40).collect();
                 return Err(ApiError::bad_request(format!(
@@ -136,17 +222,14 @@ fn parse_models(models: Option<&str>) -> ApiResult<(Nudity, u32)> {
                 )));
             }
         };
-        if version.is_some_and(|known| known != asked) {
+        if asked.nudity.is_some_and(|known| known != version) {
             return Err(ApiError::bad_request(
                 "ask for one version of `nudity`: both answer in the same `nudity` object",
             ));
         }
-        version = Some(asked);
+        asked.nudity = Some(version);
     }
-    // Every entry was a nudity model and the list is not empty, so `version` is set.
-    version
-        .map(|v| (v, 1))
-        .ok_or_else(|| ApiError::bad_request("`models` names no model"))
+    Ok(asked)
 }
 
 #[cfg(test)]
@@ -156,20 +239,28 @@ mod tests {
 
     #[test]
     fn models_are_read_or_refused() {
-        assert_eq!(parse_models(Some("nudity")).unwrap(), (Nudity::V1, 1));
+        let nudity = |version| Asked {
+            nudity: Some(version),
+            ..Asked::default()
+        };
+        assert_eq!(parse_models(Some("nudity")).unwrap(), nudity(Nudity::V1));
         assert_eq!(
             parse_models(Some("nudity-2.1, nudity-2.0")).unwrap(),
-            (Nudity::V2, 1)
+            nudity(Nudity::V2)
         );
+        let all = parse_models(Some("type,nudity-2.1,properties")).unwrap();
+        assert_eq!(all.operations(), 3);
+        let workflow = vec!["open_nsfw".to_owned(), "nsfwjs".to_owned()];
+        assert_eq!(all.checks(&workflow), ["open_nsfw", "nsfwjs", "properties"]);
+        let only = parse_models(Some("properties,type")).unwrap();
+        assert_eq!((only.nudity, only.operations()), (None, 2));
+        assert_eq!(only.checks(&workflow), ["nsfwjs", "properties"]);
         let refused = |models: Option<&str>, says: &str| {
             let message = parse_models(models).unwrap_err().message;
             assert!(message.contains(says), "{message}");
         };
         refused(None, "is required");
-        refused(
-            Some("nudity,properties"),
-            "model `properties` is not available",
-        );
+        refused(Some("nudity,faces"), "model `faces` is not available");
         refused(Some("nudity,nudity-2.1"), "one version");
         refused(Some(""), "model `` is not available");
         refused(Some(&"é".repeat(100)), "is not available");

@@ -15,6 +15,8 @@ pub struct Scored {
 pub struct ScoreBoard {
     scored: Vec<Scored>,
     unchecked: Vec<&'static str>,
+    /// What the measuring checks found (no category: figures an answer reports as they are).
+    pub measured: crate::image::Measured,
 }
 
 impl ScoreBoard {

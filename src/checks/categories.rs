@@ -4,6 +4,7 @@
 pub const NUDITY: &str = "nudity";
 pub const SUGGESTIVE: &str = "suggestive";
 pub const DRAWN_NUDITY: &str = "drawn_nudity";
+pub const ILLUSTRATION: &str = "illustration";
 
 /// `(id, text, message)`.
 pub const CATEGORIES: &[(&str, &str, &str)] = &[
@@ -82,6 +83,11 @@ pub const CATEGORIES: &[(&str, &str, &str)] = &[
         "drawn_nudity",
         "Drawn nudity",
         "This image appears to contain drawn or animated nudity.",
+    ),
+    (
+        "illustration",
+        "Illustration",
+        "This image appears to be a drawing or an illustration rather than a photo.",
     ),
 ];
 

@@ -158,7 +158,7 @@ impl Engine {
                         board.unavailable(check.categories);
                     }
                 }
-                Runner::Image { .. } => {}
+                Runner::Image { .. } | Runner::Measure(_) => {}
             }
         }
         if !ran {
@@ -187,7 +187,8 @@ impl Engine {
                 _ => board.unavailable(check.categories),
             }
         }
-        let worker = match (&self.worker, wanted != 0) {
+        let measures = registry::measures(checks);
+        let worker = match (&self.worker, wanted != 0 || measures.any()) {
             (Some(worker), true) => worker,
             _ => {
                 let error = ApiError::new(
@@ -198,7 +199,7 @@ impl Engine {
                 return (bytes, Err(error));
             }
         };
-        let outcome = match worker.image(bytes, probe, wanted).await {
+        let outcome = match worker.image(bytes, probe, wanted, measures).await {
             Ok(outcome) => outcome,
             Err(error) => return (Vec::new(), Err(error)),
         };
@@ -206,6 +207,7 @@ impl Engine {
             Ok(scores) => scores,
             Err(error) => return (outcome.bytes, Err(image_error(error))),
         };
+        board.measured = scores.measured.clone();
         let models = &worker.image_models;
         if let Some(format) = scores.format {
             let prepared = scores

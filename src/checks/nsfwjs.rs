@@ -4,11 +4,12 @@
 //!
 //! Its input is TensorFlow's corner-aligned bilinear resize
 //! ([`crate::image::resize::nsfwjs_input`]); its output is [drawing, hentai, neutral, porn,
-//! sexy]. `nudity` is Porn, `suggestive` is Sexy, `drawn_nudity` is Hentai. Where open-NSFW
+//! sexy]. `nudity` is Porn, `suggestive` is Sexy, `drawn_nudity` is Hentai, and
+//! `illustration` (a drawing rather than a photo) is Drawing plus Hentai. Where open-NSFW
 //! scores `nudity` too, the board keeps the best, and a reason names the model that gave it.
 
 use super::board::ScoreBoard;
-use super::categories::{DRAWN_NUDITY, NUDITY, SUGGESTIVE};
+use super::categories::{DRAWN_NUDITY, ILLUSTRATION, NUDITY, SUGGESTIVE};
 use super::registry::{Check, Runner};
 use crate::content::ContentKind;
 use crate::image::resize::{nsfwjs_input, MODEL_SIDE};
@@ -16,9 +17,10 @@ use crate::image::{ImageError, Rgb8};
 use crate::inference::{ImageModelSpec, ModelSpec};
 
 pub const SOURCE: &str = "nsfwjs";
-pub const CATEGORIES: &[&str] = &[NUDITY, SUGGESTIVE, DRAWN_NUDITY];
+pub const CATEGORIES: &[&str] = &[NUDITY, SUGGESTIVE, DRAWN_NUDITY, ILLUSTRATION];
 
 /// The classes, in the output's order.
+const DRAWING: usize = 0;
 const HENTAI: usize = 1;
 const PORN: usize = 3;
 const SEXY: usize = 4;
@@ -56,6 +58,7 @@ fn score(row: &[f32], board: &mut ScoreBoard) {
     board.add(NUDITY, f64::from(row[PORN]), SOURCE);
     board.add(SUGGESTIVE, f64::from(row[SEXY]), SOURCE);
     board.add(DRAWN_NUDITY, f64::from(row[HENTAI]), SOURCE);
+    board.add(ILLUSTRATION, f64::from(row[DRAWING] + row[HENTAI]), SOURCE);
 }
 
 /// Runs the model over `inputs` (whole images): the five classes per image.

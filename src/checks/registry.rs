@@ -16,6 +16,7 @@
 use super::board::ScoreBoard;
 use super::{links, nsfwjs, open_nsfw, pii, profanity_svm, toxblock, wordlist, TextModels};
 use crate::content::ContentKind;
+use crate::image::Measures;
 use crate::inference::{ImageModelSpec, ModelSpec, WorkerConfig};
 
 /// A check of this build.
@@ -54,13 +55,16 @@ pub enum Runner {
         model: &'static ImageModelSpec,
         score: fn(&[f32], &mut ScoreBoard),
     },
+    /// Measurements of an image's pixels on the model worker, no model: they score no
+    /// category and come back on the board ([`ScoreBoard::measured`]).
+    Measure(Measures),
 }
 
 impl Check {
     /// The model file this check needs, if any.
     pub fn model(&self) -> Option<ModelSpec> {
         match &self.runner {
-            Runner::Text { .. } => None,
+            Runner::Text { .. } | Runner::Measure(_) => None,
             Runner::TextModel(spec) => Some(*spec),
             Runner::Image { model, .. } => Some(model.model),
         }
@@ -87,7 +91,28 @@ pub const REGISTRY: &[&Check] = &[
     &toxblock::CHECK,
     &open_nsfw::CHECK,
     &nsfwjs::CHECK,
+    &PROPERTIES,
 ];
+
+/// `properties`: sharpness, brightness, contrast and colours of an image
+/// ([`crate::image::properties`]).
+pub const PROPERTIES: Check = Check {
+    name: "properties",
+    kind: ContentKind::Image,
+    categories: &[],
+    runner: Runner::Measure(Measures::PROPERTIES),
+};
+
+/// What the measuring checks among `names` ask the worker for.
+pub fn measures(names: &[String]) -> Measures {
+    names
+        .iter()
+        .filter_map(|name| find(name))
+        .fold(Measures::NONE, |measures, check| match check.runner {
+            Runner::Measure(asked) => measures.union(asked),
+            _ => measures,
+        })
+}
 
 /// The check named `name`.
 pub fn find(name: &str) -> Option<&'static Check> {
@@ -165,7 +190,8 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for check in REGISTRY {
             assert!(seen.insert(check.name), "{} twice", check.name);
-            assert!(!check.categories.is_empty(), "{}", check.name);
+            let measures = matches!(check.runner, Runner::Measure(_));
+            assert_eq!(check.categories.is_empty(), measures, "{}", check.name);
             for category in check.categories {
                 assert!(
                     super::super::categories::CATEGORIES
@@ -181,12 +207,8 @@ mod tests {
     #[test]
     fn image_checks_have_slots_and_the_others_none() {
         for check in REGISTRY {
-            assert_eq!(
-                image_slot(check).is_some(),
-                check.kind == ContentKind::Image,
-                "{}",
-                check.name
-            );
+            let model = matches!(check.runner, Runner::Image { .. });
+            assert_eq!(image_slot(check).is_some(), model, "{}", check.name);
         }
         assert!(image_models().len() <= crate::inference::worker::IMAGE_MODELS_MAX);
         let mut names: Vec<_> = models().iter().map(|spec| spec.name).collect();

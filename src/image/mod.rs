@@ -12,6 +12,7 @@
 pub mod decode;
 pub mod jpeg;
 pub mod probe;
+pub mod properties;
 pub mod resize;
 
 use std::fmt;
@@ -85,4 +86,40 @@ impl Rgb8 {
             pixels,
         }
     }
+}
+
+/// Measurements of the pixels a check can ask for beside the models, made on the model worker
+/// from the decoded image (no model runs them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Measures {
+    /// Sharpness, brightness, contrast and colours ([`properties`]).
+    pub properties: bool,
+}
+
+impl Measures {
+    pub const NONE: Measures = Measures { properties: false };
+    pub const PROPERTIES: Measures = Measures { properties: true };
+
+    pub fn any(self) -> bool {
+        self.properties
+    }
+
+    pub fn union(self, other: Measures) -> Measures {
+        Measures {
+            properties: self.properties || other.properties,
+        }
+    }
+
+    /// Runs the measurements asked for on `image`.
+    pub fn run(self, image: &Rgb8) -> Measured {
+        Measured {
+            properties: self.properties.then(|| properties::measure(image)),
+        }
+    }
+}
+
+/// What the measurements found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Measured {
+    pub properties: Option<properties::Properties>,
 }

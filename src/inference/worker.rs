@@ -25,7 +25,7 @@ use super::{open_session, ImageModelSpec, ModelSpec};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::image::decode::decode;
 use crate::image::probe::Probe;
-use crate::image::{Format, ImageError};
+use crate::image::{Format, ImageError, Measured, Measures};
 
 /// Scheduling niceness of worker threads: below the reactor's 0.
 pub const WORKER_NICE: i32 = 10;
@@ -77,6 +77,9 @@ pub struct ImageJobScores {
     pub decode_us: u64,
     /// One row per model that ran, in slot order.
     pub rows: Vec<ModelRow>,
+    /// The measurements asked for, and their time.
+    pub measured: Measured,
+    pub measure_us: u64,
 }
 
 /// An image job's answer: the scores, or why the image does not decode; and the caller's
@@ -102,6 +105,7 @@ struct ImageJob {
     probe: Probe,
     /// The image models wanted, as a set of slots.
     wanted: u64,
+    measures: Measures,
     reply: oneshot::Sender<ImageOutcome>,
 }
 
@@ -191,19 +195,21 @@ impl Worker {
         }
     }
 
-    /// Decodes and scores an image with the image models of the slots in `wanted`; the buffer
-    /// comes back with the outcome.
+    /// Decodes and scores an image with the image models of the slots in `wanted`, and makes
+    /// the `measures`; the buffer comes back with the outcome.
     pub async fn image(
         &self,
         bytes: Vec<u8>,
         probe: Probe,
         wanted: u64,
+        measures: Measures,
     ) -> ApiResult<ImageOutcome> {
         let (reply, result) = oneshot::channel();
         let _pending = self.submit(Job::Image(ImageJob {
             bytes,
             probe,
             wanted,
+            measures,
             reply,
         }))?;
         result
@@ -439,10 +445,22 @@ fn prepare(
             "the decoder failed on this file".into(),
         ))
     })?;
+    let decode_us = started.elapsed().as_micros() as u64;
+    let started = Instant::now();
+    // Measurements are this crate's own code over bounded buffers; a bug in one must still
+    // cost only its figures, not the worker.
+    let measured =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.measures.run(&image)))
+            .unwrap_or_else(|_| {
+                tracing::error!("an image measurement panicked");
+                Measured::default()
+            });
     let mut scores = ImageJobScores {
         format: Some(job.probe.format),
-        decode_us: started.elapsed().as_micros() as u64,
+        decode_us,
         rows: Vec::new(),
+        measured,
+        measure_us: started.elapsed().as_micros() as u64,
     };
     let mut added: Vec<usize> = Vec::new();
     for (slot, spec) in models.iter().enumerate() {

@@ -15,6 +15,7 @@ out = {
     "file": client.check("nudity").set_file(path),
     "bytes": client.check("nudity-2.1").set_bytes(open(path, "rb").read()),
     "url": client.check("nudity").set_url(url),
-    "unsupported": client.check("nudity", "properties").set_file(path),
+    "properties": client.check("properties", "type").set_url(url),
+    "unsupported": client.check("nudity", "faces").set_file(path),
 }
 print(json.dumps(out))
