@@ -177,6 +177,7 @@ fn json_answers(c: &mut Criterion) {
                 time_ms: 0,
                 shape: Shape::Native,
                 properties: None,
+                qr_codes: None,
             })
         })
     });

@@ -150,5 +150,28 @@ fn models(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decoding, resizing, pipeline, models);
+/// The measurements of the `properties` and `qr` checks, on what the worker decodes: the 1 MP
+/// JPEG at the DCT scale the models need, and the 12 MP one likewise.
+fn measuring(c: &mut Criterion) {
+    let mut group = c.benchmark_group("measure");
+    for (name, bytes) in [
+        (
+            "jpeg_1mp",
+            testimage("jpeg_baseline_retina_1152x864_1mp.jpg"),
+        ),
+        ("jpeg_12mp", large_jpeg()),
+    ] {
+        let found = probe(&bytes).unwrap();
+        let decoded = decode(&bytes, &found, 256).unwrap();
+        group.bench_function(format!("properties/{name}"), |b| {
+            b.iter(|| modgate::image::properties::measure(black_box(&decoded)))
+        });
+        group.bench_function(format!("qr/{name}"), |b| {
+            b.iter(|| modgate::image::qr::read(black_box(&decoded)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decoding, resizing, pipeline, models, measuring);
 criterion_main!(benches);

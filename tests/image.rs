@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const FORMATS: &[&str] = &[
     "jpeg_baseline_chelsea_451x300.jpg",
@@ -536,4 +536,68 @@ fn a_workflow_naming_properties_answers_the_images_properties() {
     let (status, answer) = image(&server, &key, "", &photo);
     assert_eq!(status, 200, "{answer}");
     assert!(answer.get("properties").is_none(), "{answer}");
+}
+
+#[test]
+fn a_workflow_naming_qr_reads_the_codes_and_checks_what_they_carry() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let file = server.data.join("codes.toml");
+    std::fs::write(
+        &file,
+        "[workflows.codes]\ndescription = \"QR codes and what they carry.\"\nimage_checks = [\"qr\"]\n[workflows.codes.categories]\nqr_link = { review = 0.5, reject = 1.0 }\npii_email = { review = 0.9, reject = 1.0 }\nprofanity = { review = 0.7, reject = 0.9 }\n",
+    )
+    .unwrap();
+    server.admin_ok(&["workflow", "import", file.to_str().unwrap()]);
+    let (status, answer) = image(
+        &server,
+        &key,
+        "?workflow=codes",
+        &qr_webp("https://win-a-prize.example/claim"),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["qr_codes"][0]["payload"],
+        "https://win-a-prize.example/claim"
+    );
+    assert!(
+        answer["qr_codes"][0]["x1"].as_f64().unwrap() > 0.05,
+        "{answer}"
+    );
+    assert_eq!(answer["summary"]["action"], "review");
+    let reason = &answer["summary"]["review_reason"][0];
+    assert_eq!(
+        (&reason["id"], &reason["source"]),
+        (&json!("qr_link"), &json!("qr+links"))
+    );
+    // An e-mail address and a swear word in a code: the text checks' categories, the QR as source.
+    let (status, answer) = image(
+        &server,
+        &key,
+        "?workflow=codes",
+        &qr_webp("shit, mail jane@example.com"),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let sources: Vec<(&str, &str)> = answer["summary"]["review_reason"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r["source"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        sources,
+        [("pii_email", "qr+pii"), ("profanity", "qr+wordlist")],
+        "{answer}"
+    );
+    // No code: checked, nothing found.
+    let (status, answer) = image(
+        &server,
+        &key,
+        "?workflow=codes",
+        &testimage("jpeg_baseline_chelsea_451x300.jpg"),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["qr_codes"], json!([]));
+    assert_eq!(answer["scores"]["qr_link"], 0.0);
+    assert_eq!(answer["summary"]["action"], "accept");
 }

@@ -68,6 +68,26 @@ fn check_json_answers_nudity_and_refuses_what_it_cannot_score() {
     assert_schema("SightengineAnswer", &answer);
     assert!(answer.get("nudity").is_none() && answer.get("type").is_none());
     assert_eq!(answer["request"]["operations"], 1);
+    // What QR codes carry, as the text route lists it (no positions).
+    let (content_type, body) = image_form(
+        &[("models", "qr-content"), ("api_secret", &key)],
+        &qr_webp("Fuck this, visit www.example.org or mail jane@example.com"),
+    );
+    let (status, _, answer) = post(
+        &server.url("/1.0/check.json"),
+        &[("Content-Type", &content_type)],
+        &body,
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("SightengineAnswer", &answer);
+    assert_eq!(
+        answer["qr"],
+        serde_json::json!({
+            "link": [{"type": "url", "match": "www.example.org"}],
+            "personal": [{"type": "email", "match": "jane@example.com"}],
+            "profanity": [{"type": "inappropriate", "intensity": "high", "match": "Fuck"}],
+        })
+    );
     for models in ["faces", "nudity,faces", "nudity,nudity-2.0"] {
         let (status, answer) = send(models);
         assert_error(status, &answer, 400, "bad_request", true);

@@ -8,6 +8,7 @@ use super::envelope::{json_response, CompatRequest};
 use crate::decision::{Decision, Reason};
 use crate::http::response::Response;
 use crate::image::properties::Properties;
+use crate::image::qr::QrCode;
 use crate::store::records::WorkflowRecord;
 
 /// Which shape to answer in.
@@ -29,6 +30,8 @@ pub struct CheckAnswer<'a> {
     pub shape: Shape,
     /// The image's properties, when a `properties` check measured them.
     pub properties: Option<&'a Properties>,
+    /// The image's QR codes, when a `qr` check read them.
+    pub qr_codes: Option<&'a [QrCode]>,
 }
 
 #[derive(Serialize)]
@@ -89,6 +92,8 @@ struct Answer<'a> {
     request: Option<CompatRequest<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     properties: Option<&'a Properties>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    qr_codes: Option<&'a [QrCode]>,
 }
 
 pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
@@ -125,6 +130,7 @@ pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
             unchecked: (!decision.unchecked.is_empty()).then_some(decision.unchecked.as_slice()),
             request,
             properties: answer.properties,
+            qr_codes: answer.qr_codes,
         },
     )
 }

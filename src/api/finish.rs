@@ -37,5 +37,6 @@ pub fn finish_check(
         time_ms: notes.started.elapsed().as_millis() as u64,
         shape,
         properties: board.measured.properties.as_ref(),
+        qr_codes: board.measured.qr_codes.as_deref(),
     })
 }

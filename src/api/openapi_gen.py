@@ -216,6 +216,21 @@ answer_props = {
         ),
     },
 }
+answer_props["qr_codes"] = {
+    "type": "array",
+    "maxItems": 8,
+    "description": "The image's QR codes that decode, when the workflow names the `qr` check "
+                   "(`[]`: checked, none found).",
+    "items": {"type": "object", "required": ["payload", "x1", "y1", "x2", "y2"],
+              "additionalProperties": False,
+              "properties": {
+                  "payload": {"type": "string"},
+                  "x1": {"type": "number", "minimum": 0, "maximum": 1,
+                         "description": "Bounding box, fractions of the width and height."},
+                  "y1": {"type": "number", "minimum": 0, "maximum": 1},
+                  "x2": {"type": "number", "minimum": 0, "maximum": 1},
+                  "y2": {"type": "number", "minimum": 0, "maximum": 1}}},
+}
 answer_props["properties"] = {
     "allOf": [sref("ImageProperties")],
     "description": "An image's properties, when the workflow names the `properties` check.",
@@ -1727,6 +1742,16 @@ schemas["SightengineAnswer"] = {
         **properties_fields,
         "status": {"const": "success"},
         "request": sref("CompatRequest"),
+        "qr": {"type": "object", "required": ["link", "personal", "profanity"],
+               "additionalProperties": False,
+               "description": "`models=qr-content`: the matches of every QR code's payload, as "
+                              "`/1.0/text/check.json` lists them, without positions.",
+               "properties": {k: {"type": "array", "items": {
+                   "type": "object", "required": ["type", "match"], "additionalProperties": False,
+                   "properties": {"type": {"type": "string"},
+                                  "intensity": {"enum": ["high", "medium"]},
+                                  "match": {"type": "string"}}}}
+                   for k in ("link", "personal", "profanity")}},
         "type": {"type": "object", "required": ["photo", "illustration"],
                  "additionalProperties": False,
                  "description": "`models=type`: `illustration` is nsfwjs's Drawing plus Hentai, "
@@ -1746,8 +1771,8 @@ schemas["SightengineAnswer"] = {
     },
 }
 p_models = qparam("models", {"type": "string"},
-                  "Comma list of `nudity`, `nudity-2.0` or `nudity-2.1` (one version), `type` and "
-                  "`properties`. Any other model is 400 `bad_request` naming it and the supported "
+                  "Comma list of `nudity`, `nudity-2.0` or `nudity-2.1` (one version), `type`, "
+                  "`properties` and `qr-content`. Any other model is 400 `bad_request` naming it and the supported "
                   "ones.", required=True)
 paths["/1.0/check.json"] = {
     "post": {

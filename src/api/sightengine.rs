@@ -17,6 +17,10 @@
 //!   `illustration`), `photo` is 1 minus it. nsfwjs runs for it whatever the workflow names.
 //! - `properties`: `sharpness`, `brightness`, `contrast` and `colors`, measured from the
 //!   pixels ([`crate::image::properties`]), at the answer's top level as Sightengine's are.
+//! - `qr-content`: `qr.link`, `qr.personal` and `qr.profanity`, the matches of every QR code's
+//!   payload as `/1.0/text/check.json` lists them (`type`, `match`, and `intensity` for
+//!   profanity; no positions). Sightengine's `category` of a link (unsafe sites) and its `spam`
+//!   list have nothing behind them here and are absent.
 //!
 //! Only the checks the models need run: `properties` alone decodes the image and runs no model.
 //! `models` is read once the image is received (a refusal of it comes after the upload or the
@@ -29,9 +33,10 @@ use super::compat_image::receive;
 use super::context::Context;
 use super::envelope::{json_response, CompatRequest};
 use super::image::score_image_with;
+use super::sightengine_text::RuleMatches;
 use super::{scored, CheckSummary, RequestNotes};
 use crate::checks::categories::ILLUSTRATION;
-use crate::checks::{nsfwjs, registry};
+use crate::checks::{nsfwjs, qr, registry};
 use crate::decision::decide;
 use crate::error::{ApiError, ApiResult};
 use crate::http::conn::Exchange;
@@ -40,7 +45,14 @@ use crate::image::properties::Properties;
 use futures_lite::{AsyncRead, AsyncWrite};
 
 /// The models this route answers.
-pub const SUPPORTED_MODELS: &[&str] = &["nudity", "nudity-2.0", "nudity-2.1", "properties", "type"];
+pub const SUPPORTED_MODELS: &[&str] = &[
+    "nudity",
+    "nudity-2.0",
+    "nudity-2.1",
+    "properties",
+    "type",
+    "qr-content",
+];
 
 /// The version of `nudity` asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,12 +68,17 @@ struct Asked {
     properties: bool,
     /// `type`: photo or illustration.
     kind: bool,
+    /// `qr-content`: what the QR codes carry.
+    qr: bool,
 }
 
 impl Asked {
     /// `request.operations`: one per model answered.
     fn operations(&self) -> u32 {
-        u32::from(self.nudity.is_some()) + u32::from(self.properties) + u32::from(self.kind)
+        u32::from(self.nudity.is_some())
+            + u32::from(self.properties)
+            + u32::from(self.kind)
+            + u32::from(self.qr)
     }
 
     /// The image checks that answer them: the workflow's for `nudity`, nsfwjs for `type`, the
@@ -76,6 +93,9 @@ impl Asked {
         }
         if self.properties {
             checks.push(registry::PROPERTIES.name.to_owned());
+        }
+        if self.qr {
+            checks.push(qr::SOURCE.to_owned());
         }
         checks
     }
@@ -96,6 +116,24 @@ enum NudityAnswer {
     },
 }
 
+/// `qr-content`: the rule matches of every QR code's payload, by category.
+#[derive(Serialize, Default)]
+struct QrAnswer<'a> {
+    link: Vec<QrMatch<'a>>,
+    personal: Vec<QrMatch<'a>>,
+    profanity: Vec<QrMatch<'a>>,
+}
+
+#[derive(Serialize)]
+struct QrMatch<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    intensity: Option<&'static str>,
+    #[serde(rename = "match")]
+    matched: &'a str,
+}
+
 #[derive(Serialize)]
 struct TypeAnswer {
     photo: f64,
@@ -110,6 +148,8 @@ struct Answer<'a> {
     nudity: Option<NudityAnswer>,
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     kind: Option<TypeAnswer>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    qr: Option<QrAnswer<'a>>,
     /// `sharpness`, `brightness`, `contrast` and `colors`, at the top level as Sightengine
     /// answers them.
     #[serde(flatten)]
@@ -171,6 +211,13 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
         })?),
         false => None,
     };
+    let qr_codes = match asked.qr {
+        true => Some(board.measured.qr_codes.as_deref().ok_or_else(|| {
+            ApiError::internal("the image's QR codes were asked for and not read")
+        })?),
+        false => None,
+    };
+    let qr = qr_codes.map(|codes| qr_answer(cx, codes));
     let request_id = exchange.request_id.as_str();
     let media_id = format!("med_{request_id}");
     Ok(json_response(
@@ -184,6 +231,7 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
             },
             nudity,
             kind,
+            qr,
             properties,
             media: Media {
                 id: &media_id,
@@ -191,6 +239,31 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
             },
         },
     ))
+}
+
+/// The rule matches of the QR codes' payloads, as `/1.0/text/check.json` finds them.
+fn qr_answer<'a>(cx: &Context, codes: &'a [crate::image::qr::QrCode]) -> QrAnswer<'a> {
+    let mut answer = QrAnswer::default();
+    for code in codes {
+        let found = RuleMatches::all(cx, &code.payload);
+        for (matches, list) in [
+            (found.link, &mut answer.link),
+            (found.personal, &mut answer.personal),
+            (found.profanity, &mut answer.profanity),
+        ] {
+            list.extend(
+                matches
+                    .into_iter()
+                    .flat_map(|m| m.matches)
+                    .map(|m| QrMatch {
+                        kind: m.kind,
+                        intensity: m.intensity,
+                        matched: m.matched,
+                    }),
+            );
+        }
+    }
+    answer
 }
 
 /// The `models` asked for.
@@ -212,6 +285,10 @@ fn parse_models(models: Option<&str>) -> ApiResult<Asked> {
             }
             "type" => {
                 asked.kind = true;
+                continue;
+            }
+            "qr-content" => {
+                asked.qr = true;
                 continue;
             }
             other => {

@@ -130,18 +130,18 @@ struct RulesAnswer<'a> {
 }
 
 #[derive(Serialize)]
-struct Matches<'a> {
-    matches: Vec<Match<'a>>,
+pub(super) struct Matches<'a> {
+    pub(super) matches: Vec<Match<'a>>,
 }
 
 #[derive(Serialize, Debug, PartialEq)]
-struct Match<'a> {
+pub(super) struct Match<'a> {
     #[serde(rename = "type")]
-    kind: String,
+    pub(super) kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    intensity: Option<&'static str>,
+    pub(super) intensity: Option<&'static str>,
     #[serde(rename = "match")]
-    matched: &'a str,
+    pub(super) matched: &'a str,
     start: usize,
     end: usize,
 }
@@ -340,13 +340,19 @@ fn ml_classes(board: &ScoreBoard) -> ApiResult<MlClasses> {
 
 /// The matches of the categories asked, each list in text order.
 #[derive(Default)]
-struct RuleMatches<'t> {
-    profanity: Option<Matches<'t>>,
-    personal: Option<Matches<'t>>,
-    link: Option<Matches<'t>>,
+pub(super) struct RuleMatches<'t> {
+    pub(super) profanity: Option<Matches<'t>>,
+    pub(super) personal: Option<Matches<'t>>,
+    pub(super) link: Option<Matches<'t>>,
 }
 
 impl<'t> RuleMatches<'t> {
+    /// Every rule category's matches in `text` (North American numbers included).
+    pub(super) fn all(cx: &Context, text: &'t str) -> Self {
+        let every: Vec<usize> = (0..RULE_CATEGORIES.len()).collect();
+        Self::find(cx, text, &every, true)
+    }
+
     fn find(cx: &Context, text: &'t str, categories: &[usize], north_america: bool) -> Self {
         let chars = CharIndex::new(text);
         let mut found = RuleMatches::default();

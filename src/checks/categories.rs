@@ -5,6 +5,8 @@ pub const NUDITY: &str = "nudity";
 pub const SUGGESTIVE: &str = "suggestive";
 pub const DRAWN_NUDITY: &str = "drawn_nudity";
 pub const ILLUSTRATION: &str = "illustration";
+pub const QR_CODE: &str = "qr_code";
+pub const QR_LINK: &str = "qr_link";
 
 /// `(id, text, message)`.
 pub const CATEGORIES: &[(&str, &str, &str)] = &[
@@ -88,6 +90,12 @@ pub const CATEGORIES: &[(&str, &str, &str)] = &[
         "illustration",
         "Illustration",
         "This image appears to be a drawing or an illustration rather than a photo.",
+    ),
+    ("qr_code", "QR code", "This image contains a QR code."),
+    (
+        "qr_link",
+        "Link in a QR code",
+        "This image contains a QR code that links to another website.",
     ),
 ];
 

@@ -14,7 +14,9 @@
 //!
 //! Image checks, on the shard's model worker after the image is decoded there:
 //! - [`open_nsfw`]: Yahoo's open-NSFW;
-//! - [`nsfwjs`]: nsfwjs's MobileNetV2.
+//! - [`nsfwjs`]: nsfwjs's MobileNetV2;
+//! - `properties` ([`registry::PROPERTIES`]) and [`qr`]: measured from the decoded pixels
+//!   there, no model (the QR codes' payloads are then checked as text on the shard).
 //!
 //! The fast checks run on the shard itself; model runs are awaited without blocking it. The
 //! scores of one request gather on a [`board::ScoreBoard`].
@@ -26,6 +28,7 @@ pub mod nsfwjs;
 pub mod open_nsfw;
 pub mod pii;
 pub mod profanity_svm;
+pub mod qr;
 pub mod registry;
 pub mod toxblock;
 pub mod wordlist;
@@ -158,7 +161,7 @@ impl Engine {
                         board.unavailable(check.categories);
                     }
                 }
-                Runner::Image { .. } | Runner::Measure(_) => {}
+                Runner::Image { .. } | Runner::Measure { .. } => {}
             }
         }
         if !ran {
@@ -207,6 +210,11 @@ impl Engine {
             Ok(scores) => scores,
             Err(error) => return (outcome.bytes, Err(image_error(error))),
         };
+        for check in checks_of(checks, ContentKind::Image) {
+            if let Runner::Measure { score, .. } = check.runner {
+                score(&scores.measured, &self.text, &mut board);
+            }
+        }
         board.measured = scores.measured.clone();
         let models = &worker.image_models;
         if let Some(format) = scores.format {

@@ -14,9 +14,9 @@
 //! the text) is a [`Runner::Text`] function.
 
 use super::board::ScoreBoard;
-use super::{links, nsfwjs, open_nsfw, pii, profanity_svm, toxblock, wordlist, TextModels};
+use super::{links, nsfwjs, open_nsfw, pii, profanity_svm, qr, toxblock, wordlist, TextModels};
 use crate::content::ContentKind;
-use crate::image::Measures;
+use crate::image::{Measured, Measures};
 use crate::inference::{ImageModelSpec, ModelSpec, WorkerConfig};
 
 /// A check of this build.
@@ -55,16 +55,20 @@ pub enum Runner {
         model: &'static ImageModelSpec,
         score: fn(&[f32], &mut ScoreBoard),
     },
-    /// Measurements of an image's pixels on the model worker, no model: they score no
-    /// category and come back on the board ([`ScoreBoard::measured`]).
-    Measure(Measures),
+    /// Measurements of an image's pixels on the model worker, no model. They come back on the
+    /// board ([`ScoreBoard::measured`]); `score` reads them into categories, if the check has
+    /// any (the QR codes' payloads are checked as text).
+    Measure {
+        measures: Measures,
+        score: fn(&Measured, &TextModels, &mut ScoreBoard),
+    },
 }
 
 impl Check {
     /// The model file this check needs, if any.
     pub fn model(&self) -> Option<ModelSpec> {
         match &self.runner {
-            Runner::Text { .. } | Runner::Measure(_) => None,
+            Runner::Text { .. } | Runner::Measure { .. } => None,
             Runner::TextModel(spec) => Some(*spec),
             Runner::Image { model, .. } => Some(model.model),
         }
@@ -92,6 +96,7 @@ pub const REGISTRY: &[&Check] = &[
     &open_nsfw::CHECK,
     &nsfwjs::CHECK,
     &PROPERTIES,
+    &qr::CHECK,
 ];
 
 /// `properties`: sharpness, brightness, contrast and colours of an image
@@ -100,7 +105,10 @@ pub const PROPERTIES: Check = Check {
     name: "properties",
     kind: ContentKind::Image,
     categories: &[],
-    runner: Runner::Measure(Measures::PROPERTIES),
+    runner: Runner::Measure {
+        measures: Measures::PROPERTIES,
+        score: |_, _, _| {},
+    },
 };
 
 /// What the measuring checks among `names` ask the worker for.
@@ -109,7 +117,9 @@ pub fn measures(names: &[String]) -> Measures {
         .iter()
         .filter_map(|name| find(name))
         .fold(Measures::NONE, |measures, check| match check.runner {
-            Runner::Measure(asked) => measures.union(asked),
+            Runner::Measure {
+                measures: asked, ..
+            } => measures.union(asked),
             _ => measures,
         })
 }
@@ -190,8 +200,8 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for check in REGISTRY {
             assert!(seen.insert(check.name), "{} twice", check.name);
-            let measures = matches!(check.runner, Runner::Measure(_));
-            assert_eq!(check.categories.is_empty(), measures, "{}", check.name);
+            let measures = matches!(check.runner, Runner::Measure { .. });
+            assert!(measures || !check.categories.is_empty(), "{}", check.name);
             for category in check.categories {
                 assert!(
                     super::super::categories::CATEGORIES

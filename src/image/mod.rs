@@ -13,6 +13,7 @@ pub mod decode;
 pub mod jpeg;
 pub mod probe;
 pub mod properties;
+pub mod qr;
 pub mod resize;
 
 use std::fmt;
@@ -94,19 +95,32 @@ impl Rgb8 {
 pub struct Measures {
     /// Sharpness, brightness, contrast and colours ([`properties`]).
     pub properties: bool,
+    /// The QR codes and what they carry ([`qr`]).
+    pub qr: bool,
 }
 
 impl Measures {
-    pub const NONE: Measures = Measures { properties: false };
-    pub const PROPERTIES: Measures = Measures { properties: true };
+    pub const NONE: Measures = Measures {
+        properties: false,
+        qr: false,
+    };
+    pub const PROPERTIES: Measures = Measures {
+        properties: true,
+        qr: false,
+    };
+    pub const QR: Measures = Measures {
+        properties: false,
+        qr: true,
+    };
 
     pub fn any(self) -> bool {
-        self.properties
+        self.properties || self.qr
     }
 
     pub fn union(self, other: Measures) -> Measures {
         Measures {
             properties: self.properties || other.properties,
+            qr: self.qr || other.qr,
         }
     }
 
@@ -114,6 +128,7 @@ impl Measures {
     pub fn run(self, image: &Rgb8) -> Measured {
         Measured {
             properties: self.properties.then(|| properties::measure(image)),
+            qr_codes: self.qr.then(|| qr::read(image)),
         }
     }
 }
@@ -122,4 +137,5 @@ impl Measures {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Measured {
     pub properties: Option<properties::Properties>,
+    pub qr_codes: Option<Vec<qr::QrCode>>,
 }

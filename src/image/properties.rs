@@ -25,7 +25,7 @@
 
 use serde::Serialize;
 
-use super::resize::pillow_bilinear;
+use super::resize::fit_within;
 use super::Rgb8;
 
 pub const WORK_SIDE_MAX: usize = 512;
@@ -94,17 +94,8 @@ impl Color {
 
 /// The properties of a decoded image (at least one pixel).
 pub fn measure(image: &Rgb8) -> Properties {
-    let long = image.width.max(image.height);
-    let resized;
-    let work = if long > WORK_SIDE_MAX {
-        let scale = WORK_SIDE_MAX as f64 / long as f64;
-        let width = ((image.width as f64 * scale).round() as usize).max(1);
-        let height = ((image.height as f64 * scale).round() as usize).max(1);
-        resized = pillow_bilinear(image, width, height);
-        &resized
-    } else {
-        image
-    };
+    let work = fit_within(image, WORK_SIDE_MAX);
+    let work = work.as_ref();
     let luma: Vec<f32> = work
         .pixels
         .chunks_exact(3)

@@ -179,6 +179,19 @@ pub fn pillow_bilinear(image: &Rgb8, width: usize, height: usize) -> Rgb8 {
     Rgb8::new(width, height, out)
 }
 
+/// `image` scaled down (Pillow's bilinear, antialiased) so that its long side is at most
+/// `side_max` px, keeping its aspect ratio; a smaller image as it is.
+pub fn fit_within(image: &Rgb8, side_max: usize) -> std::borrow::Cow<'_, Rgb8> {
+    let long = image.width.max(image.height);
+    if long <= side_max {
+        return std::borrow::Cow::Borrowed(image);
+    }
+    let scale = side_max as f64 / long as f64;
+    let width = ((image.width as f64 * scale).round() as usize).clamp(1, side_max);
+    let height = ((image.height as f64 * scale).round() as usize).clamp(1, side_max);
+    std::borrow::Cow::Owned(pillow_bilinear(image, width, height))
+}
+
 /// A `width` x `height` window of `image` at (`left`, `top`).
 pub fn crop(image: &Rgb8, left: usize, top: usize, width: usize, height: usize) -> Rgb8 {
     assert!(

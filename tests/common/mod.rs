@@ -767,3 +767,32 @@ fn serve_image_request<S: Read + Write>(mut stream: S) {
         stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
     };
 }
+
+/// `payload` as a QR code (drawn 6 px per module with a 4-module quiet zone on white, at
+/// (40, 30) of a 500 x 360 picture), encoded as a lossless WebP.
+pub fn qr_webp(payload: &str) -> Vec<u8> {
+    let code = qrcode::QrCode::new(payload.as_bytes()).expect("a QR code");
+    let (side, module, left, top) = (code.width(), 6, 40, 30);
+    let (width, height) = (500usize, 360usize);
+    let mut luma = vec![255u8; width * height];
+    for (index, color) in code.to_colors().iter().enumerate() {
+        if *color == qrcode::Color::Dark {
+            let (mx, my) = (index % side, index / side);
+            for y in 0..module {
+                let row = (top + (my + 4) * module + y) * width;
+                let start = row + left + (mx + 4) * module;
+                luma[start..start + module].fill(0);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    image_webp::WebPEncoder::new(&mut out)
+        .encode(
+            &luma,
+            width as u32,
+            height as u32,
+            image_webp::ColorType::L8,
+        )
+        .expect("WebP encoding");
+    out
+}
