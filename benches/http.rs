@@ -178,6 +178,7 @@ fn json_answers(c: &mut Criterion) {
                 shape: Shape::Native,
                 properties: None,
                 qr_codes: None,
+                language: None,
             })
         })
     });

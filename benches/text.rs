@@ -40,6 +40,9 @@ fn text_checks(c: &mut Criterion) {
         group.bench_function(format!("pii/{name}"), |b| {
             b.iter(|| pii::scan(std::hint::black_box(text)))
         });
+        group.bench_function(format!("language/{name}"), |b| {
+            b.iter(|| modgate::text::language::detect(std::hint::black_box(text)))
+        });
         group.bench_function(format!("default_workflow/{name}"), |b| {
             b.iter(|| {
                 let disguised = normalizer.normalize(text, &mut normalised);

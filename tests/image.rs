@@ -499,13 +499,9 @@ fn image_checks_are_journaled() {
 fn a_workflow_naming_properties_answers_the_images_properties() {
     let server = Server::start();
     let key = server.demo_key.clone().unwrap();
-    let file = server.data.join("quality.toml");
-    std::fs::write(
-        &file,
+    server.import_workflows(
         "[workflows.quality]\ndescription = \"Nudity and the image's properties.\"\nimage_checks = [\"nsfwjs\", \"properties\"]\n[workflows.quality.categories]\nnudity = { review = 0.5, reject = 0.9 }\nillustration = { review = 0.8, reject = 1.0 }\n",
-    )
-    .unwrap();
-    server.admin_ok(&["workflow", "import", file.to_str().unwrap()]);
+    );
     let photo = testimage("jpeg_baseline_chelsea_451x300.jpg");
     let (status, answer) = image(&server, &key, "?workflow=quality", &photo);
     assert_eq!(status, 200, "{answer}");
@@ -542,13 +538,9 @@ fn a_workflow_naming_properties_answers_the_images_properties() {
 fn a_workflow_naming_qr_reads_the_codes_and_checks_what_they_carry() {
     let server = Server::start();
     let key = server.demo_key.clone().unwrap();
-    let file = server.data.join("codes.toml");
-    std::fs::write(
-        &file,
+    server.import_workflows(
         "[workflows.codes]\ndescription = \"QR codes and what they carry.\"\nimage_checks = [\"qr\"]\n[workflows.codes.categories]\nqr_link = { review = 0.5, reject = 1.0 }\npii_email = { review = 0.9, reject = 1.0 }\nprofanity = { review = 0.7, reject = 0.9 }\n",
-    )
-    .unwrap();
-    server.admin_ok(&["workflow", "import", file.to_str().unwrap()]);
+    );
     let (status, answer) = image(
         &server,
         &key,

@@ -757,3 +757,50 @@ fn deeply_nested_json_is_refused_and_the_server_lives() {
     let (status, _) = text(&server, &key, &json!({"text": "still here"}));
     assert_eq!(status, 200);
 }
+
+/// Issue 16: a workflow that names the `language` check answers the text's language and sends
+/// texts in a language its word checks do not read to review, instead of accepting them unread.
+#[test]
+fn a_workflow_naming_language_reviews_texts_its_checks_cannot_read() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    server.import_workflows(
+        "[workflows.lang]\ndescription = \"English checks, and a review for other languages.\"\ntext_checks = [\"wordlist\", \"pii\", \"language\"]\n[workflows.lang.categories]\nprofanity = { review = 0.7, reject = 0.9 }\nunread_language = { review = 0.5, reject = 1.0 }\n",
+    );
+    let check = |text: &str| {
+        let (status, answer) = text_in(&server, &key, text, "lang");
+        assert_eq!(status, 200, "{answer}");
+        answer
+    };
+    let english = check("Thanks for the update. I will be there at three, and I will bring the documents we talked about yesterday.");
+    assert_eq!(english["language"]["code"], "en", "{english}");
+    assert_eq!(english["scores"]["unread_language"], 0.0);
+    assert_eq!(action(&english), "accept");
+    let french = check("Merci pour la mise à jour. Je serai là à trois heures et j'apporterai les documents dont nous avons parlé hier.");
+    assert_eq!(french["language"]["code"], "fr", "{french}");
+    assert!(
+        french["language"]["confidence"].as_f64().unwrap() > 0.9,
+        "{french}"
+    );
+    assert_eq!(action(&french), "review");
+    let reason = &french["summary"]["review_reason"][0];
+    assert_eq!(
+        (&reason["id"], &reason["source"]),
+        (&json!("unread_language"), &json!("language"))
+    );
+    // No letters, no language: nothing to review.
+    let digits = check("12345 678");
+    assert_eq!(digits["language"], Value::Null);
+    assert_eq!(action(&digits), "accept");
+    // The default workflow does not pay for detection, and says nothing of it.
+    let (_, answer) = text(
+        &server,
+        &key,
+        &json!({"text": "Merci pour la mise à jour."}),
+    );
+    assert!(answer.get("language").is_none(), "{answer}");
+}
+
+fn text_in(server: &Server, key: &str, text_: &str, workflow: &str) -> (u16, Value) {
+    text(server, key, &json!({"text": text_, "workflow": workflow}))
+}

@@ -10,6 +10,7 @@ use crate::http::response::Response;
 use crate::image::properties::Properties;
 use crate::image::qr::QrCode;
 use crate::store::records::WorkflowRecord;
+use crate::text::language::Language;
 
 /// Which shape to answer in.
 #[derive(Clone, Copy)]
@@ -32,6 +33,9 @@ pub struct CheckAnswer<'a> {
     pub properties: Option<&'a Properties>,
     /// The image's QR codes, when a `qr` check read them.
     pub qr_codes: Option<&'a [QrCode]>,
+    /// A text's language when the workflow names the `language` check; `Some(None)` (null) for
+    /// a text without one.
+    pub language: Option<Option<&'a Language>>,
 }
 
 #[derive(Serialize)]
@@ -94,6 +98,8 @@ struct Answer<'a> {
     properties: Option<&'a Properties>,
     #[serde(skip_serializing_if = "Option::is_none")]
     qr_codes: Option<&'a [QrCode]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    language: Option<Option<&'a Language>>,
 }
 
 pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
@@ -131,6 +137,7 @@ pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
             request,
             properties: answer.properties,
             qr_codes: answer.qr_codes,
+            language: answer.language,
         },
     )
 }

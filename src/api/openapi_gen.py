@@ -216,6 +216,21 @@ answer_props = {
         ),
     },
 }
+answer_props["language"] = {
+    "type": ["object", "null"],
+    "required": ["code", "confidence"],
+    "additionalProperties": False,
+    "description": (
+        "Texts, when the workflow names the `language` check: the language the text is written "
+        "in (whatlang over its first 400 characters), or null for a text without letters; "
+        "`unread_language` is then scored: the detection's confidence when none of the "
+        "workflow's word-judging checks reads that language, else 0."
+    ),
+    "properties": {
+        "code": {"type": "string", "pattern": "^[a-z]{2}$", "description": "ISO 639-1."},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    },
+}
 answer_props["qr_codes"] = {
     "type": "array",
     "maxItems": 8,

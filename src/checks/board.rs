@@ -17,6 +17,9 @@ pub struct ScoreBoard {
     unchecked: Vec<&'static str>,
     /// What the measuring checks found (no category: figures an answer reports as they are).
     pub measured: crate::image::Measured,
+    /// A text's language, when the workflow names the `language` check: `Some(None)` for a
+    /// text with no letters.
+    pub language: Option<Option<crate::text::language::Language>>,
 }
 
 impl ScoreBoard {

@@ -7,6 +7,7 @@ pub const DRAWN_NUDITY: &str = "drawn_nudity";
 pub const ILLUSTRATION: &str = "illustration";
 pub const QR_CODE: &str = "qr_code";
 pub const QR_LINK: &str = "qr_link";
+pub const UNREAD_LANGUAGE: &str = "unread_language";
 
 /// `(id, text, message)`.
 pub const CATEGORIES: &[(&str, &str, &str)] = &[
@@ -92,6 +93,11 @@ pub const CATEGORIES: &[(&str, &str, &str)] = &[
         "This image appears to be a drawing or an illustration rather than a photo.",
     ),
     ("qr_code", "QR code", "This image contains a QR code."),
+    (
+        "unread_language",
+        "Language not read",
+        "This text is in a language the checks of this service do not read.",
+    ),
     (
         "qr_link",
         "Link in a QR code",

@@ -37,6 +37,7 @@ pub const CHECK: super::registry::Check = super::registry::Check {
     name: SOURCE,
     kind: crate::content::ContentKind::Text,
     categories: &[CATEGORY],
+    languages: None,
     runner: super::registry::Runner::Text {
         score: |input, _, board| board.add(CATEGORY, score(input.raw), SOURCE),
         reads_normalised: false,

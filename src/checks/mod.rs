@@ -171,6 +171,13 @@ impl Engine {
             )
             .with_retry_after(60));
         }
+        // Detection costs about 140 µs a text: only workflows that ask for it pay it.
+        if checks.iter().any(|name| name == registry::LANGUAGE.name) {
+            let language = crate::text::language::detect(text);
+            let unread = registry::unread_language(checks, language.as_ref());
+            board.add(categories::UNREAD_LANGUAGE, unread, registry::LANGUAGE.name);
+            board.language = Some(language);
+        }
         Ok(board)
     }
 

@@ -43,6 +43,7 @@ pub const CHECK: Check = Check {
     name: SOURCE,
     kind: ContentKind::Image,
     categories: CATEGORIES,
+    languages: None,
     runner: Runner::Image {
         model: &MODEL,
         score,

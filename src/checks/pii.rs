@@ -27,6 +27,7 @@ pub const CHECK: super::registry::Check = super::registry::Check {
     name: SOURCE,
     kind: crate::content::ContentKind::Text,
     categories: CATEGORIES,
+    languages: None,
     runner: super::registry::Runner::Text {
         score: |input, _, board| {
             for (category, score) in scan(input.raw).by_category() {

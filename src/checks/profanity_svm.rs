@@ -26,6 +26,7 @@ pub const CHECK: super::registry::Check = super::registry::Check {
     name: SOURCE,
     kind: crate::content::ContentKind::Text,
     categories: &[CATEGORY],
+    languages: Some(&["en"]),
     runner: super::registry::Runner::Text {
         score: score_check,
         reads_normalised: true,

@@ -37,6 +37,7 @@ pub const CHECK: Check = Check {
     name: SOURCE,
     kind: ContentKind::Image,
     categories: CATEGORIES,
+    languages: None,
     runner: Runner::Measure {
         measures: Measures::QR,
         score,

@@ -25,6 +25,10 @@ pub struct Check {
     pub name: &'static str,
     pub kind: ContentKind,
     pub categories: &'static [&'static str],
+    /// The languages (ISO 639-1) whose words the check judges; `None` for one that does not
+    /// judge words (a scanner for e-mail addresses or links reads every language alike, as
+    /// does an image model). The `language` check scores texts in none of a workflow's.
+    pub languages: Option<&'static [&'static str]>,
     pub runner: Runner,
 }
 
@@ -97,7 +101,46 @@ pub const REGISTRY: &[&Check] = &[
     &nsfwjs::CHECK,
     &PROPERTIES,
     &qr::CHECK,
+    &LANGUAGE,
 ];
+
+/// `language`: `unread_language`, the confidence that a text is in a language none of the
+/// workflow's word-judging checks reads (0 when one does, or when no check judges words).
+/// Scored by the engine, which knows the workflow's other checks ([`unread_language`]).
+pub const LANGUAGE: Check = Check {
+    name: "language",
+    kind: ContentKind::Text,
+    categories: &[super::categories::UNREAD_LANGUAGE],
+    languages: None,
+    runner: Runner::Text {
+        score: |_, _, _| {},
+        reads_normalised: false,
+    },
+};
+
+/// The `unread_language` score of a text in `language` for the checks named `names`: its
+/// confidence when the checks that judge words read none of it, else 0.
+pub fn unread_language(
+    names: &[String],
+    language: Option<&crate::text::language::Language>,
+) -> f64 {
+    let mut judged = names
+        .iter()
+        .filter_map(|name| find(name))
+        .filter(|check| check.kind == ContentKind::Text)
+        .filter_map(|check| check.languages)
+        .peekable();
+    match language {
+        Some(language) if language.reliable && judged.peek().is_some() => {
+            if judged.any(|languages| languages.contains(&language.code)) {
+                0.0
+            } else {
+                language.confidence
+            }
+        }
+        _ => 0.0,
+    }
+}
 
 /// `properties`: sharpness, brightness, contrast and colours of an image
 /// ([`crate::image::properties`]).
@@ -105,6 +148,7 @@ pub const PROPERTIES: Check = Check {
     name: "properties",
     kind: ContentKind::Image,
     categories: &[],
+    languages: None,
     runner: Runner::Measure {
         measures: Measures::PROPERTIES,
         score: |_, _, _| {},
@@ -212,6 +256,35 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn unread_language_counts_only_the_checks_that_judge_words() {
+        use crate::text::language::Language;
+        let names = |list: &[&str]| list.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        let french = Language {
+            code: "fr",
+            confidence: 0.97,
+            reliable: true,
+        };
+        let english = Language {
+            code: "en",
+            ..french
+        };
+        let english_checks = names(&["wordlist", "pii", "language"]);
+        assert_eq!(unread_language(&english_checks, Some(&french)), 0.97);
+        assert_eq!(unread_language(&english_checks, Some(&english)), 0.0);
+        assert_eq!(unread_language(&english_checks, None), 0.0);
+        let unsure = Language {
+            reliable: false,
+            ..french
+        };
+        assert_eq!(unread_language(&english_checks, Some(&unsure)), 0.0);
+        // Scanners read every language alike: nothing judges words, nothing is unread.
+        assert_eq!(
+            unread_language(&names(&["pii", "links"]), Some(&french)),
+            0.0
+        );
     }
 
     #[test]

@@ -51,6 +51,7 @@ pub const CHECK: super::registry::Check = super::registry::Check {
     name: SOURCE,
     kind: crate::content::ContentKind::Text,
     categories: &LABELS,
+    languages: Some(&["en"]),
     runner: super::registry::Runner::TextModel(MODEL),
 };
 

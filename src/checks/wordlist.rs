@@ -106,6 +106,7 @@ pub const CHECK: super::registry::Check = super::registry::Check {
     name: SOURCE,
     kind: crate::content::ContentKind::Text,
     categories: &[CATEGORY],
+    languages: Some(&["en"]),
     runner: super::registry::Runner::Text {
         score: |input, models, board| {
             board.add(CATEGORY, models.wordlist.score(input.normalised), SOURCE)

@@ -228,6 +228,15 @@ impl Server {
         admin(&self.data, args)
     }
 
+    /// Imports workflow definitions (TOML, as `modgate workflow import` reads them).
+    pub fn import_workflows(&self, toml: &str) {
+        let file = self
+            .data
+            .join(format!("workflows-{}.toml", fastrand::u64(..)));
+        std::fs::write(&file, toml).expect("workflow file");
+        self.admin_ok(&["workflow", "import", file.to_str().expect("UTF-8 path")]);
+    }
+
     /// Runs an admin command that must succeed; returns its stdout.
     pub fn admin_ok(&self, args: &[&str]) -> String {
         let output = self.admin(args);
