@@ -8,7 +8,7 @@
 //! read when one of the codes found carries its payload exactly.
 
 use modgate::image::qr::read;
-use modgate::image::resize::pillow_bilinear;
+use modgate::image::resize::{box_blur, pillow_bilinear};
 use modgate::image::Rgb8;
 
 const PAYLOADS: &[&str] = &[
@@ -62,7 +62,7 @@ fn main() {
                 let read_ok = PAYLOADS
                     .iter()
                     .filter(|payload| {
-                        let image = blurred(&drawn(&photo, payload, module, rotation), blur);
+                        let image = box_blur(&drawn(&photo, payload, module, rotation), blur);
                         read(&image).iter().any(|code| code.payload == **payload)
                     })
                     .count();
@@ -116,27 +116,4 @@ fn drawn(photo: &Rgb8, payload: &str, module: f64, degrees: f64) -> Rgb8 {
         }
     }
     out
-}
-
-fn blurred(image: &Rgb8, radius: usize) -> Rgb8 {
-    if radius == 0 {
-        return image.clone();
-    }
-    let (width, height) = (image.width, image.height);
-    let mut out = image.pixels.clone();
-    for y in 0..height {
-        for x in 0..width {
-            for c in 0..3 {
-                let (mut sum, mut n) = (0u32, 0u32);
-                for yy in y.saturating_sub(radius)..(y + radius + 1).min(height) {
-                    for xx in x.saturating_sub(radius)..(x + radius + 1).min(width) {
-                        sum += u32::from(image.pixels[(yy * width + xx) * 3 + c]);
-                        n += 1;
-                    }
-                }
-                out[(y * width + x) * 3 + c] = (sum / n) as u8;
-            }
-        }
-    }
-    Rgb8::new(width, height, out)
 }

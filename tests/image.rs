@@ -54,25 +54,10 @@ fn compat_form(
     fields: &[(&str, &str)],
     media: Option<(&str, &str, &[u8])>,
 ) -> (u16, Value) {
-    let boundary = "----modgateImageBoundary3f1";
-    let mut body = Vec::new();
-    for (name, value) in fields {
-        body.extend_from_slice(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").as_bytes());
-    }
-    if let Some((filename, content_type, bytes)) = media {
-        body.extend_from_slice(
-            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"media\"; filename=\"{filename}\"\r\nContent-Type: {content_type}\r\n\r\n").as_bytes(),
-        );
-        body.extend_from_slice(bytes);
-        body.extend_from_slice(b"\r\n");
-    }
-    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    let (content_type, body) = form_with_media(fields, media);
     let (status, _, answer) = post(
         &server.url("/1.0/check-workflow.json"),
-        &[(
-            "Content-Type",
-            &format!("multipart/form-data; boundary={boundary}"),
-        )],
+        &[("Content-Type", &content_type)],
         &body,
     );
     let schema = if status == 200 {

@@ -108,13 +108,9 @@ fn moderations_answer_in_openais_shape_within_the_plans_limits() {
         .contains("values"));
     // A workflow with no checks for texts refuses texts, as the native route does, rather than
     // answering an unchecked accept.
-    let file = server.data.join("pictures.toml");
-    std::fs::write(
-        &file,
+    server.import_workflows(
         "[workflows.pictures]\ndescription = \"Images only.\"\nimage_checks = [\"open_nsfw\"]\n[workflows.pictures.categories]\nnudity = { review = 0.5, reject = 0.9 }\n",
-    )
-    .unwrap();
-    server.admin_ok(&["workflow", "import", file.to_str().unwrap()]);
+    );
     let (status, answer) = moderate(&server, &key, &json!({"input": "x", "model": "pictures"}));
     assert_openai_error(status, &answer, 400, "bad_request");
 

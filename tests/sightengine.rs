@@ -7,22 +7,9 @@ mod common;
 use common::*;
 use serde_json::Value;
 
+/// A Sightengine form with the image as `media` (named `cat.jpg`, whatever it holds).
 fn image_form(fields: &[(&str, &str)], image: &[u8]) -> (String, Vec<u8>) {
-    let boundary = "seBoundary42";
-    let mut body = Vec::new();
-    for (name, value) in fields {
-        body.extend_from_slice(
-            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n")
-                .as_bytes(),
-        );
-    }
-    body.extend_from_slice(
-        format!("--{boundary}\r\nContent-Disposition: form-data; name=\"media\"; filename=\"cat.jpg\"\r\nContent-Type: image/jpeg\r\n\r\n")
-            .as_bytes(),
-    );
-    body.extend_from_slice(image);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    (format!("multipart/form-data; boundary={boundary}"), body)
+    form_with_media(fields, Some(("cat.jpg", "image/jpeg", image)))
 }
 
 #[test]

@@ -388,21 +388,21 @@ fn profanity<'t>(cx: &Context, text: &'t str, chars: &CharIndex, out: &mut Vec<M
         .borrow_mut()
         .normalize_tracked(text, &mut normalised, &mut from);
     for term in cx.checks.text.wordlist.terms(&normalised) {
-        // Tracked indexes are characters of `text`, one per byte of `normalised`.
+        // Tracked indexes are characters of `text`, one per byte of `normalised`: the match
+        // is already in code points.
         let (first, last) = (from[term.start] as usize, from[term.end - 1] as usize);
-        let (start, end) = (chars.byte(first), chars.byte(last + 1));
         let intensity = if term.score >= wordlist::SEVERE_SCORE {
             "high"
         } else {
             "medium"
         };
-        out.push(chars.matched(
-            text,
-            term.kind.as_str().to_owned(),
-            Some(intensity),
-            start,
-            end,
-        ));
+        out.push(Match {
+            kind: term.kind.as_str().to_owned(),
+            intensity: Some(intensity),
+            matched: &text[chars.byte(first)..chars.byte(last + 1)],
+            start: first,
+            end: last,
+        });
         if out.len() >= MATCHES_MAX {
             break;
         }

@@ -213,7 +213,7 @@ impl Engine {
             Ok(outcome) => outcome,
             Err(error) => return (Vec::new(), Err(error)),
         };
-        let scores = match outcome.scores {
+        let mut scores = match outcome.scores {
             Ok(scores) => scores,
             Err(error) => return (outcome.bytes, Err(image_error(error))),
         };
@@ -222,7 +222,7 @@ impl Engine {
                 score(&scores.measured, &self.text, &mut board);
             }
         }
-        board.measured = scores.measured.clone();
+        board.measured = std::mem::take(&mut scores.measured);
         let models = &worker.image_models;
         if let Some(format) = scores.format {
             let prepared = scores

@@ -48,26 +48,23 @@ fn score(measured: &Measured, models: &TextModels, board: &mut ScoreBoard) {
     let Some(codes) = &measured.qr_codes else {
         return;
     };
+    // Checked: every category is scored, 0 unless a payload says otherwise (the board keeps
+    // the best score per category).
     board.add(QR_CODE, if codes.is_empty() { 0.0 } else { 1.0 }, SOURCE);
-    let mut link = 0.0f64;
-    let mut profanity = 0.0f64;
-    let mut normalised = String::new();
-    let mut personal = pii::PiiScores::default();
-    for code in codes {
-        link = link.max(links::score(&code.payload));
-        normalize(&code.payload, &mut normalised);
-        profanity = profanity.max(models.wordlist.score(&normalised));
-        let found = pii::scan(&code.payload);
-        personal.email = personal.email.max(found.email);
-        personal.phone = personal.phone.max(found.phone);
-        personal.iban = personal.iban.max(found.iban);
-        personal.card = personal.card.max(found.card);
-        personal.ip = personal.ip.max(found.ip);
+    board.add(QR_LINK, 0.0, LINKS_SOURCE);
+    board.add(wordlist::CATEGORY, 0.0, WORDLIST_SOURCE);
+    for category in pii::CATEGORIES {
+        board.add(category, 0.0, PII_SOURCE);
     }
-    board.add(QR_LINK, link, LINKS_SOURCE);
-    board.add(wordlist::CATEGORY, profanity, WORDLIST_SOURCE);
-    for (category, score) in personal.by_category() {
-        board.add(category, score, PII_SOURCE);
+    let mut normalised = String::new();
+    for code in codes {
+        board.add(QR_LINK, links::score(&code.payload), LINKS_SOURCE);
+        normalize(&code.payload, &mut normalised);
+        let profanity = models.wordlist.score(&normalised);
+        board.add(wordlist::CATEGORY, profanity, WORDLIST_SOURCE);
+        for (category, score) in pii::scan(&code.payload).by_category() {
+            board.add(category, score, PII_SOURCE);
+        }
     }
 }
 

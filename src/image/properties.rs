@@ -330,7 +330,7 @@ mod photos {
             if before == 0.0 {
                 continue; // the flat synthetic image
             }
-            let after = super::measure(&box_blur(&image, 2)).sharpness;
+            let after = super::measure(&crate::image::resize::box_blur(&image, 2)).sharpness;
             assert!(
                 after < before - 0.2,
                 "{}: {before} then {after}",
@@ -349,25 +349,5 @@ mod photos {
             sharp > 0.9 && blurred < 0.5,
             "medians {sharp} and {blurred}"
         );
-    }
-
-    fn box_blur(image: &crate::image::Rgb8, radius: usize) -> crate::image::Rgb8 {
-        let (width, height) = (image.width, image.height);
-        let mut out = image.pixels.clone();
-        for y in 0..height {
-            for x in 0..width {
-                for c in 0..3 {
-                    let (mut sum, mut n) = (0u32, 0u32);
-                    for yy in y.saturating_sub(radius)..(y + radius + 1).min(height) {
-                        for xx in x.saturating_sub(radius)..(x + radius + 1).min(width) {
-                            sum += u32::from(image.pixels[(yy * width + xx) * 3 + c]);
-                            n += 1;
-                        }
-                    }
-                    out[(y * width + x) * 3 + c] = (sum / n) as u8;
-                }
-            }
-        }
-        crate::image::Rgb8::new(width, height, out)
     }
 }

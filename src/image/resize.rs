@@ -192,6 +192,29 @@ pub fn fit_within(image: &Rgb8, side_max: usize) -> std::borrow::Cow<'_, Rgb8> {
     std::borrow::Cow::Owned(pillow_bilinear(image, width, height))
 }
 
+/// `image` under a box blur of `radius` px (each channel the mean of the
+/// `(2 radius + 1)`-px square around it, cut at the edges): how the tests and
+/// `examples/qr_stats.rs` make a photo out of focus. Not on any request's path.
+pub fn box_blur(image: &Rgb8, radius: usize) -> Rgb8 {
+    let (width, height) = (image.width, image.height);
+    let mut out = image.pixels.clone();
+    for y in 0..height {
+        for x in 0..width {
+            for c in 0..3 {
+                let (mut sum, mut n) = (0u32, 0u32);
+                for yy in y.saturating_sub(radius)..(y + radius + 1).min(height) {
+                    for xx in x.saturating_sub(radius)..(x + radius + 1).min(width) {
+                        sum += u32::from(image.pixels[(yy * width + xx) * 3 + c]);
+                        n += 1;
+                    }
+                }
+                out[(y * width + x) * 3 + c] = (sum / n) as u8;
+            }
+        }
+    }
+    Rgb8::new(width, height, out)
+}
+
 /// A `width` x `height` window of `image` at (`left`, `top`).
 pub fn crop(image: &Rgb8, left: usize, top: usize, width: usize, height: usize) -> Rgb8 {
     assert!(

@@ -588,6 +588,15 @@ pub fn chunked(body: &[u8], piece: usize) -> Vec<u8> {
 
 /// A multipart/form-data body of text fields, with its content type.
 pub fn form(fields: &[(&str, &str)]) -> (String, Vec<u8>) {
+    form_with_media(fields, None)
+}
+
+/// A multipart/form-data body of text fields and, when given, a `media` part (file name,
+/// content type, bytes), with its content type.
+pub fn form_with_media(
+    fields: &[(&str, &str)],
+    media: Option<(&str, &str, &[u8])>,
+) -> (String, Vec<u8>) {
     let boundary = "----modgateTestBoundary7d1a";
     let mut body = Vec::new();
     for (name, value) in fields {
@@ -596,6 +605,14 @@ pub fn form(fields: &[(&str, &str)]) -> (String, Vec<u8>) {
                 .as_bytes(),
         );
         body.extend_from_slice(value.as_bytes());
+        body.extend_from_slice(b"\r\n");
+    }
+    if let Some((filename, content_type, bytes)) = media {
+        body.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"media\"; filename=\"{filename}\"\r\nContent-Type: {content_type}\r\n\r\n")
+                .as_bytes(),
+        );
+        body.extend_from_slice(bytes);
         body.extend_from_slice(b"\r\n");
     }
     body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
