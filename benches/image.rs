@@ -150,7 +150,8 @@ fn models(c: &mut Criterion) {
     group.finish();
 }
 
-/// The measurements of the `properties` and `qr` checks, on what the worker decodes: the 1 MP
+/// The measurements of the `properties`, `qr` and `hashlist` checks, on what the worker
+/// decodes: the 1 MP
 /// JPEG at the DCT scale the models need, and the 12 MP one likewise.
 fn measuring(c: &mut Criterion) {
     let mut group = c.benchmark_group("measure");
@@ -168,6 +169,11 @@ fn measuring(c: &mut Criterion) {
         });
         group.bench_function(format!("qr/{name}"), |b| {
             b.iter(|| modgate::image::qr::read(black_box(&decoded)))
+        });
+        // PDQ at one size and as Meta's tool makes it, MD5 and SHA-256 of the file: what
+        // the `hashlist` check costs on the worker.
+        group.bench_function(format!("hashes/{name}"), |b| {
+            b.iter(|| modgate::image::hashes::hash(black_box(&bytes), black_box(&decoded)))
         });
     }
     group.finish();

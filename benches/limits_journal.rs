@@ -32,7 +32,7 @@ fn caller() -> Caller {
             id: "AAAAAAAAAAAA".into(),
             org: "bench".into(),
             key_sha256: [0; 32],
-            scopes: Scopes::ALL,
+            scopes: Scopes::CHECKS,
             workflows: WorkflowAccess::All,
             created_ms: 0,
             expires_ms: None,

@@ -29,3 +29,12 @@ pub const DOWNLOAD_REDIRECTS_MAX: u32 = 3;
 pub const DOWNLOAD_TIMEOUT_MS: u64 = 10_000;
 /// Grace delay of a rotated key, at most 24 hours.
 pub const ROTATION_GRACE_MS_MAX: i64 = 24 * 3600 * 1000;
+
+/// Whether `name` is 1 to `bytes_max` of `[a-z0-9_-]`: the names of workflows and lists.
+pub fn is_plain_name(name: &str, bytes_max: usize) -> bool {
+    !name.is_empty()
+        && name.len() <= bytes_max
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}

@@ -57,6 +57,11 @@ enum Command {
         #[command(subcommand)]
         command: WorkflowCommand,
     },
+    /// Manage an organization's hash lists (block and allow lists of image hashes).
+    List {
+        #[command(subcommand)]
+        command: ListCommand,
+    },
     /// Show the plans.
     Plan {
         #[command(subcommand)]
@@ -331,7 +336,7 @@ enum KeyCommand {
     Create {
         #[arg(long)]
         org: String,
-        /// image, text, or image,text.
+        /// image, text, lists (the organization's hash lists), comma-separated.
         #[arg(long, default_value = "image,text")]
         scopes: String,
         /// all, or a comma-separated list of workflow names.
@@ -384,6 +389,100 @@ enum WorkflowCommand {
 }
 
 #[derive(Subcommand)]
+enum ListCommand {
+    /// Create a list.
+    Create {
+        #[arg(long)]
+        org: String,
+        name: String,
+        /// block (a match is the category known_image) or allow (a match exempts the image).
+        #[arg(long)]
+        kind: String,
+        /// PDQ matches within this many bits of 256.
+        #[arg(long, default_value_t = crate::lists::PDQ_DISTANCE_DEFAULT)]
+        distance: u32,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Delete a list and its entries.
+    Delete {
+        #[arg(long)]
+        org: String,
+        name: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Show an organization's lists.
+    Show {
+        #[arg(long)]
+        org: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Add an image's hashes (PDQ, MD5, SHA-256), or one hash.
+    Add {
+        #[arg(long)]
+        org: String,
+        name: String,
+        /// An image file to hash here, as the server would.
+        #[arg(long, conflicts_with = "hash")]
+        image: Option<PathBuf>,
+        /// A hash in hex, with --hash-type.
+        #[arg(long, requires = "hash_type")]
+        hash: Option<String>,
+        /// pdq, md5 or sha256.
+        #[arg(long)]
+        hash_type: Option<String>,
+        #[arg(long)]
+        label: Option<String>,
+        /// Your own id for what the entry came from.
+        #[arg(long)]
+        id: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Remove an entry by its entry id.
+    Remove {
+        #[arg(long)]
+        org: String,
+        name: String,
+        entry_id: u64,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Print entries, in the order they were added.
+    Entries {
+        #[arg(long)]
+        org: String,
+        name: String,
+        /// Only entries with a higher entry id.
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Add the entries of a CSV file (the formats of `docs/interface.md#lists`).
+    Import {
+        #[arg(long)]
+        org: String,
+        name: String,
+        file: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Print the entries as CSV (signal_type,signal,label,id).
+    Export {
+        #[arg(long)]
+        org: String,
+        name: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+#[derive(Subcommand)]
 enum PlanCommand {
     /// List the plans in the store.
     List {
@@ -405,6 +504,7 @@ pub fn main() -> anyhow::Result<()> {
         Command::Org { command } => org(command),
         Command::Key { command } => key(command),
         Command::Workflow { command } => workflow_command(command),
+        Command::List { command } => list_command(command),
         Command::Plan {
             command: PlanCommand::List { store },
         } => {
@@ -863,13 +963,7 @@ pub fn parse_rfc3339_ms(text: &str) -> anyhow::Result<i64> {
 }
 
 pub fn format_ms(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .ok()
-        .and_then(|time| {
-            time.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| ms.to_string())
+    crate::clock::rfc3339(ms)
 }
 
 fn workflow_command(command: WorkflowCommand) -> anyhow::Result<()> {
@@ -905,6 +999,189 @@ fn workflow_command(command: WorkflowCommand) -> anyhow::Result<()> {
                     record.version,
                     record.definition.description
                 );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Lists live in the local store only: a fleet's PostgreSQL does not keep them yet.
+fn list_store(args: &StoreArgs) -> anyhow::Result<Store> {
+    let (dir, config) = resolve(args)?;
+    if config.cluster.is_some() {
+        bail!("lists are not kept in a fleet's PostgreSQL yet: manage them on single nodes");
+    }
+    Store::open(&dir)
+}
+
+/// The entries of an image file: its PDQ hash (when its quality allows), MD5 and SHA-256.
+fn image_file_entries(path: &Path) -> anyhow::Result<Vec<crate::lists::EntryHash>> {
+    use crate::image::hashes;
+    use crate::lists::EntryHash;
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let probed = crate::image::probe::probe(&bytes)
+        .map_err(|error| anyhow!("{}: {error}", path.display()))?;
+    let image = crate::image::decode::decode(
+        &bytes,
+        &probed,
+        crate::checks::registry::image_min_side_px(),
+    )
+    .map_err(|error| anyhow!("{}: {error}", path.display()))?;
+    let found = hashes::hash(&bytes, &image);
+    let entries = crate::lists::image_entry_hashes(&found);
+    if !matches!(entries.first(), Some(EntryHash::Pdq(_))) {
+        eprintln!(
+            "{}: too little detail for a PDQ hash; adding its exact hashes only",
+            path.display()
+        );
+    }
+    Ok(entries)
+}
+
+fn say_added(added: &crate::store::lists::Added) {
+    for entry in &added.added {
+        say!("{}	{}	{}", entry.id, entry.hash.kind(), entry.hash.hex());
+    }
+    for id in &added.existing {
+        eprintln!("already in the list as entry {id}");
+    }
+}
+
+fn list_command(command: ListCommand) -> anyhow::Result<()> {
+    use crate::lists::{EntryHash, ListKind, NewEntry};
+    match command {
+        ListCommand::Create {
+            org,
+            name,
+            kind,
+            distance,
+            store,
+        } => {
+            let kind = ListKind::parse(&kind)
+                .ok_or_else(|| anyhow!("--kind {kind}: expected block or allow"))?;
+            let record = list_store(&store)?.create_list(&org, &name, kind, distance, now_ms())?;
+            say!(
+                "created list {} ({}, PDQ distance {})",
+                record.name,
+                record.kind.as_str(),
+                record.distance_max
+            );
+        }
+        ListCommand::Delete { org, name, store } => {
+            let record = list_store(&store)?.delete_list(&org, &name)?;
+            say!(
+                "deleted list {} and its {} entries",
+                record.name,
+                record.entries
+            );
+        }
+        ListCommand::Show { org, store } => {
+            say!("name	kind	distance	entries	created");
+            for record in list_store(&store)?.lists_of(&org)? {
+                say!(
+                    "{}	{}	{}	{}	{}",
+                    record.name,
+                    record.kind.as_str(),
+                    record.distance_max,
+                    record.entries,
+                    format_ms(record.created_ms)
+                );
+            }
+        }
+        ListCommand::Add {
+            org,
+            name,
+            image,
+            hash,
+            hash_type,
+            label,
+            id,
+            store,
+        } => {
+            let hashes = match (image, hash, hash_type) {
+                (Some(path), None, _) => image_file_entries(&path)?,
+                (None, Some(hash), Some(kind)) => {
+                    vec![EntryHash::parse(&kind, &hash).map_err(|error| anyhow!(error))?]
+                }
+                _ => bail!("give --image FILE, or --hash HEX with --hash-type"),
+            };
+            let new: Vec<NewEntry> = hashes
+                .into_iter()
+                .map(|hash| NewEntry {
+                    hash,
+                    label: label.clone(),
+                    caller_id: id.clone(),
+                })
+                .collect();
+            say_added(&list_store(&store)?.add_entries(&org, &name, &new, now_ms())?);
+        }
+        ListCommand::Remove {
+            org,
+            name,
+            entry_id,
+            store,
+        } => {
+            let entry = list_store(&store)?.remove_entry(&org, &name, entry_id)?;
+            say!(
+                "removed entry {} ({} {})",
+                entry.id,
+                entry.hash.kind(),
+                entry.hash.hex()
+            );
+        }
+        ListCommand::Entries {
+            org,
+            name,
+            after,
+            limit,
+            store,
+        } => {
+            let (_, entries) = list_store(&store)?.entries(&org, &name, after, limit)?;
+            say!("entry_id	hash_type	hash	label	id	added");
+            for entry in entries {
+                say!(
+                    "{}	{}	{}	{}	{}	{}",
+                    entry.id,
+                    entry.hash.kind(),
+                    entry.hash.hex(),
+                    entry.label.as_deref().unwrap_or(""),
+                    entry.caller_id.as_deref().unwrap_or(""),
+                    format_ms(entry.added_ms)
+                );
+            }
+        }
+        ListCommand::Import {
+            org,
+            name,
+            file,
+            store,
+        } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let parsed = crate::lists::csv::parse(&text, crate::lists::LIST_ENTRIES_MAX as usize)
+                .map_err(|error| anyhow!("{}: {error}", file.display()))?;
+            for skipped in &parsed.skipped {
+                eprintln!(
+                    "{}:{}: skipped: {}",
+                    file.display(),
+                    skipped.line,
+                    skipped.reason
+                );
+            }
+            let added = list_store(&store)?.add_entries(&org, &name, &parsed.entries, now_ms())?;
+            say!(
+                "added {} entries; {} were already in the list; {} rows skipped",
+                added.added.len(),
+                added.existing.len(),
+                parsed.skipped_count
+            );
+        }
+        ListCommand::Export { org, name, store } => {
+            let (_, entries) = list_store(&store)?.list_since(&org, &name, 0)?;
+            let text = crate::lists::csv::export(&entries);
+            use std::io::Write as _;
+            if std::io::stdout().write_all(text.as_bytes()).is_err() {
+                std::process::exit(0);
             }
         }
     }

@@ -37,6 +37,17 @@ fn read_offset(path: &std::path::Path) -> i64 {
         .unwrap_or(0)
 }
 
+/// `ms` (Unix milliseconds) in RFC 3339, UTC; the number itself if out of range.
+pub fn rfc3339(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|time| {
+            time.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| ms.to_string())
+}
+
 /// Calendar month (UTC) of `unix_ms` as `year * 12 + month0`: what the quota counts in.
 pub fn month_of(unix_ms: i64) -> u32 {
     let days = unix_ms.div_euclid(86_400_000);

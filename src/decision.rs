@@ -9,6 +9,9 @@
 //! - Reasons are sorted by score, highest first (ties by category id, so answers are stable).
 //! - `scores` holds every category of the workflow that was checked (0 where nothing was
 //!   found); `unchecked` the workflow's categories that no available check could score.
+//! - An image that matches one of the organization's allow lists (the `hashlist` check) is
+//!   exempt: no category is a reason, save `known_image` (a block list's match wins over an
+//!   allow list's). Its scores are still reported.
 
 use crate::checks::board::ScoreBoard;
 use crate::checks::categories;
@@ -58,10 +61,14 @@ pub fn decide(workflow: &WorkflowDef, board: &ScoreBoard) -> Decision {
     let mut review_reason = Vec::new();
     let mut scores = Vec::new();
     let mut unchecked = Vec::new();
+    let allowed = board.allowed();
     for (category, thresholds) in &workflow.categories {
         match board.get(category) {
             Some(scored) => {
                 scores.push((scored.category, scored.score));
+                if allowed && scored.category != categories::KNOWN_IMAGE {
+                    continue;
+                }
                 let (text, message) = categories::describe(scored.category);
                 let reason = |threshold: f64| Reason {
                     id: scored.category,
@@ -124,7 +131,46 @@ mod tests {
             .into_iter()
             .map(|(c, review, reject)| (c.to_owned(), Thresholds { review, reject }))
             .collect(),
+            lists: Vec::new(),
         }
+    }
+
+    #[test]
+    fn an_allow_list_match_exempts_all_but_a_block_match() {
+        use crate::lists::{ListKind, ListMatch};
+        let mut def = workflow();
+        def.categories.insert(
+            "known_image".into(),
+            Thresholds {
+                review: 0.5,
+                reject: 0.9,
+            },
+        );
+        let mut board = ScoreBoard::default();
+        board.add("nudity", 0.95, "open_nsfw");
+        assert_eq!(decide(&def, &board).action, Action::Reject);
+        let allowed = ListMatch {
+            list: "safe".into(),
+            kind: ListKind::Allow,
+            entry_id: 1,
+            label: None,
+            caller_id: None,
+            hash_type: "pdq",
+            distance: 3,
+        };
+        board.list_matches.push(allowed.clone());
+        let decision = decide(&def, &board);
+        assert_eq!(decision.action, Action::Accept);
+        assert!(decision.scores.contains(&("nudity", 0.95)));
+        board.add("known_image", 1.0, "hashlist");
+        board.list_matches.push(ListMatch {
+            kind: ListKind::Block,
+            ..allowed
+        });
+        let decision = decide(&def, &board);
+        assert_eq!(decision.action, Action::Reject);
+        assert_eq!(decision.reject_reason.len(), 1);
+        assert_eq!(decision.reject_reason[0].id, "known_image");
     }
 
     #[test]

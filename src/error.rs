@@ -19,6 +19,8 @@ pub enum ErrorKind {
     BadRequest,
     /// 404: no route has this path.
     NotFound,
+    /// 409: the thing to create exists (a list of that name).
+    Conflict,
     /// 405: the path exists, the method does not; the answer carries `Allow`.
     MethodNotAllowed,
     /// 408: the head, a body or a form did not arrive in time.
@@ -65,11 +67,12 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, for tests and for per-kind counters.
-    pub const ALL: [ErrorKind; 23] = {
+    pub const ALL: [ErrorKind; 24] = {
         use ErrorKind::*;
         [
             BadRequest,
             NotFound,
+            Conflict,
             MethodNotAllowed,
             RequestTimeout,
             BodyTooLarge,
@@ -100,6 +103,7 @@ impl ErrorKind {
         match self {
             BadRequest => (400, "bad_request"),
             NotFound => (404, "bad_request"),
+            Conflict => (409, "bad_request"),
             MethodNotAllowed => (405, "bad_request"),
             RequestTimeout => (408, "request_timeout"),
             BodyTooLarge => (413, "body_too_large"),

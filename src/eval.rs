@@ -208,7 +208,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
                             continue;
                         };
                         let (_, scored) = engine
-                            .check_image(&workflow.image_checks, bytes, found)
+                            .check_image(&workflow.image_checks, &[], bytes, found)
                             .await;
                         match scored {
                             Ok(board) => (name, decide(&workflow, &board)),

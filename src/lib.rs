@@ -91,6 +91,7 @@ pub mod image;
 pub mod inference;
 pub mod journal;
 pub mod limits;
+pub mod lists;
 pub mod logging;
 pub mod metrics;
 pub mod request_id;

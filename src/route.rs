@@ -22,10 +22,12 @@ pub enum Route {
     SightengineCheck,
     /// Sightengine's `POST /1.0/text/check.json`.
     SightengineText,
+    /// `/v1/lists` and everything under it: the organization's hash lists.
+    Lists,
 }
 
 impl Route {
-    pub const ALL: [Route; 12] = [
+    pub const ALL: [Route; 13] = [
         Route::Health,
         Route::OpenApi,
         Route::Workflows,
@@ -38,6 +40,7 @@ impl Route {
         Route::Discovery,
         Route::SightengineCheck,
         Route::SightengineText,
+        Route::Lists,
     ];
 
     /// The route's place in [`Route::ALL`] (for per-route counters).
@@ -55,10 +58,14 @@ impl Route {
             Route::Discovery => 9,
             Route::SightengineCheck => 10,
             Route::SightengineText => 11,
+            Route::Lists => 12,
         }
     }
 
     pub fn find(path: &str) -> Option<Route> {
+        if path.starts_with("/v1/lists/") {
+            return Some(Route::Lists);
+        }
         Route::ALL.into_iter().find(|route| route.path() == path)
     }
 
@@ -87,6 +94,7 @@ impl Route {
             Route::Discovery => "/$discovery/rest",
             Route::SightengineCheck => "/1.0/check.json",
             Route::SightengineText => "/1.0/text/check.json",
+            Route::Lists => "/v1/lists",
         }
     }
 
@@ -101,6 +109,7 @@ impl Route {
             | Route::Perspective
             | Route::SightengineText => "POST",
             Route::CompatImage | Route::SightengineCheck => "GET, POST",
+            Route::Lists => "GET, HEAD, POST, DELETE",
         }
     }
 
@@ -115,7 +124,9 @@ impl Route {
             | Route::Perspective
             | Route::SightengineText => Some(ContentKind::Text),
             Route::Image | Route::CompatImage | Route::SightengineCheck => Some(ContentKind::Image),
-            Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery => None,
+            Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery | Route::Lists => {
+                None
+            }
         }
     }
 }
@@ -131,5 +142,7 @@ mod tests {
             assert_eq!(route.index(), at);
         }
         assert_eq!(Route::find("/v1/texts"), None);
+        assert_eq!(Route::find("/v1/lists/known/entries"), Some(Route::Lists));
+        assert_eq!(Route::find("/v1/listsx"), None);
     }
 }

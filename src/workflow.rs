@@ -47,6 +47,34 @@ pub struct WorkflowDef {
     /// Thresholds per category id.
     #[serde(default)]
     pub categories: BTreeMap<String, Thresholds>,
+    /// The calling organization's hash lists the `hashlist` check consults, by name (an
+    /// organization without a list of that name has nothing in it).
+    #[serde(default)]
+    pub lists: Vec<String>,
+}
+
+/// A workflow definition as the first version of the store kept it, before `lists`: records
+/// written then are read through it ([`crate::store::records::WorkflowCodec`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowDefV1 {
+    pub description: String,
+    pub paid_only: bool,
+    pub text_checks: Vec<String>,
+    pub image_checks: Vec<String>,
+    pub categories: BTreeMap<String, Thresholds>,
+}
+
+impl From<WorkflowDefV1> for WorkflowDef {
+    fn from(old: WorkflowDefV1) -> WorkflowDef {
+        WorkflowDef {
+            description: old.description,
+            paid_only: old.paid_only,
+            text_checks: old.text_checks,
+            image_checks: old.image_checks,
+            categories: old.categories,
+            lists: Vec::new(),
+        }
+    }
 }
 
 /// The file format: `[workflows.NAME]` tables.
@@ -69,12 +97,7 @@ pub fn parse_workflows(text: &str) -> Result<BTreeMap<String, WorkflowDef>, Stri
 }
 
 pub fn validate_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= WORKFLOW_NAME_BYTES_MAX
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-    if ok {
+    if crate::bounds::is_plain_name(name, WORKFLOW_NAME_BYTES_MAX) {
         Ok(())
     } else {
         Err(format!(
@@ -112,6 +135,22 @@ fn validate(name: &str, def: &WorkflowDef) -> Result<(), String> {
             scored.extend_from_slice(info.categories);
         }
     }
+    let hashlist = def
+        .image_checks
+        .iter()
+        .any(|check| check == registry::HASHLIST.name);
+    match (hashlist, def.lists.is_empty()) {
+        (true, true) => {
+            return Err("the hashlist check needs `lists`, the lists it consults".into())
+        }
+        (false, false) => {
+            return Err("`lists` is set but the hashlist check is not among image_checks".into())
+        }
+        _ => {}
+    }
+    for list in &def.lists {
+        crate::lists::validate_name(list)?;
+    }
     for (category, thresholds) in &def.categories {
         if !scored.contains(&category.as_str()) {
             return Err(format!(
@@ -133,18 +172,30 @@ fn validate(name: &str, def: &WorkflowDef) -> Result<(), String> {
     Ok(())
 }
 
-/// SHA-256 of the canonical (bincode) encoding: equal definitions, equal digests.
+/// SHA-256 of the canonical (bincode) encoding: equal definitions, equal digests. A
+/// definition without lists has the digest it had before lists existed, so importing an
+/// unchanged file does not make a new version.
 pub fn digest(def: &WorkflowDef) -> [u8; 32] {
-    let bytes = bincode_encode(def);
+    let first = WorkflowDefV1 {
+        description: def.description.clone(),
+        paid_only: def.paid_only,
+        text_checks: def.text_checks.clone(),
+        image_checks: def.image_checks.clone(),
+        categories: def.categories.clone(),
+    };
+    let mut bytes = bincode_encode(&first);
+    if !def.lists.is_empty() {
+        bytes.extend(bincode_encode(&def.lists));
+    }
     let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
     let mut out = [0u8; 32];
     out.copy_from_slice(digest.as_ref());
     out
 }
 
-fn bincode_encode(def: &WorkflowDef) -> Vec<u8> {
+fn bincode_encode<T: Serialize + 'static>(value: &T) -> Vec<u8> {
     use heed::BytesEncode;
-    heed::types::SerdeBincode::<WorkflowDef>::bytes_encode(def)
+    heed::types::SerdeBincode::<T>::bytes_encode(value)
         .map(|bytes| bytes.into_owned())
         .unwrap_or_default()
 }

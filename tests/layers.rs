@@ -23,6 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["decision"],
     &["workflow"],
     &["checks"],
+    &["lists"],
     &["inference"],
     &["metrics"],
     &["download"],

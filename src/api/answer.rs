@@ -9,6 +9,7 @@ use crate::decision::{Decision, Reason};
 use crate::http::response::Response;
 use crate::image::properties::Properties;
 use crate::image::qr::QrCode;
+use crate::lists::{ListKind, ListMatch};
 use crate::store::records::WorkflowRecord;
 use crate::text::language::Language;
 
@@ -36,6 +37,70 @@ pub struct CheckAnswer<'a> {
     /// A text's language when the workflow names the `language` check; `Some(None)` (null) for
     /// a text without one.
     pub language: Option<Option<&'a Language>>,
+    /// What the organization's lists matched, when the workflow names the `hashlist` check.
+    pub list_matches: Option<&'a [ListMatch]>,
+}
+
+/// A list match as answers show it.
+pub struct MatchView<'a>(pub &'a ListMatch);
+
+impl Serialize for MatchView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let found = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("list", &*found.list)?;
+        map.serialize_entry("kind", found.kind.as_str())?;
+        map.serialize_entry("entry_id", &found.entry_id)?;
+        map.serialize_entry("hash_type", found.hash_type)?;
+        map.serialize_entry("distance", &found.distance)?;
+        map.serialize_entry("label", &found.label)?;
+        map.serialize_entry("id", &found.caller_id)?;
+        map.end()
+    }
+}
+
+/// Reasons, the `known_image` one with the block list's match that made it.
+struct Reasons<'a> {
+    reasons: &'a [Reason],
+    block_match: Option<&'a ListMatch>,
+}
+
+impl Serialize for Reasons<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = serializer.serialize_seq(Some(self.reasons.len()))?;
+        for reason in self.reasons {
+            match self.block_match {
+                Some(found) if reason.id == crate::checks::categories::KNOWN_IMAGE => {
+                    seq.serialize_element(&MatchedReason { reason, found })?
+                }
+                _ => seq.serialize_element(reason)?,
+            }
+        }
+        seq.end()
+    }
+}
+
+struct MatchedReason<'a> {
+    reason: &'a Reason,
+    found: &'a ListMatch,
+}
+
+impl Serialize for MatchedReason<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(7))?;
+        reason_fields(self.reason, &mut map)?;
+        map.serialize_entry("match", &MatchView(self.found))?;
+        map.end()
+    }
+}
+
+struct Matches<'a>(&'a [ListMatch]);
+
+impl Serialize for Matches<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(MatchView))
+    }
 }
 
 #[derive(Serialize)]
@@ -49,21 +114,25 @@ enum WorkflowField<'a> {
 struct Summary<'a> {
     action: &'static str,
     reject_prob: f64,
-    reject_reason: &'a [Reason],
-    review_reason: &'a [Reason],
+    reject_reason: Reasons<'a>,
+    review_reason: Reasons<'a>,
 }
 
 impl Serialize for Reason {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(6))?;
-        map.serialize_entry("id", self.id)?;
-        map.serialize_entry("text", self.text)?;
-        map.serialize_entry("message", self.message)?;
-        map.serialize_entry("score", &self.score)?;
-        map.serialize_entry("threshold", &self.threshold)?;
-        map.serialize_entry("source", self.source)?;
+        reason_fields(self, &mut map)?;
         map.end()
     }
+}
+
+fn reason_fields<M: SerializeMap>(reason: &Reason, map: &mut M) -> Result<(), M::Error> {
+    map.serialize_entry("id", reason.id)?;
+    map.serialize_entry("text", reason.text)?;
+    map.serialize_entry("message", reason.message)?;
+    map.serialize_entry("score", &reason.score)?;
+    map.serialize_entry("threshold", &reason.threshold)?;
+    map.serialize_entry("source", reason.source)
 }
 
 struct Scores<'a>(&'a [(&'static str, f64)]);
@@ -100,10 +169,15 @@ struct Answer<'a> {
     qr_codes: Option<&'a [QrCode]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     language: Option<Option<&'a Language>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    list_matches: Option<Matches<'a>>,
 }
 
 pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
     let decision = answer.decision;
+    let block_match = answer
+        .list_matches
+        .and_then(|found| found.iter().find(|m| m.kind == ListKind::Block));
     let (workflow, request) = match answer.shape {
         Shape::Native => (WorkflowField::Name(&answer.workflow.name), None),
         Shape::Compat { unix_ms } => (
@@ -125,8 +199,14 @@ pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
             summary: Summary {
                 action: decision.action.as_str(),
                 reject_prob: decision.reject_prob,
-                reject_reason: &decision.reject_reason,
-                review_reason: &decision.review_reason,
+                reject_reason: Reasons {
+                    reasons: &decision.reject_reason,
+                    block_match,
+                },
+                review_reason: Reasons {
+                    reasons: &decision.review_reason,
+                    block_match,
+                },
             },
             scores: Scores(&decision.scores),
             time_ms: answer.time_ms,
@@ -138,6 +218,7 @@ pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
             properties: answer.properties,
             qr_codes: answer.qr_codes,
             language: answer.language,
+            list_matches: answer.list_matches.map(Matches),
         },
     )
 }

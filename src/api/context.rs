@@ -26,8 +26,10 @@ use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::response::Response;
 use crate::journal::Journal;
 use crate::limits::ShardLimits;
+use crate::lists::CompiledList;
 use crate::metrics::Metrics;
 use crate::request_id::RequestId;
+use crate::store::lists_follower::ListsView;
 use crate::store::view::{StoreView, Workflows};
 
 /// Whether the whole process is ready to serve (every shard started, none failed, not
@@ -47,6 +49,8 @@ pub struct Context {
     /// Test only (`testing.panic_path`): a request to this path panics in its handler.
     pub panic_path: Option<String>,
     store: StoreView,
+    /// The organizations' compiled lists, as this shard last saw them.
+    lists: ListsView,
     /// Rate, concurrency and quota of the plans, leased by this shard.
     pub limits: ShardLimits,
     pub checks: Engine,
@@ -71,6 +75,7 @@ pub struct ContextParts {
     pub request_limits: LimitsConfig,
     pub panic_path: Option<String>,
     pub store: StoreView,
+    pub lists: ListsView,
     pub limits: ShardLimits,
     pub checks: Engine,
     pub journal: Rc<Journal>,
@@ -89,6 +94,7 @@ impl Context {
             request_limits,
             panic_path,
             store,
+            lists,
             limits,
             checks,
             journal,
@@ -103,6 +109,7 @@ impl Context {
             request_limits,
             panic_path,
             store,
+            lists,
             limits,
             checks,
             journal,
@@ -128,6 +135,16 @@ impl Context {
     pub fn authenticate_key(&self, key: &str) -> ApiResult<Caller> {
         self.store.sync();
         auth::authenticate(&self.store, key, self.now_ms())
+    }
+
+    /// The lists of `org` named `names`, as compiled now.
+    pub fn lists_of(&self, org: &str, names: &[String]) -> Vec<Arc<CompiledList>> {
+        self.lists.of(org, names)
+    }
+
+    /// The store, for the list routes' writes (on a blocking thread, never on the reactor).
+    pub fn store(&self) -> &crate::store::Store {
+        self.store.store()
     }
 
     pub fn workflows(&self) -> ApiResult<Rc<Workflows>> {

@@ -39,5 +39,10 @@ pub fn finish_check(
         properties: board.measured.properties.as_ref(),
         qr_codes: board.measured.qr_codes.as_deref(),
         language: board.language.as_ref().map(Option::as_ref),
+        list_matches: board
+            .measured
+            .hashes
+            .is_some()
+            .then_some(board.list_matches.as_slice()),
     })
 }

@@ -151,14 +151,24 @@ pub async fn score_image(
     workflow: &WorkflowRecord,
     bytes: PooledBuffer<'_>,
 ) -> ApiResult<ScoreBoard> {
-    score_image_with(cx, caller, &workflow.definition.image_checks, bytes).await
+    let definition = &workflow.definition;
+    score_image_with(
+        cx,
+        caller,
+        &definition.image_checks,
+        &definition.lists,
+        bytes,
+    )
+    .await
 }
 
-/// Probe, pixel limits and the image checks named `checks`: the scores.
+/// Probe, pixel limits and the image checks named `checks` (with the caller's lists named
+/// `lists`): the scores.
 pub async fn score_image_with(
     cx: &Context,
     caller: &Caller,
     checks: &[String],
+    lists: &[String],
     mut bytes: PooledBuffer<'_>,
 ) -> ApiResult<ScoreBoard> {
     let probed = probe(&bytes).map_err(image_error)?;
@@ -174,10 +184,11 @@ pub async fn score_image_with(
             ),
         ));
     }
+    let lists = cx.lists_of(&caller.org.record.name, lists);
     // The bytes go to the model worker's thread and come back for reuse.
     let (returned, scored) = cx
         .checks
-        .check_image(checks, std::mem::take(&mut *bytes), probed)
+        .check_image(checks, &lists, std::mem::take(&mut *bytes), probed)
         .await;
     *bytes = returned;
     scored

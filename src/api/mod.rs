@@ -22,6 +22,7 @@ pub mod finish;
 pub mod form;
 pub mod health;
 pub mod image;
+pub mod lists;
 pub mod openai;
 pub mod openapi;
 pub mod perspective;
@@ -72,6 +73,7 @@ fn accepts(route: Route, method: Method) -> bool {
         Route::CompatImage | Route::SightengineCheck => {
             matches!(method, Method::Get | Method::Post)
         }
+        Route::Lists => method != Method::Other,
     }
 }
 
@@ -87,6 +89,8 @@ fn body_bytes_max(route: Route, method: Method, limits: &LimitsConfig) -> u64 {
         }
         (Route::CompatImage | Route::SightengineCheck, _) => 0,
         (Route::Moderations, _) => openai::body_bytes_max(limits) as u64,
+        (Route::Lists, Method::Post) => lists::BODY_BYTES_MAX as u64,
+        (Route::Lists, _) => 0,
     }
 }
 
@@ -500,6 +504,7 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
         Route::Discovery => perspective::discovery(cx, head.host.as_deref(), &head.query),
         Route::SightengineCheck => sightengine::check(cx, exchange, notes).await,
         Route::SightengineText => sightengine_text::check(cx, exchange, notes).await,
+        Route::Lists => lists::handle(cx, exchange, notes).await,
     }
 }
 

@@ -1944,6 +1944,252 @@ paths["/1.0/text/check.json"] = {
     },
 }
 
+# --------------------------------------------------------------------------------------------
+# Hash lists (/v1/lists)
+# --------------------------------------------------------------------------------------------
+
+list_match_schema = {
+    "type": "object",
+    "description": "An entry of one of the organization's lists that the image matched.",
+    "additionalProperties": False,
+    "required": ["list", "kind", "entry_id", "hash_type", "distance", "label", "id"],
+    "properties": {
+        "list": {"type": "string"},
+        "kind": {"enum": ["block", "allow"]},
+        "entry_id": {"type": "integer", "minimum": 1},
+        "hash_type": {"enum": ["pdq", "md5", "sha256"],
+                      "description": "An exact hash (md5, sha256) wins over a PDQ match."},
+        "distance": {"type": "integer", "minimum": 0, "maximum": 63,
+                     "description": "PDQ bits that differ of 256; 0 for an exact hash."},
+        "label": {"type": ["string", "null"]},
+        "id": {"type": ["string", "null"], "description": "The caller's id of the entry."},
+    },
+}
+schemas["ListMatch"] = list_match_schema
+schemas["Answer"]["properties"]["list_matches"] = {
+    "type": "array",
+    "items": sref("ListMatch"),
+    "description": (
+        "Images, when the workflow names the `hashlist` check: the best match in each of the "
+        "organization's lists the workflow names (`[]`: none). A block list's match scores "
+        "`known_image` 1 and its reason carries it as `match`; an allow list's match exempts "
+        "the image: no category but `known_image` is then a reason."
+    ),
+}
+if "CompatAnswer" in schemas:
+    schemas["CompatAnswer"]["properties"]["list_matches"] = schemas["Answer"]["properties"][
+        "list_matches"]
+schemas["Reason"]["properties"]["match"] = dict(
+    sref("ListMatch"),
+    description="`known_image` only: the block list's entry that matched.",
+)
+list_schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "kind", "distance", "entries", "created"],
+    "properties": {
+        "name": {"type": "string", "pattern": "^[a-z0-9_-]{1,64}$"},
+        "kind": {"enum": ["block", "allow"],
+                 "description": "block: a match is `known_image`; allow: a match exempts."},
+        "distance": {"type": "integer", "minimum": 0, "maximum": 63,
+                     "description": "PDQ matches within this many bits (default 31, PDQ's "
+                                    "recommendation)."},
+        "entries": {"type": "integer", "minimum": 0},
+        "created": {"type": "string", "format": "date-time"},
+    },
+}
+schemas["HashList"] = list_schema
+entry_schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["entry_id", "hash_type", "hash", "label", "id", "added"],
+    "properties": {
+        "entry_id": {"type": "integer", "minimum": 1,
+                     "description": "Given by the server, increasing, never reused."},
+        "hash_type": {"enum": ["pdq", "md5", "sha256"]},
+        "hash": {"type": "string", "pattern": "^[0-9a-f]{32}([0-9a-f]{32})?$"},
+        "label": {"type": ["string", "null"], "maxLength": 256},
+        "id": {"type": ["string", "null"], "maxLength": 256},
+        "added": {"type": "string", "format": "date-time"},
+    },
+}
+schemas["ListEntry"] = entry_schema
+schemas["ListAnswer"] = {
+    "type": "object", "additionalProperties": False, "required": ["status", "list"],
+    "properties": {"status": {"const": "success"}, "list": sref("HashList")},
+}
+schemas["ListsAnswer"] = {
+    "type": "object", "additionalProperties": False, "required": ["status", "lists"],
+    "properties": {"status": {"const": "success"},
+                   "lists": {"type": "array", "items": sref("HashList")}},
+}
+schemas["EntriesPage"] = {
+    "type": "object", "additionalProperties": False, "required": ["status", "list", "entries"],
+    "properties": {
+        "status": {"const": "success"},
+        "list": sref("HashList"),
+        "entries": {"type": "array", "items": sref("ListEntry"), "maxItems": 1000},
+        "next_after": {"type": "integer",
+                       "description": "The `after` of the next page; absent on the last."},
+    },
+}
+schemas["EntriesAdded"] = {
+    "type": "object", "additionalProperties": False,
+    "required": ["status", "added", "existing", "skipped"],
+    "properties": {
+        "status": {"const": "success"},
+        "added": {"type": "array", "items": sref("ListEntry")},
+        "existing": {"type": "array", "items": {"type": "integer"},
+                     "description": "Entry ids that already held a hash given (a hash is "
+                                    "in a list once)."},
+        "skipped": {"type": "array", "maxItems": 100, "items": {
+            "type": "object", "additionalProperties": False, "required": ["line", "reason"],
+            "properties": {"line": {"type": "integer", "minimum": 1},
+                           "reason": {"type": "string"}}},
+                    "description": "Import: rows of hash types this server does not match."},
+    },
+}
+schemas["ListCreate"] = {
+    "type": "object", "additionalProperties": False, "required": ["name", "kind"],
+    "properties": {
+        "name": {"type": "string", "pattern": "^[a-z0-9_-]{1,64}$"},
+        "kind": {"enum": ["block", "allow"]},
+        "distance": {"type": "integer", "minimum": 0, "maximum": 63, "default": 31},
+    },
+}
+schemas["ListEntriesRequest"] = {
+    "type": "object", "additionalProperties": False, "required": ["entries"],
+    "properties": {"entries": {"type": "array", "maxItems": 200000, "items": {
+        "type": "object", "additionalProperties": False, "required": ["hash_type", "hash"],
+        "properties": {
+            "hash_type": {"enum": ["pdq", "md5", "sha256"]},
+            "hash": {"type": "string", "description": "Hex, either case."},
+            "label": {"type": "string", "maxLength": 256},
+            "id": {"type": "string", "maxLength": 256},
+        }}}},
+}
+
+
+def list_errors(extra=None):
+    r = {
+        "400": err_response(400, False, (
+            "`bad_request`: a malformed request (JSON, CSV with its line, a hash that is not "
+            "its type's hex, a name outside [a-z0-9_-]{1,64}, a distance over 63, over 200,000 "
+            "entries a request, over 100 lists an organization, over 10,000,000 entries a "
+            "list); or this node is part of a fleet, whose lists are not kept in PostgreSQL "
+            "yet. 404 (also `bad_request`): no such list or entry. 409 (also `bad_request`): a "
+            "list of that name exists."
+        ), ["bad_request"], "maybe"),
+        "401": status_401(False),
+        "403": err_response(403, False, "`forbidden`: the key has no `lists` scope; or "
+                            + ORIGIN_COND, ["forbidden"], "maybe"),
+        "429": status_429(False, check=False),
+        "500": status_500(False),
+    }
+    if extra:
+        r.update(extra)
+    return dict(sorted(r.items()))
+
+
+p_list_name = {"name": "name", "in": "path", "required": True,
+               "schema": {"type": "string", "pattern": "^[a-z0-9_-]{1,64}$"}}
+
+
+def list_op(op_id, summary, desc, ok, body=None, params=None, status="200"):
+    op = {"operationId": op_id, "tags": ["lists"], "summary": summary, "description": desc,
+          "security": SEC_NATIVE, "responses": {status: ok, **list_errors()}}
+    if body:
+        op["requestBody"] = body
+    if params:
+        op["parameters"] = params
+    return op
+
+
+def json_ok(schema, desc):
+    return {"description": desc, "headers": hdrs("maybe"),
+            "content": {"application/json": {"schema": sref(schema)}}}
+
+
+paths["/v1/lists"] = {
+    "get": list_op("listLists", "The organization's hash lists",
+                   "Every list of the key's organization. Keys need the `lists` scope.",
+                   json_ok("ListsAnswer", "The lists.")),
+    "post": list_op("createList", "Create a hash list",
+                    "A block list (a match scores `known_image` 1) or an allow list (a match "
+                    "exempts the image from the models' decision). Workflows name the lists "
+                    "their `hashlist` check consults (`lists = [...]`).",
+                    json_ok("ListAnswer", "The new list."), status="201",
+                    body={"required": True, "content": {
+                        "application/json": {"schema": sref("ListCreate")}}}),
+}
+paths["/v1/lists/{name}"] = {
+    "parameters": [p_list_name],
+    "get": list_op("getList", "One hash list", "The list's settings and size.",
+                   json_ok("ListAnswer", "The list.")),
+    "delete": list_op("deleteList", "Delete a hash list", "The list and all its entries.",
+                      json_ok("ListAnswer", "The deleted list.")),
+}
+paths["/v1/lists/{name}/entries"] = {
+    "parameters": [p_list_name],
+    "get": list_op(
+        "listEntries", "A page of entries", "In the order they were added.",
+        json_ok("EntriesPage", "The page."),
+        params=[qparam("after", {"type": "integer", "minimum": 0},
+                       "Entries with an `entry_id` above this (the previous page's "
+                       "`next_after`)."),
+                qparam("limit", {"type": "integer", "minimum": 1, "maximum": 1000,
+                                 "default": 100}, "Entries per page.")]),
+    "post": list_op(
+        "addEntries", "Add entries",
+        "Hashes as JSON (`Content-Type: application/json`); or an image as the body (any "
+        "other content type; up to 15 MB) or by `url` (empty body), whose PDQ hash (when its "
+        "quality is 50 or more), MD5 and SHA-256 are added, made as a check makes them. A hash "
+        "already in the list is not added again: its entry id is in `existing`.",
+        json_ok("EntriesAdded", "What was added."), status="201",
+        params=[qparam("label", {"type": "string", "maxLength": 256}, "Image entries' label."),
+                qparam("id", {"type": "string", "maxLength": 256},
+                       "Image entries' caller id."),
+                qparam("url", {"type": "string", "format": "uri"},
+                       "An image to download instead of a body. " + DOWNLOAD_RULES)],
+        body={"required": False, "content": {
+            "application/json": {"schema": sref("ListEntriesRequest")},
+            "application/octet-stream": {"schema": {"type": "string",
+                                                    "contentMediaType": "image/*"}}}}),
+}
+paths["/v1/lists/{name}/entries/{entry_id}"] = {
+    "parameters": [p_list_name, {"name": "entry_id", "in": "path", "required": True,
+                                 "schema": {"type": "integer", "minimum": 1}}],
+    "delete": list_op("removeEntry", "Remove an entry", "Matching stops within a second.",
+                      {"description": "The removed entry.", "headers": hdrs("maybe"),
+                       "content": {"application/json": {"schema": {
+                           "type": "object", "additionalProperties": False,
+                           "required": ["status", "removed"],
+                           "properties": {"status": {"const": "success"},
+                                          "removed": sref("ListEntry")}}}}}),
+}
+paths["/v1/lists/{name}/import"] = {
+    "parameters": [p_list_name],
+    "post": list_op(
+        "importEntries", "Import entries from CSV",
+        "Up to 200,000 entries a request (the CLI's `modgate list import` takes more). Read: "
+        "this server's export (`signal_type,signal,label,id`); any CSV with a header naming "
+        "its hash column (`signal`, `signal_str`, `hash`, or `pdq`/`md5`/`sha256`) and "
+        "optionally its type, label and id columns; ThreatExchange's `dataset --csv` "
+        "(NEGATIVE_CLASS rows skipped); headerless `type,hash[,label[,id]]`; PDQ tools' "
+        "`hash,quality,name`; and threatexchange local files (`type hash` per line). Rows of "
+        "other signal types are skipped and reported; a bad hash refuses the import with its "
+        "line. All or nothing.",
+        json_ok("EntriesAdded", "What was added."), status="201",
+        body={"required": True, "content": {"text/csv": {"schema": {"type": "string"}}}}),
+}
+paths["/v1/lists/{name}/export"] = {
+    "parameters": [p_list_name],
+    "get": list_op("exportEntries", "Export entries as CSV",
+                   "Header `signal_type,signal,label,id`, one row per entry in the order added.",
+                   {"description": "The entries.", "headers": hdrs("maybe"),
+                    "content": {"text/csv": {"schema": {"type": "string"}}}}),
+}
+
 doc = {
     "openapi": "3.1.0",
     "info": {
@@ -1959,6 +2205,8 @@ doc = {
         {"name": "service", "description": "Health and this document; no key."},
         {"name": "openai", "description": "OpenAI's moderation endpoint, for its SDKs."},
         {"name": "perspective", "description": "Google's Perspective API, for its clients."},
+        {"name": "lists", "description": "The organization's hash lists (keys with the `lists` "
+                                         "scope)."},
     ],
     "paths": paths,
     "components": {

@@ -172,7 +172,7 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     let asked = parse_models(received.models.as_deref())?;
     let workflow = received.workflow.clone();
     let checks = asked.checks(&workflow.definition.image_checks);
-    let board = score_image_with(cx, &received.caller, &checks, received.bytes).await?;
+    let board = score_image_with(cx, &received.caller, &checks, &[], received.bytes).await?;
     let decision = decide(&workflow.definition, &board);
     notes.check = Some(CheckSummary::of(&workflow, &decision));
     let nudity = match asked.nudity {

@@ -55,15 +55,16 @@ fn with_context(test: impl FnOnce(Rc<Context>, Keys) -> LocalFuture + Send + 'st
                     .key
             };
             let keys = Keys {
-                all: key(Scopes::ALL, WorkflowAccess::All),
+                all: key(Scopes::CHECKS, WorkflowAccess::All),
                 text_only: key(
                     Scopes {
                         image: false,
                         text: true,
+                        lists: false,
                     },
                     WorkflowAccess::All,
                 ),
-                default_only: key(Scopes::ALL, WorkflowAccess::Only(vec!["default".into()])),
+                default_only: key(Scopes::CHECKS, WorkflowAccess::Only(vec!["default".into()])),
             };
             let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
             let (text, _) = TextModels::load(&models).expect("text models");
@@ -77,6 +78,9 @@ fn with_context(test: impl FnOnce(Rc<Context>, Keys) -> LocalFuture + Send + 'st
                 clock: config.clock(),
                 request_limits: config.limits.clone(),
                 panic_path: None,
+                lists: crate::store::lists_follower::ListsView::new(
+                    crate::store::lists_follower::start(store.clone()).expect("lists"),
+                ),
                 store: StoreView::new(store),
                 limits: ShardLimits::new(Sources::local(leases), 1),
                 checks: Engine {

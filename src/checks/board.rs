@@ -20,6 +20,9 @@ pub struct ScoreBoard {
     /// A text's language, when the workflow names the `language` check: `Some(None)` for a
     /// text with no letters.
     pub language: Option<Option<crate::text::language::Language>>,
+    /// What the organization's lists matched, one match per list at most (the `hashlist`
+    /// check).
+    pub list_matches: Vec<crate::lists::ListMatch>,
 }
 
 impl ScoreBoard {
@@ -59,6 +62,13 @@ impl ScoreBoard {
     /// Whether `category` was wanted but no check here could score it.
     pub fn is_unavailable(&self, category: &str) -> Option<&'static str> {
         self.unchecked.iter().copied().find(|&id| id == category)
+    }
+
+    /// Whether an allow list matched: the image is exempt from review by the models.
+    pub fn allowed(&self) -> bool {
+        self.list_matches
+            .iter()
+            .any(|found| found.kind == crate::lists::ListKind::Allow)
     }
 
     pub fn get(&self, category: &str) -> Option<&Scored> {

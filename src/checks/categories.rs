@@ -8,6 +8,7 @@ pub const ILLUSTRATION: &str = "illustration";
 pub const QR_CODE: &str = "qr_code";
 pub const QR_LINK: &str = "qr_link";
 pub const UNREAD_LANGUAGE: &str = "unread_language";
+pub const KNOWN_IMAGE: &str = "known_image";
 
 /// `(id, text, message)`.
 pub const CATEGORIES: &[(&str, &str, &str)] = &[
@@ -93,6 +94,11 @@ pub const CATEGORIES: &[(&str, &str, &str)] = &[
         "This image appears to be a drawing or an illustration rather than a photo.",
     ),
     ("qr_code", "QR code", "This image contains a QR code."),
+    (
+        "known_image",
+        "Known image",
+        "This image matches an image this service was told to refuse.",
+    ),
     (
         "unread_language",
         "Language not read",

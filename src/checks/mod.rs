@@ -16,7 +16,9 @@
 //! - [`open_nsfw`]: Yahoo's open-NSFW;
 //! - [`nsfwjs`]: nsfwjs's MobileNetV2;
 //! - `properties` ([`registry::PROPERTIES`]) and [`qr`]: measured from the decoded pixels
-//!   there, no model (the QR codes' payloads are then checked as text on the shard).
+//!   there, no model (the QR codes' payloads are then checked as text on the shard);
+//! - `hashlist` ([`registry::HASHLIST`]): the image's PDQ, MD5 and SHA-256 made there, matched
+//!   on the shard against the organization's lists ([`crate::lists`]).
 //!
 //! The fast checks run on the shard itself; model runs are awaited without blocking it. The
 //! scores of one request gather on a [`board::ScoreBoard`].
@@ -42,9 +44,11 @@ use registry::{Check, Runner, TextInput};
 
 use crate::content::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::image::hashes::ImageHashes;
 use crate::image::probe::Probe;
 use crate::image::ImageError;
 use crate::inference::{Worker, WorkerModels};
+use crate::lists::{CompiledList, ListKind};
 use crate::metrics::Metrics;
 use crate::text::normalize::Normalizer;
 
@@ -181,11 +185,13 @@ impl Engine {
         Ok(board)
     }
 
-    /// Runs the image checks of a workflow on the shard's model worker. The caller's buffer
-    /// comes back (for reuse) with the scores, whatever the outcome.
+    /// Runs the image checks of a workflow on the shard's model worker; `lists` are the
+    /// caller's lists the workflow names, for the `hashlist` check. The caller's buffer comes
+    /// back (for reuse) with the scores, whatever the outcome.
     pub async fn check_image(
         &self,
         checks: &[String],
+        lists: &[Arc<CompiledList>],
         bytes: Vec<u8>,
         probe: Probe,
     ) -> (Vec<u8>, ApiResult<ScoreBoard>) {
@@ -221,6 +227,9 @@ impl Engine {
             if let Runner::Measure { score, .. } = check.runner {
                 score(&scores.measured, &self.text, &mut board);
             }
+        }
+        if let Some(hashes) = &scores.measured.hashes {
+            match_lists(hashes, lists, &mut board);
         }
         board.measured = std::mem::take(&mut scores.measured);
         let models = &worker.image_models;
@@ -281,6 +290,20 @@ impl Engine {
         }
         Ok(true)
     }
+}
+
+/// Scores `known_image` from the lists' matches of an image's hashes (1 for a block list's
+/// match, else 0) and keeps the matches on the board.
+fn match_lists(hashes: &ImageHashes, lists: &[Arc<CompiledList>], board: &mut ScoreBoard) {
+    let mut blocked = false;
+    for list in lists {
+        if let Some(found) = list.lookup(hashes) {
+            blocked |= found.kind == ListKind::Block;
+            board.list_matches.push(found);
+        }
+    }
+    let score = if blocked { 1.0 } else { 0.0 };
+    board.add(categories::KNOWN_IMAGE, score, registry::HASHLIST.name);
 }
 
 /// The answer for an image that cannot be used.

@@ -102,7 +102,24 @@ pub const REGISTRY: &[&Check] = &[
     &PROPERTIES,
     &qr::CHECK,
     &LANGUAGE,
+    &HASHLIST,
 ];
+
+/// `hashlist`: `known_image`, 1 when the image matches an entry of one of the organization's
+/// block lists the workflow names (PDQ within the list's distance, or MD5 / SHA-256 exactly);
+/// an allow-list match exempts the image from review ([`crate::decision`]). The hashes are
+/// made on the model worker; the lists are matched by the engine, which is given the
+/// caller's lists ([`super::Engine::check_image`]).
+pub const HASHLIST: Check = Check {
+    name: "hashlist",
+    kind: ContentKind::Image,
+    categories: &[super::categories::KNOWN_IMAGE],
+    languages: None,
+    runner: Runner::Measure {
+        measures: Measures::HASHES,
+        score: |_, _, _| {},
+    },
+};
 
 /// `language`: `unread_language`, the confidence that a text is in a language none of the
 /// workflow's word-judging checks reads (0 when one does, or when no check judges words).

@@ -44,6 +44,7 @@ pub enum Method {
     Get,
     Head,
     Post,
+    Delete,
     /// Any other method: routes answer it with 405.
     Other,
 }
@@ -55,6 +56,7 @@ impl Method {
             Method::Get => "GET",
             Method::Head => "HEAD",
             Method::Post => "POST",
+            Method::Delete => "DELETE",
             Method::Other => "OTHER",
         }
     }
@@ -242,6 +244,7 @@ fn parse_head_fields(
         Some("GET") => Method::Get,
         Some("HEAD") => Method::Head,
         Some("POST") => Method::Post,
+        Some("DELETE") => Method::Delete,
         Some(_) => Method::Other,
         None => return Err(HeadError::Malformed("no method")),
     };

@@ -53,6 +53,17 @@ impl Response {
         }
     }
 
+    /// A body of another media type (`text/csv; charset=utf-8`).
+    pub fn with_content_type(status: u16, content_type: &'static str, body: Vec<u8>) -> Self {
+        Response {
+            status,
+            content_type: Some(content_type),
+            body: Cow::Owned(body),
+            headers: Vec::new(),
+            close: false,
+        }
+    }
+
     pub fn static_json(status: u16, body: &'static [u8]) -> Self {
         Response {
             status,

@@ -10,6 +10,7 @@
 //! 12 MP on the free plan), all checked against the header before any pixel exists.
 
 pub mod decode;
+pub mod hashes;
 pub mod jpeg;
 pub mod probe;
 pub mod properties;
@@ -97,38 +98,47 @@ pub struct Measures {
     pub properties: bool,
     /// The QR codes and what they carry ([`qr`]).
     pub qr: bool,
+    /// PDQ, MD5 and SHA-256, for hash lists ([`hashes`]).
+    pub hashes: bool,
 }
 
 impl Measures {
     pub const NONE: Measures = Measures {
         properties: false,
         qr: false,
+        hashes: false,
     };
     pub const PROPERTIES: Measures = Measures {
         properties: true,
-        qr: false,
+        ..Measures::NONE
     };
     pub const QR: Measures = Measures {
-        properties: false,
         qr: true,
+        ..Measures::NONE
+    };
+    pub const HASHES: Measures = Measures {
+        hashes: true,
+        ..Measures::NONE
     };
 
     pub fn any(self) -> bool {
-        self.properties || self.qr
+        self.properties || self.qr || self.hashes
     }
 
     pub fn union(self, other: Measures) -> Measures {
         Measures {
             properties: self.properties || other.properties,
             qr: self.qr || other.qr,
+            hashes: self.hashes || other.hashes,
         }
     }
 
-    /// Runs the measurements asked for on `image`.
-    pub fn run(self, image: &Rgb8) -> Measured {
+    /// Runs the measurements asked for on `image`, decoded from `bytes`.
+    pub fn run(self, bytes: &[u8], image: &Rgb8) -> Measured {
         Measured {
             properties: self.properties.then(|| properties::measure(image)),
             qr_codes: self.qr.then(|| qr::read(image)),
+            hashes: self.hashes.then(|| hashes::hash(bytes, image)),
         }
     }
 }
@@ -138,4 +148,5 @@ impl Measures {
 pub struct Measured {
     pub properties: Option<properties::Properties>,
     pub qr_codes: Option<Vec<qr::QrCode>>,
+    pub hashes: Option<hashes::ImageHashes>,
 }

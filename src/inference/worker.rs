@@ -449,12 +449,13 @@ fn prepare(
     let started = Instant::now();
     // Measurements are this crate's own code over bounded buffers; a bug in one must still
     // cost only its figures, not the worker.
-    let measured =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.measures.run(&image)))
-            .unwrap_or_else(|_| {
-                tracing::error!("an image measurement panicked");
-                Measured::default()
-            });
+    let measured = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        job.measures.run(&job.bytes, &image)
+    }))
+    .unwrap_or_else(|_| {
+        tracing::error!("an image measurement panicked");
+        Measured::default()
+    });
     let mut scores = ImageJobScores {
         format: Some(job.probe.format),
         decode_us,

@@ -204,6 +204,8 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         None => None,
     };
     let leases = budgets(&config, control_plane.as_ref(), shipper.as_ref(), shards)?;
+    let lists = crate::store::lists_follower::start(store.clone())
+        .context("compiling the organizations' lists")?;
     let stopping_leases = leases.clone();
     let config = Arc::new(config);
     let mut pool = LocalExecutorPoolBuilder::new(placement)
@@ -230,6 +232,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
                 worker_models: worker_models.clone(),
                 worker_config: worker_config.clone(),
                 shipper: shipper.clone(),
+                lists: lists.clone(),
                 cpu: Some(cpus[index % cpus.len()]),
             });
             async move {
@@ -367,7 +370,8 @@ fn bootstrap(store: &Store, config: &Config) -> anyhow::Result<()> {
             config.plans.keys().next().cloned().unwrap_or_default()
         };
         store.create_org(DEMO_ORG, &plan, now_ms)?;
-        let issued = store.create_key(DEMO_ORG, Scopes::ALL, WorkflowAccess::All, None, now_ms)?;
+        let issued =
+            store.create_key(DEMO_ORG, Scopes::CHECKS, WorkflowAccess::All, None, now_ms)?;
         announce(format_args!(
             "fresh data directory: created organization '{DEMO_ORG}' (plan {plan}) with this key, shown once:"
         ));

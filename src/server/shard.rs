@@ -43,6 +43,7 @@ use crate::limits::{ShardLimits, IDLE_RETURN_MS};
 use crate::metrics::scrape::{answer_scrapes, MetricsHub, ProcessState};
 use crate::metrics::{Gauges, Metrics, ShardSnapshot};
 use crate::request_id::{RequestId, RequestIdGen};
+use crate::store::lists_follower::{ListsHub, ListsView};
 use crate::store::view::StoreView;
 use crate::store::Store;
 
@@ -184,6 +185,8 @@ pub struct ShardResources {
     pub cpu: Option<usize>,
     /// In a fleet: where the shard ships its journal.
     pub shipper: Option<Shipper>,
+    /// The organizations' compiled lists, published by the lists follower.
+    pub lists: Arc<ListsHub>,
 }
 
 /// A shard: what its connections need (ids, dates, slots, the stop signal) and the request
@@ -261,6 +264,7 @@ pub async fn run(
     let limits = ShardLimits::new(resources.leases.clone(), state.shards);
     let shipper = resources.shipper.clone();
     let downloader = resources.downloader.clone();
+    let lists = ListsView::new(resources.lists.clone());
     let metrics = Metrics::new(config.metrics.enabled());
     let journal = match Journal::start(
         &config.server.data_dir,
@@ -319,6 +323,7 @@ pub async fn run(
             request_limits: config.limits.clone(),
             panic_path: config.testing.panic_path.clone(),
             store: StoreView::new(store),
+            lists,
             limits,
             checks: engine,
             journal,
@@ -517,6 +522,7 @@ async fn start_engine(
         worker_config,
         cpu,
         shipper: _,
+        lists: _,
     } = resources;
     let toxblock_loaded = match (&worker_models, &worker_config.text_model) {
         (Some(models), Some(spec)) => models.path_of(spec).is_some(),

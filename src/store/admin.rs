@@ -134,8 +134,8 @@ impl Store {
         expires_ms: Option<i64>,
         now_ms: i64,
     ) -> anyhow::Result<IssuedKey> {
-        if !scopes.image && !scopes.text {
-            bail!("a key needs at least one scope (image, text)");
+        if !scopes.image && !scopes.text && !scopes.lists {
+            bail!("a key needs at least one scope (image, text, lists)");
         }
         if expires_ms.is_some_and(|expires| expires <= now_ms) {
             bail!("the expiry is in the past");
@@ -376,13 +376,13 @@ mod tests {
     fn key_count_is_enforced_at_creation_and_rotation() {
         let (_dir, store) = store_with_org(2);
         let a = store
-            .create_key("acme", Scopes::ALL, WorkflowAccess::All, None, 0)
+            .create_key("acme", Scopes::CHECKS, WorkflowAccess::All, None, 0)
             .unwrap();
         store
-            .create_key("acme", Scopes::ALL, WorkflowAccess::All, None, 0)
+            .create_key("acme", Scopes::CHECKS, WorkflowAccess::All, None, 0)
             .unwrap();
         assert!(store
-            .create_key("acme", Scopes::ALL, WorkflowAccess::All, None, 0)
+            .create_key("acme", Scopes::CHECKS, WorkflowAccess::All, None, 0)
             .is_err());
         // A rotation with grace needs a free place: the old key still counts.
         assert!(store.rotate_key(&a.record.id, 60_000, 10).is_err());
@@ -399,7 +399,7 @@ mod tests {
         // Revoking frees a place.
         store.revoke_key(&b.record.id, 20).unwrap();
         store
-            .create_key("acme", Scopes::ALL, WorkflowAccess::All, None, 30)
+            .create_key("acme", Scopes::CHECKS, WorkflowAccess::All, None, 30)
             .unwrap();
     }
 
@@ -409,6 +409,7 @@ mod tests {
         let scopes = Scopes {
             image: false,
             text: true,
+            lists: false,
         };
         let old = store
             .create_key("acme", scopes, WorkflowAccess::All, Some(1_000_000), 0)
@@ -459,7 +460,7 @@ mod tests {
         assert!(store
             .create_key(
                 "acme",
-                Scopes::ALL,
+                Scopes::CHECKS,
                 WorkflowAccess::Only(vec!["nope".into()]),
                 None,
                 0

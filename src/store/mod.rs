@@ -1,6 +1,7 @@
 //! The store: the control plane in one LMDB environment (`<data>/store`).
 //!
-//! It holds organizations, plans, keys (hashes only) and workflows with their versions. The
+//! It holds organizations, plans, keys (hashes only), workflows with their versions, and the
+//! organizations' hash lists ([`lists`]). The
 //! admin CLI writes it, in its own process, while the server runs; LMDB's lock file serialises
 //! writers and readers never block. The server reads through a per-shard [`view::StoreView`]
 //! that caches records and drops its cache whenever LMDB's last committed transaction id
@@ -11,6 +12,8 @@
 
 pub mod admin;
 pub mod keys;
+pub mod lists;
+pub mod lists_follower;
 pub mod records;
 pub mod replica;
 pub mod view;
@@ -21,7 +24,7 @@ use anyhow::{bail, Context};
 use heed::types::{Bytes, SerdeBincode, Str};
 use heed::{Database, Env, EnvOpenOptions};
 
-use records::{KeyRecord, OrgRecord, PlanLimits, WorkflowRecord};
+use records::{KeyRecord, OrgRecord, PlanLimits};
 
 /// The store's map size: a ceiling on the file's growth, not an allocation.
 pub const STORE_MAP_BYTES: usize = 1 << 30;
@@ -36,8 +39,9 @@ pub struct Store {
     pub(crate) orgs: Database<Str, SerdeBincode<OrgRecord>>,
     pub(crate) plans: Database<Str, SerdeBincode<PlanLimits>>,
     pub(crate) keys: Database<Str, SerdeBincode<KeyRecord>>,
-    pub(crate) workflows: Database<Str, SerdeBincode<WorkflowRecord>>,
+    pub(crate) workflows: Database<Str, records::WorkflowCodec>,
     pub(crate) meta: Database<Str, Bytes>,
+    pub(crate) list_tables: lists::ListTables,
 }
 
 impl Store {
@@ -49,7 +53,7 @@ impl Store {
         let mut options = EnvOpenOptions::new();
         options
             .map_size(STORE_MAP_BYTES)
-            .max_dbs(8)
+            .max_dbs(16)
             .max_readers(STORE_READERS_MAX);
         // SAFETY: heed's `open` is unsafe because the memory map would be undefined behaviour
         // if the file were changed outside LMDB's locking. The store is written only through
@@ -65,6 +69,11 @@ impl Store {
             keys: env.create_database(&mut txn, Some("keys"))?,
             workflows: env.create_database(&mut txn, Some("workflows"))?,
             meta: env.create_database(&mut txn, Some("meta"))?,
+            list_tables: lists::ListTables {
+                lists: env.create_database(&mut txn, Some("lists"))?,
+                entries: env.create_database(&mut txn, Some("list_entries"))?,
+                hashes: env.create_database(&mut txn, Some("list_hashes"))?,
+            },
             env: env.clone(),
             path,
         };
@@ -95,4 +104,30 @@ impl Store {
     pub fn last_txn_id(&self) -> usize {
         self.env.info().last_txn_id
     }
+}
+
+/// A store in a temporary directory with one plan (`free`) and one organization (`acme`).
+#[cfg(test)]
+pub(crate) fn test_store_with_org() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("store");
+    let plan = PlanLimits {
+        text_chars_max: 1,
+        image_pixels_max: 1,
+        rate_per_s: 1,
+        rate_burst: 1,
+        concurrent_max: 1,
+        quota_per_month: 1,
+        keys_max: 5,
+        paid: false,
+        engine_down: Default::default(),
+    };
+    store
+        .put_plans(&std::collections::BTreeMap::from([(
+            "free".to_owned(),
+            plan,
+        )]))
+        .expect("plans");
+    store.create_org("acme", "free", 0).expect("org");
+    (dir, store)
 }

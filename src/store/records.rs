@@ -83,30 +83,67 @@ pub struct OrgRecord {
     pub created_ms: i64,
 }
 
-/// The kinds of content a key may check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What a key may do: check images, check texts, manage its organization's lists.
+///
+/// Stored as two bytes, as the two booleans of the first version were: the first holds
+/// `image` (bit 0) and `lists` (bit 1), the second `text`. Keys written before lists existed
+/// read as they were, in LMDB and in a fleet's PostgreSQL alike, with no migration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scopes {
     pub image: bool,
     pub text: bool,
+    pub lists: bool,
+}
+
+impl Serialize for Scopes {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (
+            u8::from(self.image) | u8::from(self.lists) << 1,
+            u8::from(self.text),
+        )
+            .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Scopes {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let (first, text) = <(u8, u8)>::deserialize(deserializer)?;
+        if first > 3 || text > 1 {
+            return Err(serde::de::Error::custom("scopes out of range"));
+        }
+        Ok(Scopes {
+            image: first & 1 != 0,
+            lists: first & 2 != 0,
+            text: text == 1,
+        })
+    }
 }
 
 impl Scopes {
-    pub const ALL: Scopes = Scopes {
+    /// Checks of both kinds: a key's scopes unless it is given others.
+    pub const CHECKS: Scopes = Scopes {
         image: true,
         text: true,
+        lists: false,
     };
 
-    /// Parses `image,text`, `text`, `image`.
+    /// Parses a comma-separated set of `image`, `text` and `lists`.
     pub fn parse(text: &str) -> Result<Scopes, String> {
         let mut scopes = Scopes {
             image: false,
             text: false,
+            lists: false,
         };
         for part in text.split(',').map(str::trim) {
             match part {
                 "image" => scopes.image = true,
                 "text" => scopes.text = true,
-                other => return Err(format!("unknown scope '{other}' (expected image, text)")),
+                "lists" => scopes.lists = true,
+                other => {
+                    return Err(format!(
+                        "unknown scope '{other}' (expected image, text, lists)"
+                    ))
+                }
             }
         }
         Ok(scopes)
@@ -115,11 +152,18 @@ impl Scopes {
 
 impl std::fmt::Display for Scopes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.image, self.text) {
-            (true, true) => f.write_str("image,text"),
-            (true, false) => f.write_str("image"),
-            (false, true) => f.write_str("text"),
-            (false, false) => f.write_str("none"),
+        let names: Vec<&str> = [
+            (self.image, "image"),
+            (self.text, "text"),
+            (self.lists, "lists"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+        if names.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&names.join(","))
         }
     }
 }
@@ -227,6 +271,58 @@ pub struct WorkflowRecord {
     pub updated_ms: i64,
 }
 
+/// The version a stored workflow record starts with since workflows name lists; records
+/// without it are of the first version. A first-version record starts with the bincode length
+/// of its name (8 little-endian bytes, a name being at most 64 bytes), never with 0xff.
+const WORKFLOW_V2: [u8; 4] = [0xff, b'W', b'F', 2];
+
+/// The first version of [`WorkflowRecord`] (its definition had no lists).
+#[derive(Deserialize)]
+struct WorkflowRecordV1 {
+    name: String,
+    version: u64,
+    digest: [u8; 32],
+    definition: crate::workflow::WorkflowDefV1,
+    updated_ms: i64,
+}
+
+/// How the store (and a fleet's PostgreSQL, which holds the same bytes) keeps workflow
+/// records: [`WORKFLOW_V2`] then bincode; records of the first version read as they were,
+/// with no lists, so a store or a fleet needs no migration.
+pub enum WorkflowCodec {}
+
+impl<'a> heed::BytesEncode<'a> for WorkflowCodec {
+    type EItem = WorkflowRecord;
+
+    fn bytes_encode(
+        record: &'a WorkflowRecord,
+    ) -> Result<std::borrow::Cow<'a, [u8]>, heed::BoxedError> {
+        let body = heed::types::SerdeBincode::<WorkflowRecord>::bytes_encode(record)?;
+        let mut bytes = Vec::with_capacity(WORKFLOW_V2.len() + body.len());
+        bytes.extend_from_slice(&WORKFLOW_V2);
+        bytes.extend_from_slice(&body);
+        Ok(std::borrow::Cow::Owned(bytes))
+    }
+}
+
+impl<'a> heed::BytesDecode<'a> for WorkflowCodec {
+    type DItem = WorkflowRecord;
+
+    fn bytes_decode(bytes: &'a [u8]) -> Result<WorkflowRecord, heed::BoxedError> {
+        if let Some(body) = bytes.strip_prefix(&WORKFLOW_V2) {
+            return heed::types::SerdeBincode::<WorkflowRecord>::bytes_decode(body);
+        }
+        let old = heed::types::SerdeBincode::<WorkflowRecordV1>::bytes_decode(bytes)?;
+        Ok(WorkflowRecord {
+            name: old.name,
+            version: old.version,
+            digest: old.digest,
+            definition: old.definition.into(),
+            updated_ms: old.updated_ms,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,7 +332,7 @@ mod tests {
             id: "AAAAAAAAAAAA".into(),
             org: "o".into(),
             key_sha256: [0; 32],
-            scopes: Scopes::ALL,
+            scopes: Scopes::CHECKS,
             workflows: WorkflowAccess::All,
             created_ms: 0,
             expires_ms: None,
@@ -264,8 +360,76 @@ mod tests {
 
     #[test]
     fn scopes() {
-        assert_eq!(Scopes::parse("image,text"), Ok(Scopes::ALL));
+        assert_eq!(Scopes::parse("image,text"), Ok(Scopes::CHECKS));
         assert_eq!(Scopes::parse("text").unwrap().to_string(), "text");
+        assert_eq!(
+            Scopes::parse("lists,image").unwrap().to_string(),
+            "image,lists"
+        );
         assert!(Scopes::parse("video").is_err());
+    }
+
+    /// Workflow records of the first version read with no lists; new ones round-trip.
+    #[test]
+    fn workflow_records_of_both_versions_read() {
+        use heed::{BytesDecode, BytesEncode};
+        #[derive(Serialize)]
+        struct RecordV1 {
+            name: String,
+            version: u64,
+            digest: [u8; 32],
+            definition: crate::workflow::WorkflowDefV1,
+            updated_ms: i64,
+        }
+        let definition = crate::workflow::WorkflowDefV1 {
+            description: "d".into(),
+            paid_only: false,
+            text_checks: vec!["wordlist".into()],
+            image_checks: Vec::new(),
+            categories: Default::default(),
+        };
+        let old = heed::types::SerdeBincode::<RecordV1>::bytes_encode(&RecordV1 {
+            name: "w".into(),
+            version: 3,
+            digest: [7; 32],
+            definition: definition.clone(),
+            updated_ms: 9,
+        })
+        .unwrap()
+        .into_owned();
+        let read = WorkflowCodec::bytes_decode(&old).unwrap();
+        assert_eq!((read.version, read.updated_ms), (3, 9));
+        assert_eq!(read.definition, definition.into());
+        let mut new = read.clone();
+        new.definition.lists = vec!["known".into()];
+        let bytes = WorkflowCodec::bytes_encode(&new).unwrap().into_owned();
+        assert_eq!(WorkflowCodec::bytes_decode(&bytes).unwrap(), new);
+        assert!(WorkflowCodec::bytes_decode(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    /// Keys stored before the `lists` scope (two booleans) read as they were.
+    #[test]
+    fn scopes_keep_the_first_versions_bytes() {
+        use heed::{BytesDecode, BytesEncode};
+        type Codec = heed::types::SerdeBincode<Scopes>;
+        #[derive(Serialize)]
+        struct First {
+            image: bool,
+            text: bool,
+        }
+        let old = heed::types::SerdeBincode::<First>::bytes_encode(&First {
+            image: false,
+            text: true,
+        })
+        .unwrap()
+        .into_owned();
+        assert_eq!(old, [0, 1]);
+        let read = Codec::bytes_decode(&old).unwrap();
+        assert_eq!(read, Scopes::parse("text").unwrap());
+        let all = Scopes::parse("image,text,lists").unwrap();
+        let bytes = Codec::bytes_encode(&all).unwrap().into_owned();
+        assert_eq!(bytes, [3, 1]);
+        assert_eq!(Codec::bytes_decode(&bytes).unwrap(), all);
+        assert!(Codec::bytes_decode(&[4, 1]).is_err());
     }
 }

@@ -164,7 +164,7 @@ mod tests {
             .unwrap();
         assert_eq!(replica.dump().unwrap(), first);
         let issued = source
-            .create_key("acme", Scopes::ALL, WorkflowAccess::All, None, 0)
+            .create_key("acme", Scopes::CHECKS, WorkflowAccess::All, None, 0)
             .unwrap();
         source.revoke_key(&issued.record.id, 5).unwrap();
         let second = source.dump().unwrap();

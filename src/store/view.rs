@@ -49,6 +49,10 @@ impl StoreView {
         }
     }
 
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// Drops the cache if the store changed since it was filled.
     pub fn sync(&self) {
         let txn_id = self.store.last_txn_id();
@@ -139,7 +143,7 @@ mod tests {
             .unwrap();
         store.create_org("acme", "free", 0).unwrap();
         let issued = store
-            .create_key("acme", Scopes::ALL, WorkflowAccess::All, None, 0)
+            .create_key("acme", Scopes::CHECKS, WorkflowAccess::All, None, 0)
             .unwrap();
         let view = StoreView::new(store.clone());
         view.sync();

@@ -1,0 +1,569 @@
+//! `/v1/lists`: an organization's hash lists (`docs/interface.md#lists`), for keys with the
+//! `lists` scope.
+//!
+//! | method and path | does |
+//! |---|---|
+//! | `GET /v1/lists` | the organization's lists |
+//! | `POST /v1/lists` | creates one: `{"name", "kind": "block"\|"allow", "distance"}` |
+//! | `GET /v1/lists/{name}` | one list |
+//! | `DELETE /v1/lists/{name}` | deletes it and its entries |
+//! | `POST /v1/lists/{name}/entries` | adds entries: hashes (JSON), an image (its body), or `url` |
+//! | `GET /v1/lists/{name}/entries?after=&limit=` | a page of entries, in the order added |
+//! | `DELETE /v1/lists/{name}/entries/{id}` | removes an entry |
+//! | `POST /v1/lists/{name}/import` | adds the entries of a CSV body ([`crate::lists::csv`]) |
+//! | `GET /v1/lists/{name}/export` | the entries as CSV |
+//!
+//! Each request takes one rate token of the key; none is a check (no quota, no journal
+//! record). Writes go to the store on the shard's blocking threads, never on the reactor, and
+//! every shard matches an added entry within the lists follower's poll
+//! ([`crate::store::lists_follower`]). In a fleet, lists are not kept in PostgreSQL yet:
+//! the routes refuse writes there rather than keep them on one node.
+
+use std::time::{Duration, Instant};
+
+use futures_lite::{AsyncRead, AsyncWrite};
+use serde::{Deserialize, Serialize};
+
+use super::context::Context;
+use super::envelope::json_response;
+use super::text::{parse_object, require_json};
+use super::RequestNotes;
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::http::conn::Exchange;
+use crate::http::head::Method;
+use crate::http::query;
+use crate::http::response::Response;
+use crate::lists::{csv, Entry, EntryHash, ListKind, PDQ_DISTANCE_DEFAULT};
+use crate::store::lists::{Added, ListError, ListRecord, NewEntry, ENTRIES_PAGE_MAX};
+
+/// A request body: an image, a CSV import, or JSON entries.
+pub const BODY_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Entries one JSON request or one import adds at most (the CLI imports more).
+pub const ENTRIES_PER_REQUEST_MAX: usize = 200_000;
+/// Entries of a page unless `limit` says otherwise.
+pub const ENTRIES_PAGE_DEFAULT: usize = 100;
+
+/// What the path names under `/v1/lists`.
+#[derive(Debug, PartialEq, Eq)]
+enum Target<'p> {
+    Lists,
+    List(&'p str),
+    Entries(&'p str),
+    Entry(&'p str, u64),
+    Import(&'p str),
+    Export(&'p str),
+}
+
+fn target(path: &str) -> ApiResult<Target<'_>> {
+    let rest = path
+        .strip_prefix("/v1/lists")
+        .ok_or_else(|| not_found("no such list route"))?;
+    let parts: Vec<&str> = rest.split('/').skip(1).collect();
+    Ok(match parts.as_slice() {
+        [] | [""] => Target::Lists,
+        [name] => Target::List(name),
+        [name, "entries"] => Target::Entries(name),
+        [name, "entries", id] => Target::Entry(
+            name,
+            id.parse()
+                .map_err(|_| not_found("an entry id is a number"))?,
+        ),
+        [name, "import"] => Target::Import(name),
+        [name, "export"] => Target::Export(name),
+        _ => return Err(not_found("no such list route")),
+    })
+}
+
+fn not_found(message: &'static str) -> ApiError {
+    ApiError::new(ErrorKind::NotFound, message)
+}
+
+pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
+    cx: &Context,
+    exchange: &mut Exchange<'_, S>,
+    notes: &mut RequestNotes,
+) -> ApiResult<Response> {
+    let caller = notes.authenticate(cx, &exchange.head, None)?;
+    if !caller.key.scopes.lists {
+        return Err(ApiError::forbidden(
+            "this key has no `lists` scope (create one with --scopes lists)",
+        ));
+    }
+    cx.limits.take_rate(&caller, cx.now_ms()).await?;
+    let path = exchange.head.path.clone();
+    let method = exchange.head.method;
+    let org = caller.org.record.name.clone();
+    let query = exchange.head.query.clone();
+    match (method, target(&path)?) {
+        (Method::Get | Method::Head, Target::Lists) => {
+            let lists = blocking(cx, move |store| store.lists_of(&org)).await?;
+            let lists: Vec<ListView> = lists.iter().map(ListView::of).collect();
+            Ok(json_response(
+                200,
+                &Lists {
+                    status: "success",
+                    lists,
+                },
+            ))
+        }
+        (Method::Post, Target::Lists) => create(cx, exchange, &caller).await,
+        (Method::Get | Method::Head, Target::List(name)) => {
+            let name = name.to_owned();
+            let list = blocking(cx, move |store| store.list(&org, &name)).await?;
+            Ok(list_answer(200, &list))
+        }
+        (Method::Delete, Target::List(name)) => {
+            refuse_in_fleet(cx)?;
+            let name = name.to_owned();
+            let list = blocking(cx, move |store| store.delete_list(&org, &name)).await?;
+            Ok(list_answer(200, &list))
+        }
+        (Method::Post, Target::Entries(name)) => add(cx, exchange, &caller, name).await,
+        (Method::Get | Method::Head, Target::Entries(name)) => page(cx, &org, name, &query).await,
+        (Method::Delete, Target::Entry(name, id)) => {
+            refuse_in_fleet(cx)?;
+            let name = name.to_owned();
+            let entry = blocking(cx, move |store| store.remove_entry(&org, &name, id)).await?;
+            Ok(json_response(
+                200,
+                &Removed {
+                    status: "success",
+                    removed: EntryView::of(&entry),
+                },
+            ))
+        }
+        (Method::Post, Target::Import(name)) => import(cx, exchange, &caller, name).await,
+        (Method::Get | Method::Head, Target::Export(name)) => {
+            let name = name.to_owned();
+            let (_, entries) = blocking(cx, move |store| store.list_since(&org, &name, 0)).await?;
+            Ok(Response::with_content_type(
+                200,
+                "text/csv; charset=utf-8",
+                csv::export(&entries).into_bytes(),
+            ))
+        }
+        _ => Err(ApiError::method_not_allowed(
+            crate::route::Route::Lists.allow(),
+        )),
+    }
+}
+
+/// Runs `op` on the store on the shard's blocking threads.
+async fn blocking<T: Send + 'static>(
+    cx: &Context,
+    op: impl FnOnce(&crate::store::Store) -> Result<T, ListError> + Send + 'static,
+) -> ApiResult<T> {
+    let store = cx.store().clone();
+    glommio::executor()
+        .spawn_blocking(move || op(&store))
+        .await
+        .map_err(list_error)
+}
+
+fn list_error(error: ListError) -> ApiError {
+    match error {
+        ListError::NotFound(why) => ApiError::new(ErrorKind::NotFound, why),
+        ListError::Exists(why) => ApiError::new(ErrorKind::Conflict, why),
+        ListError::Invalid(why) => ApiError::bad_request(why),
+        ListError::Store(error) => {
+            tracing::error!(error = format!("{error:#}"), "a list operation failed");
+            ApiError::internal("the list store could not be written")
+        }
+    }
+}
+
+fn refuse_in_fleet(cx: &Context) -> ApiResult<()> {
+    match cx.store().revision() {
+        Ok(None) => Ok(()),
+        Ok(Some(_)) => Err(ApiError::bad_request(
+            "this node is part of a fleet, whose lists are not kept in PostgreSQL yet: lists can be written on single nodes only",
+        )),
+        Err(error) => {
+            tracing::error!(error = format!("{error:#}"), "reading the store's revision");
+            Err(ApiError::internal("the store could not be read"))
+        }
+    }
+}
+
+async fn read_body<S: AsyncRead + AsyncWrite + Unpin>(
+    cx: &Context,
+    exchange: &mut Exchange<'_, S>,
+) -> ApiResult<Vec<u8>> {
+    let mut body = Vec::new();
+    let deadline = Instant::now() + Duration::from_millis(cx.request_limits.body_read_timeout_ms);
+    exchange
+        .read_body(&mut body, BODY_BYTES_MAX, deadline)
+        .await?;
+    Ok(body)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateRequest {
+    name: String,
+    kind: String,
+    distance: Option<u32>,
+}
+
+async fn create<S: AsyncRead + AsyncWrite + Unpin>(
+    cx: &Context,
+    exchange: &mut Exchange<'_, S>,
+    caller: &Caller,
+) -> ApiResult<Response> {
+    refuse_in_fleet(cx)?;
+    require_json(exchange.head.content_type.as_deref())?;
+    let mut body = read_body(cx, exchange).await?;
+    let request: CreateRequest = parse_object(
+        &mut body,
+        16,
+        "the body is {\"name\": string, \"kind\": \"block\" or \"allow\", \"distance\": number (optional)}",
+    )?;
+    let kind = ListKind::parse(&request.kind)
+        .ok_or_else(|| ApiError::bad_request("`kind` is \"block\" or \"allow\""))?;
+    let distance = request.distance.unwrap_or(PDQ_DISTANCE_DEFAULT);
+    let org = caller.org.record.name.clone();
+    let now_ms = cx.now_ms();
+    let list = blocking(cx, move |store| {
+        store.create_list(&org, &request.name, kind, distance, now_ms)
+    })
+    .await?;
+    Ok(list_answer(201, &list))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddRequest {
+    entries: Vec<AddEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddEntry {
+    hash_type: String,
+    hash: String,
+    label: Option<String>,
+    id: Option<String>,
+}
+
+/// The query of an image entry: `label`, `id` and `url`.
+#[derive(Default)]
+struct EntryQuery {
+    label: Option<String>,
+    id: Option<String>,
+    url: Option<String>,
+}
+
+impl EntryQuery {
+    fn parse(raw: &str) -> ApiResult<EntryQuery> {
+        let mut parsed = EntryQuery::default();
+        for pair in query::pairs(raw) {
+            let (name, value) = pair.map_err(ApiError::bad_request)?;
+            let slot = match name.as_ref() {
+                "label" => &mut parsed.label,
+                "id" => &mut parsed.id,
+                "url" => &mut parsed.url,
+                _ => continue,
+            };
+            if slot.is_some() {
+                return Err(ApiError::bad_request(format!(
+                    "query parameter `{name}` given twice"
+                )));
+            }
+            *slot = Some(value.into_owned());
+        }
+        Ok(parsed)
+    }
+}
+
+/// Adds JSON hashes (`Content-Type: application/json`), or the hashes of an image: its body,
+/// or `url` with an empty body.
+async fn add<S: AsyncRead + AsyncWrite + Unpin>(
+    cx: &Context,
+    exchange: &mut Exchange<'_, S>,
+    caller: &Caller,
+    name: &str,
+) -> ApiResult<Response> {
+    refuse_in_fleet(cx)?;
+    let json = exchange
+        .head
+        .content_type
+        .as_deref()
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"));
+    let new = if json {
+        let mut body = read_body(cx, exchange).await?;
+        let request: AddRequest = parse_object(
+            &mut body,
+            ENTRIES_PER_REQUEST_MAX * 4,
+            "the body is {\"entries\": [{\"hash_type\": \"pdq\"|\"md5\"|\"sha256\", \"hash\": hex, \"label\": string, \"id\": string}]}",
+        )?;
+        if request.entries.len() > ENTRIES_PER_REQUEST_MAX {
+            return Err(ApiError::bad_request(format!(
+                "at most {ENTRIES_PER_REQUEST_MAX} entries a request"
+            )));
+        }
+        request
+            .entries
+            .into_iter()
+            .enumerate()
+            .map(|(at, entry)| {
+                let hash = EntryHash::parse(&entry.hash_type, &entry.hash)
+                    .map_err(|why| ApiError::bad_request(format!("entries[{at}]: {why}")))?;
+                Ok(NewEntry {
+                    hash,
+                    label: entry.label,
+                    caller_id: entry.id,
+                })
+            })
+            .collect::<ApiResult<Vec<_>>>()?
+    } else {
+        image_entries(cx, exchange, caller).await?
+    };
+    let (org, name, now_ms) = (caller.org.record.name.clone(), name.to_owned(), cx.now_ms());
+    let added = blocking(cx, move |store| {
+        store.add_entries(&org, &name, &new, now_ms)
+    })
+    .await?;
+    Ok(added_answer(&added, Vec::new()))
+}
+
+/// The entries of one image: its PDQ hash (if it has enough detail), MD5 and SHA-256, made
+/// on the model worker as a check makes them.
+async fn image_entries<S: AsyncRead + AsyncWrite + Unpin>(
+    cx: &Context,
+    exchange: &mut Exchange<'_, S>,
+    caller: &Caller,
+) -> ApiResult<Vec<NewEntry>> {
+    let query = EntryQuery::parse(&exchange.head.query)?;
+    cx.refuse_if_busy()?;
+    let mut bytes = cx.image_buffers.take();
+    let deadline = Instant::now() + Duration::from_millis(cx.request_limits.body_read_timeout_ms);
+    exchange
+        .read_body(&mut bytes, crate::bounds::IMAGE_BYTES_MAX, deadline)
+        .await?;
+    match (&query.url, bytes.is_empty()) {
+        (Some(_), false) => {
+            return Err(ApiError::bad_request(
+                "send either an image body or a `url`, not both",
+            ))
+        }
+        (Some(url), true) => cx.download(url, &mut bytes).await?,
+        (None, true) => {
+            return Err(ApiError::bad_request(
+                "send hashes as JSON, an image as the body, or a `url`",
+            ))
+        }
+        (None, false) => {}
+    }
+    let checks = [crate::checks::registry::HASHLIST.name.to_owned()];
+    let board = super::image::score_image_with(cx, caller, &checks, &[], bytes).await?;
+    let hashes = board
+        .measured
+        .hashes
+        .ok_or_else(|| ApiError::internal("the image was not hashed"))?;
+    Ok(crate::lists::image_entry_hashes(&hashes)
+        .into_iter()
+        .map(|hash| NewEntry {
+            hash,
+            label: query.label.clone(),
+            caller_id: query.id.clone(),
+        })
+        .collect())
+}
+
+async fn import<S: AsyncRead + AsyncWrite + Unpin>(
+    cx: &Context,
+    exchange: &mut Exchange<'_, S>,
+    caller: &Caller,
+    name: &str,
+) -> ApiResult<Response> {
+    refuse_in_fleet(cx)?;
+    let body = read_body(cx, exchange).await?;
+    let text = std::str::from_utf8(&body)
+        .map_err(|_| ApiError::bad_request("the CSV body is not UTF-8"))?;
+    let parsed = csv::parse(text, ENTRIES_PER_REQUEST_MAX).map_err(ApiError::bad_request)?;
+    let (org, name, now_ms) = (caller.org.record.name.clone(), name.to_owned(), cx.now_ms());
+    let new = parsed.entries;
+    let added = blocking(cx, move |store| {
+        store.add_entries(&org, &name, &new, now_ms)
+    })
+    .await?;
+    Ok(added_answer(&added, parsed.skipped))
+}
+
+async fn page(cx: &Context, org: &str, name: &str, raw: &str) -> ApiResult<Response> {
+    let mut after = 0u64;
+    let mut limit = ENTRIES_PAGE_DEFAULT;
+    for pair in query::pairs(raw) {
+        let (key, value) = pair.map_err(ApiError::bad_request)?;
+        match key.as_ref() {
+            "after" => {
+                after = value
+                    .parse()
+                    .map_err(|_| ApiError::bad_request("`after` is an entry id"))?
+            }
+            "limit" => {
+                limit = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=ENTRIES_PAGE_MAX).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!("`limit` is 1 to {ENTRIES_PAGE_MAX}"))
+                    })?
+            }
+            _ => {}
+        }
+    }
+    let (org, name) = (org.to_owned(), name.to_owned());
+    let (list, entries) =
+        blocking(cx, move |store| store.entries(&org, &name, after, limit)).await?;
+    let next_after = (entries.len() == limit)
+        .then(|| entries.last().map(|entry| entry.id))
+        .flatten();
+    Ok(json_response(
+        200,
+        &Page {
+            status: "success",
+            list: ListView::of(&list),
+            entries: entries.iter().map(EntryView::of).collect(),
+            next_after,
+        },
+    ))
+}
+
+#[derive(Serialize)]
+struct ListView<'a> {
+    name: &'a str,
+    kind: &'static str,
+    distance: u32,
+    entries: u64,
+    created: String,
+}
+
+impl ListView<'_> {
+    fn of(record: &ListRecord) -> ListView<'_> {
+        ListView {
+            name: &record.name,
+            kind: record.kind.as_str(),
+            distance: record.distance_max,
+            entries: record.entries,
+            created: crate::clock::rfc3339(record.created_ms),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct EntryView<'a> {
+    entry_id: u64,
+    hash_type: &'static str,
+    hash: String,
+    label: Option<&'a str>,
+    id: Option<&'a str>,
+    added: String,
+}
+
+impl EntryView<'_> {
+    fn of(entry: &Entry) -> EntryView<'_> {
+        EntryView {
+            entry_id: entry.id,
+            hash_type: entry.hash.kind(),
+            hash: entry.hash.hex(),
+            label: entry.label.as_deref(),
+            id: entry.caller_id.as_deref(),
+            added: crate::clock::rfc3339(entry.added_ms),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Lists<'a> {
+    status: &'static str,
+    lists: Vec<ListView<'a>>,
+}
+
+#[derive(Serialize)]
+struct OneList<'a> {
+    status: &'static str,
+    list: ListView<'a>,
+}
+
+fn list_answer(status: u16, record: &ListRecord) -> Response {
+    json_response(
+        status,
+        &OneList {
+            status: "success",
+            list: ListView::of(record),
+        },
+    )
+}
+
+#[derive(Serialize)]
+struct Page<'a> {
+    status: &'static str,
+    list: ListView<'a>,
+    entries: Vec<EntryView<'a>>,
+    /// The `after` of the next page; absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_after: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct Removed<'a> {
+    status: &'static str,
+    removed: EntryView<'a>,
+}
+
+#[derive(Serialize)]
+struct AddedAnswer<'a> {
+    status: &'static str,
+    added: Vec<EntryView<'a>>,
+    /// Entry ids that already held a hash given.
+    existing: &'a [u64],
+    /// Lines of an import that were not entries (a header, a comment, an unknown kind).
+    skipped: Vec<csv::Skipped>,
+}
+
+fn added_answer(added: &Added, skipped: Vec<csv::Skipped>) -> Response {
+    json_response(
+        201,
+        &AddedAnswer {
+            status: "success",
+            added: added.added.iter().map(EntryView::of).collect(),
+            existing: &added.existing,
+            skipped,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_name_their_targets() {
+        assert_eq!(target("/v1/lists").unwrap(), Target::Lists);
+        assert_eq!(target("/v1/lists/").unwrap(), Target::Lists);
+        assert_eq!(target("/v1/lists/known").unwrap(), Target::List("known"));
+        assert_eq!(
+            target("/v1/lists/known/entries").unwrap(),
+            Target::Entries("known")
+        );
+        assert_eq!(
+            target("/v1/lists/known/entries/42").unwrap(),
+            Target::Entry("known", 42)
+        );
+        assert_eq!(
+            target("/v1/lists/known/export").unwrap(),
+            Target::Export("known")
+        );
+        for bad in [
+            "/v1/lists/known/entries/x",
+            "/v1/lists/known/other",
+            "/v1/lists/a/entries/1/2",
+            "/v1/lists/known/entries/-1",
+        ] {
+            assert!(target(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,439 @@
+//! An organization's own hash lists: images it knows it does not want (block lists) or knows
+//! it does (allow lists), matched on every image check of a workflow that names them.
+//!
+//! A list holds entries, each one hash of one kind: PDQ (perceptual: a re-encoded, resized or
+//! slightly cropped copy stays within a few bits), MD5 or SHA-256 (the file's bytes exactly,
+//! for lists that come that way). The store keeps the entries ([`crate::store`]); this module
+//! is what a shard matches against: a [`CompiledList`], immutable, shared by the shards, built
+//! from the store by the lists follower and replaced whenever the list changes.
+//!
+//! A compiled list is a base (the entries when it was last built, PDQ hashes in a
+//! [`pdq_index::PdqIndex`], exact hashes in maps) plus the entries appended since (scanned,
+//! at most [`DELTA_MAX`]), so adding one entry to a list of a million costs the follower one
+//! read of the new entry, not a rebuild.
+
+pub mod csv;
+pub mod pdq_index;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hash::FastMap;
+use crate::image::hashes::{ImageHashes, Pdq};
+use pdq_index::PdqIndex;
+
+/// List names: what workflows and routes name.
+pub const LIST_NAME_BYTES_MAX: usize = 64;
+/// Labels and caller ids of entries.
+pub const ENTRY_TEXT_BYTES_MAX: usize = 256;
+/// Entries of one list.
+pub const LIST_ENTRIES_MAX: u64 = 10_000_000;
+/// Lists of one organization.
+pub const LISTS_PER_ORG_MAX: usize = 100;
+/// PDQ's recommended match distance (bits of 256).
+pub const PDQ_DISTANCE_DEFAULT: u32 = 31;
+/// Entries appended since the base was built, scanned on each lookup before a rebuild.
+pub const DELTA_MAX: usize = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListKind {
+    /// A match is the category `known_image`.
+    Block,
+    /// A match exempts the image from review by the models.
+    Allow,
+}
+
+impl ListKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ListKind::Block => "block",
+            ListKind::Allow => "allow",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ListKind> {
+        match text {
+            "block" => Some(ListKind::Block),
+            "allow" => Some(ListKind::Allow),
+            _ => None,
+        }
+    }
+}
+
+/// One entry's hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EntryHash {
+    Pdq(Pdq),
+    Md5([u8; 16]),
+    Sha256([u8; 32]),
+}
+
+impl EntryHash {
+    /// The name of the hash's kind, as the CSV formats write it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EntryHash::Pdq(_) => "pdq",
+            EntryHash::Md5(_) => "md5",
+            EntryHash::Sha256(_) => "sha256",
+        }
+    }
+
+    pub fn hex(&self) -> String {
+        use crate::image::hashes::hex;
+        match self {
+            EntryHash::Pdq(pdq) => pdq.to_hex(),
+            EntryHash::Md5(bytes) => hex(bytes),
+            EntryHash::Sha256(bytes) => hex(bytes),
+        }
+    }
+
+    /// A hash from its kind's name and hex digits.
+    pub fn parse(kind: &str, hex: &str) -> Result<EntryHash, String> {
+        use crate::image::hashes::parse_hex;
+        let hex = hex.trim();
+        let parsed = match kind.trim().to_ascii_lowercase().as_str() {
+            "pdq" => parse_hex::<32>(hex).map(|bytes| EntryHash::Pdq(Pdq(bytes))),
+            "md5" => parse_hex::<16>(hex).map(EntryHash::Md5),
+            "sha256" => parse_hex::<32>(hex).map(EntryHash::Sha256),
+            other => {
+                return Err(format!(
+                    "unknown hash kind {} (expected pdq, md5 or sha256)",
+                    shown(other)
+                ))
+            }
+        };
+        parsed.ok_or_else(|| format!("{} is not a {kind} hash in hex", shown(hex)))
+    }
+}
+
+/// `text` for a message: its first 64 characters, quoted, control characters escaped.
+pub fn shown(text: &str) -> String {
+    let cut: String = text.chars().take(64).collect();
+    format!("{cut:?}")
+}
+
+/// One entry of a list, as the store keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Given by the store, increasing: the entry's place in its list and its id in routes.
+    pub id: u64,
+    pub hash: EntryHash,
+    pub label: Option<String>,
+    /// The caller's own id for what the entry came from.
+    pub caller_id: Option<String>,
+    pub added_ms: i64,
+}
+
+/// An entry to add (the store gives it its id).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewEntry {
+    pub hash: EntryHash,
+    pub label: Option<String>,
+    pub caller_id: Option<String>,
+}
+
+/// Checks the text fields of an entry.
+pub fn validate_entry_text(what: &str, text: &Option<String>) -> Result<(), String> {
+    match text {
+        Some(text) if text.len() > ENTRY_TEXT_BYTES_MAX => Err(format!(
+            "{what} is {} bytes; at most {ENTRY_TEXT_BYTES_MAX}",
+            text.len()
+        )),
+        Some(text) if text.chars().any(char::is_control) => {
+            Err(format!("{what} holds a control character"))
+        }
+        _ => Ok(()),
+    }
+}
+
+pub fn validate_name(name: &str) -> Result<(), String> {
+    if crate::bounds::is_plain_name(name, LIST_NAME_BYTES_MAX) {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid list name {}: 1 to {LIST_NAME_BYTES_MAX} of [a-z0-9_-]",
+            shown(name)
+        ))
+    }
+}
+
+/// The entries an image gives a list: its PDQ hash (unless too weak to match on), MD5 and
+/// SHA-256.
+pub fn image_entry_hashes(hashes: &ImageHashes) -> Vec<EntryHash> {
+    let mut out = Vec::with_capacity(3);
+    if let Some((pdq, quality)) = hashes.pdq {
+        if quality >= crate::image::hashes::PDQ_QUALITY_MIN {
+            out.push(EntryHash::Pdq(pdq));
+        }
+    }
+    out.push(EntryHash::Md5(hashes.md5));
+    out.push(EntryHash::Sha256(hashes.sha256));
+    out
+}
+
+/// What a match reports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListMatch {
+    pub list: Arc<str>,
+    pub kind: ListKind,
+    pub entry_id: u64,
+    pub label: Option<String>,
+    pub caller_id: Option<String>,
+    /// `pdq`, `md5` or `sha256`.
+    pub hash_type: &'static str,
+    /// PDQ bits that differ (0 for an exact hash).
+    pub distance: u32,
+}
+
+/// The entries of a list when it was last built.
+struct Base {
+    entries: Vec<Entry>,
+    pdq: PdqIndex,
+    /// PDQ index position to entry.
+    pdq_entries: Vec<u32>,
+    md5: FastMap<[u8; 16], u32>,
+    sha256: FastMap<[u8; 32], u32>,
+}
+
+impl Base {
+    fn new(entries: Vec<Entry>) -> Base {
+        let mut pdq_hashes = Vec::new();
+        let mut pdq_entries = Vec::new();
+        let mut md5 = FastMap::default();
+        let mut sha256 = FastMap::default();
+        for (at, entry) in entries.iter().enumerate() {
+            let at = at as u32;
+            match entry.hash {
+                EntryHash::Pdq(hash) => {
+                    pdq_hashes.push(hash);
+                    pdq_entries.push(at);
+                }
+                // The first entry of a hash wins, as for PDQ (lowest position).
+                EntryHash::Md5(hash) => {
+                    md5.entry(hash).or_insert(at);
+                }
+                EntryHash::Sha256(hash) => {
+                    sha256.entry(hash).or_insert(at);
+                }
+            }
+        }
+        Base {
+            pdq: PdqIndex::new(&pdq_hashes),
+            pdq_entries,
+            md5,
+            sha256,
+            entries,
+        }
+    }
+}
+
+/// A list as the shards match against it.
+pub struct CompiledList {
+    pub name: Arc<str>,
+    pub kind: ListKind,
+    pub distance_max: u32,
+    base: Arc<Base>,
+    /// Entries appended since `base` was built, in order.
+    delta: Vec<Entry>,
+}
+
+impl CompiledList {
+    pub fn new(name: &str, kind: ListKind, distance_max: u32, entries: Vec<Entry>) -> Self {
+        CompiledList {
+            name: name.into(),
+            kind,
+            distance_max,
+            base: Arc::new(Base::new(entries)),
+            delta: Vec::new(),
+        }
+    }
+
+    /// This list with `appended` added (entries with ids above every entry's); rebuilt whole
+    /// once the appended entries pass [`DELTA_MAX`].
+    pub fn appended(&self, appended: Vec<Entry>) -> CompiledList {
+        let mut delta = self.delta.clone();
+        delta.extend(appended);
+        if delta.len() > DELTA_MAX {
+            let mut entries = self.base.entries.clone();
+            entries.extend(delta);
+            return CompiledList::new(&self.name, self.kind, self.distance_max, entries);
+        }
+        CompiledList {
+            name: self.name.clone(),
+            kind: self.kind,
+            distance_max: self.distance_max,
+            base: self.base.clone(),
+            delta,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.base.entries.len() + self.delta.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The id of the last entry, if any.
+    pub fn last_id(&self) -> Option<u64> {
+        self.delta
+            .last()
+            .or(self.base.entries.last())
+            .map(|entry| entry.id)
+    }
+
+    /// The best match of an image: an exact hash first (SHA-256, then MD5), else the nearest
+    /// PDQ hash within the list's distance to either of the image's PDQ hashes
+    /// ([`ImageHashes::pdq_queries`]: none for an image of too little detail).
+    pub fn lookup(&self, hashes: &ImageHashes) -> Option<ListMatch> {
+        let base = &self.base;
+        let exact = base
+            .sha256
+            .get(&hashes.sha256)
+            .or_else(|| base.md5.get(&hashes.md5))
+            .map(|&at| (&base.entries[at as usize], 0))
+            .or_else(|| {
+                let sha256 = EntryHash::Sha256(hashes.sha256);
+                let md5 = EntryHash::Md5(hashes.md5);
+                [sha256, md5]
+                    .iter()
+                    .find_map(|wanted| self.delta.iter().find(|entry| entry.hash == *wanted))
+                    .map(|entry| (entry, 0))
+            });
+        let found = exact.or_else(|| {
+            hashes
+                .pdq_queries()
+                .filter_map(|query| self.nearest_pdq(&query))
+                .min_by_key(|(entry, d)| (*d, entry.id))
+        });
+        found.map(|(entry, distance)| ListMatch {
+            list: self.name.clone(),
+            kind: self.kind,
+            entry_id: entry.id,
+            label: entry.label.clone(),
+            caller_id: entry.caller_id.clone(),
+            hash_type: entry.hash.kind(),
+            distance,
+        })
+    }
+
+    /// The entry whose PDQ hash is nearest `query` within the list's distance.
+    fn nearest_pdq(&self, query: &Pdq) -> Option<(&Entry, u32)> {
+        let base = &self.base;
+        let in_base = base
+            .pdq
+            .nearest(query, self.distance_max)
+            .map(|(at, d)| (&base.entries[base.pdq_entries[at as usize] as usize], d));
+        let in_delta = self
+            .delta
+            .iter()
+            .filter_map(|entry| match entry.hash {
+                EntryHash::Pdq(hash) => Some((entry, hash.distance(query))),
+                _ => None,
+            })
+            .filter(|(_, d)| *d <= self.distance_max)
+            .min_by_key(|(entry, d)| (*d, entry.id));
+        match (in_base, in_delta) {
+            (Some(a), Some(b)) => Some(if b.1 < a.1 { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Bytes of the PDQ index (the entries' own fields aside).
+    pub fn index_bytes(&self) -> usize {
+        self.base.pdq.heap_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: u64, hash: EntryHash) -> Entry {
+        Entry {
+            id,
+            hash,
+            label: Some(format!("label {id}")),
+            caller_id: None,
+            added_ms: 0,
+        }
+    }
+
+    fn hashes(pdq: Pdq, quality: u8) -> ImageHashes {
+        ImageHashes {
+            pdq: Some((pdq, quality)),
+            pdq_tool: None,
+            md5: [0xee; 16],
+            sha256: [0xee; 32],
+        }
+    }
+
+    #[test]
+    fn exact_hashes_win_then_the_nearest_pdq() {
+        let near = Pdq([0; 32]);
+        let mut far = near;
+        far.0[0] = 0xff;
+        let list = CompiledList::new(
+            "known",
+            ListKind::Block,
+            31,
+            vec![
+                entry(1, EntryHash::Pdq(far)),
+                entry(2, EntryHash::Pdq(near)),
+                entry(3, EntryHash::Md5([9; 16])),
+            ],
+        );
+        let found = list.lookup(&hashes(near, 100)).unwrap();
+        assert_eq!((found.entry_id, found.distance), (2, 0));
+        assert_eq!(found.label.as_deref(), Some("label 2"));
+        let mut other = near;
+        other.0[5] = 0x0f;
+        assert_eq!(list.lookup(&hashes(other, 100)).unwrap().distance, 4);
+        // Too weak a hash matches nothing.
+        assert_eq!(list.lookup(&hashes(near, 20)), None);
+        let mut exact = hashes(Pdq([0xaa; 32]), 100);
+        exact.md5 = [9; 16];
+        let found = list.lookup(&exact).unwrap();
+        assert_eq!((found.entry_id, found.hash_type), (3, "md5"));
+    }
+
+    #[test]
+    fn appended_entries_match_and_fold_into_the_base() {
+        let list = CompiledList::new("l", ListKind::Allow, 31, Vec::new());
+        assert_eq!(list.lookup(&hashes(Pdq([3; 32]), 100)), None);
+        let list = list.appended(vec![entry(1, EntryHash::Pdq(Pdq([3; 32])))]);
+        assert_eq!(list.lookup(&hashes(Pdq([3; 32]), 100)).unwrap().entry_id, 1);
+        let many: Vec<Entry> = (2..DELTA_MAX as u64 + 10)
+            .map(|id| {
+                let mut hash = [0u8; 32];
+                hash[..8].copy_from_slice(&id.to_be_bytes());
+                entry(id, EntryHash::Sha256(hash))
+            })
+            .collect();
+        let list = list.appended(many);
+        assert!(list.delta.is_empty(), "rebuilt");
+        assert_eq!(list.len(), DELTA_MAX + 9);
+        assert_eq!(list.last_id(), Some(DELTA_MAX as u64 + 9));
+        assert_eq!(list.lookup(&hashes(Pdq([3; 32]), 100)).unwrap().entry_id, 1);
+    }
+
+    #[test]
+    fn hashes_parse_by_kind() {
+        assert!(matches!(
+            EntryHash::parse("PDQ", &"ab".repeat(32)),
+            Ok(EntryHash::Pdq(_))
+        ));
+        assert!(matches!(
+            EntryHash::parse("md5", &"ab".repeat(16)),
+            Ok(EntryHash::Md5(_))
+        ));
+        assert!(EntryHash::parse("md5", &"ab".repeat(32)).is_err());
+        assert!(EntryHash::parse("sha1", &"ab".repeat(20)).is_err());
+        assert!(validate_name("known-bad_2").is_ok());
+        assert!(validate_name("Known").is_err());
+        assert!(validate_entry_text("label", &Some("a\nb".into())).is_err());
+    }
+}
