@@ -395,9 +395,13 @@ enum ListCommand {
         #[arg(long)]
         org: String,
         name: String,
-        /// block (a match is the category known_image) or allow (a match exempts the image).
+        /// block (a match is the category known_image or listed_term) or allow (a match
+        /// exempts the image; an allowed term is not read by the word list).
         #[arg(long)]
         kind: String,
+        /// image (hashes) or text (words and phrases).
+        #[arg(long, default_value = "image")]
+        content: String,
         /// PDQ matches within this many bits of 256.
         #[arg(long, default_value_t = crate::lists::PDQ_DISTANCE_DEFAULT)]
         distance: u32,
@@ -419,7 +423,7 @@ enum ListCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Add an image's hashes (PDQ, MD5, SHA-256), or one hash.
+    /// Add an image's hashes (PDQ, MD5, SHA-256), one hash, or a term.
     Add {
         #[arg(long)]
         org: String,
@@ -430,6 +434,9 @@ enum ListCommand {
         /// A hash in hex, with --hash-type.
         #[arg(long, requires = "hash_type")]
         hash: Option<String>,
+        /// A word or phrase, for a text list.
+        #[arg(long, conflicts_with_all = ["image", "hash"])]
+        term: Option<String>,
         /// pdq, md5 or sha256.
         #[arg(long)]
         hash_type: Option<String>,
@@ -463,7 +470,8 @@ enum ListCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Add the entries of a CSV file (the formats of `docs/interface.md#lists`).
+    /// Add the entries of a file: CSV for an image list (the formats of
+    /// `docs/interface.md#lists`), one term per line for a text list.
     Import {
         #[arg(long)]
         org: String,
@@ -1040,7 +1048,7 @@ fn image_file_entries(path: &Path) -> anyhow::Result<Vec<crate::lists::EntryHash
 
 fn say_added(added: &crate::store::lists::Added) {
     for entry in &added.added {
-        say!("{}	{}	{}", entry.id, entry.hash.kind(), entry.hash.hex());
+        say!("{}	{}	{}", entry.id, entry.hash.kind(), entry.hash.value());
     }
     for id in &added.existing {
         eprintln!("already in the list as entry {id}");
@@ -1048,21 +1056,26 @@ fn say_added(added: &crate::store::lists::Added) {
 }
 
 fn list_command(command: ListCommand) -> anyhow::Result<()> {
-    use crate::lists::{EntryHash, ListKind, NewEntry};
+    use crate::lists::{EntryHash, ListContent, ListKind, NewEntry};
     match command {
         ListCommand::Create {
             org,
             name,
             kind,
+            content,
             distance,
             store,
         } => {
             let kind = ListKind::parse(&kind)
                 .ok_or_else(|| anyhow!("--kind {kind}: expected block or allow"))?;
-            let record = list_store(&store)?.create_list(&org, &name, kind, distance, now_ms())?;
+            let content = ListContent::parse(&content)
+                .ok_or_else(|| anyhow!("--content {content}: expected image or text"))?;
+            let record =
+                list_store(&store)?.create_list(&org, &name, kind, content, distance, now_ms())?;
             say!(
-                "created list {} ({}, PDQ distance {})",
+                "created list {} ({} {}, PDQ distance {})",
                 record.name,
+                record.content.as_str(),
                 record.kind.as_str(),
                 record.distance_max
             );
@@ -1094,16 +1107,20 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
             image,
             hash,
             hash_type,
+            term,
             label,
             id,
             store,
         } => {
-            let hashes = match (image, hash, hash_type) {
-                (Some(path), None, _) => image_file_entries(&path)?,
-                (None, Some(hash), Some(kind)) => {
+            let hashes = match (image, hash, hash_type, term) {
+                (Some(path), None, _, None) => image_file_entries(&path)?,
+                (None, Some(hash), Some(kind), None) => {
                     vec![EntryHash::parse(&kind, &hash).map_err(|error| anyhow!(error))?]
                 }
-                _ => bail!("give --image FILE, or --hash HEX with --hash-type"),
+                (None, None, _, Some(term)) => {
+                    vec![EntryHash::term(&term).map_err(|error| anyhow!(error))?]
+                }
+                _ => bail!("give --image FILE, --hash HEX with --hash-type, or --term TERM"),
             };
             let new: Vec<NewEntry> = hashes
                 .into_iter()
@@ -1126,7 +1143,7 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
                 "removed entry {} ({} {})",
                 entry.id,
                 entry.hash.kind(),
-                entry.hash.hex()
+                entry.hash.value()
             );
         }
         ListCommand::Entries {
@@ -1143,7 +1160,7 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
                     "{}	{}	{}	{}	{}	{}",
                     entry.id,
                     entry.hash.kind(),
-                    entry.hash.hex(),
+                    entry.hash.value(),
                     entry.label.as_deref().unwrap_or(""),
                     entry.caller_id.as_deref().unwrap_or(""),
                     format_ms(entry.added_ms)
@@ -1158,8 +1175,13 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
         } => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
-            let parsed = crate::lists::csv::parse(&text, crate::lists::LIST_ENTRIES_MAX as usize)
-                .map_err(|error| anyhow!("{}: {error}", file.display()))?;
+            let store = list_store(&store)?;
+            let entries_max = crate::lists::LIST_ENTRIES_MAX as usize;
+            let parsed = match store.list(&org, &name)?.content {
+                ListContent::Image => crate::lists::csv::parse(&text, entries_max),
+                ListContent::Text => crate::lists::csv::parse_terms(&text, entries_max),
+            }
+            .map_err(|error| anyhow!("{}: {error}", file.display()))?;
             for skipped in &parsed.skipped {
                 eprintln!(
                     "{}:{}: skipped: {}",
@@ -1168,7 +1190,7 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
                     skipped.reason
                 );
             }
-            let added = list_store(&store)?.add_entries(&org, &name, &parsed.entries, now_ms())?;
+            let added = store.add_entries(&org, &name, &parsed.entries, now_ms())?;
             say!(
                 "added {} entries; {} were already in the list; {} rows skipped",
                 added.added.len(),
@@ -1177,8 +1199,8 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
             );
         }
         ListCommand::Export { org, name, store } => {
-            let (_, entries) = list_store(&store)?.list_since(&org, &name, 0)?;
-            let text = crate::lists::csv::export(&entries);
+            let (list, entries) = list_store(&store)?.list_since(&org, &name, 0)?;
+            let text = crate::lists::csv::export(list.content, &entries);
             use std::io::Write as _;
             if std::io::stdout().write_all(text.as_bytes()).is_err() {
                 std::process::exit(0);

@@ -157,6 +157,7 @@ mod tests {
             caller_id: None,
             hash_type: "pdq",
             distance: 3,
+            term: None,
         };
         board.list_matches.push(allowed.clone());
         let decision = decide(&def, &board);

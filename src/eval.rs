@@ -197,7 +197,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
                 let (label, decision) = match item {
                     Item::Text { text, context } => {
                         let board = engine
-                            .check_text(&workflow.text_checks, &text, context.as_deref())
+                            .check_text(&workflow.text_checks, &[], &text, context.as_deref())
                             .await
                             .map_err(|e| e.to_string())?;
                         (index.to_string(), decide(&workflow, &board))

@@ -47,8 +47,9 @@ pub struct WorkflowDef {
     /// Thresholds per category id.
     #[serde(default)]
     pub categories: BTreeMap<String, Thresholds>,
-    /// The calling organization's hash lists the `hashlist` check consults, by name (an
-    /// organization without a list of that name has nothing in it).
+    /// The calling organization's lists the `hashlist` (image lists) and `termlist` (text
+    /// lists) checks consult, by name (an organization without a list of that name has
+    /// nothing in it).
     #[serde(default)]
     pub lists: Vec<String>,
 }
@@ -135,16 +136,21 @@ fn validate(name: &str, def: &WorkflowDef) -> Result<(), String> {
             scored.extend_from_slice(info.categories);
         }
     }
-    let hashlist = def
+    let consults = def
         .image_checks
         .iter()
-        .any(|check| check == registry::HASHLIST.name);
-    match (hashlist, def.lists.is_empty()) {
-        (true, true) => {
-            return Err("the hashlist check needs `lists`, the lists it consults".into())
+        .chain(&def.text_checks)
+        .find(|check| *check == registry::HASHLIST.name || *check == registry::TERMLIST.name);
+    match (consults, def.lists.is_empty()) {
+        (Some(check), true) => {
+            return Err(format!(
+                "the {check} check needs `lists`, the lists it consults"
+            ))
         }
-        (false, false) => {
-            return Err("`lists` is set but the hashlist check is not among image_checks".into())
+        (None, false) => {
+            return Err(
+                "`lists` is set but neither the hashlist nor the termlist check is named".into(),
+            )
         }
         _ => {}
     }

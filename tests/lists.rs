@@ -28,6 +28,17 @@ reject = 1.0
 [workflows.strict.categories.known_image]
 review = 0.5
 reject = 0.9
+
+[workflows.chat]
+description = "The word list and our own terms."
+text_checks = ["wordlist", "termlist"]
+lists = ["slang", "local"]
+[workflows.chat.categories.profanity]
+review = 0.5
+reject = 0.9
+[workflows.chat.categories.listed_term]
+review = 0.5
+reject = 0.9
 "#;
 
 struct Setup {
@@ -40,7 +51,7 @@ fn setup() -> Setup {
     let server = Server::start();
     server.import_workflows(WORKFLOWS);
     let key = server
-        .new_key("acme", "pro", &["--scopes", "image,lists"])
+        .new_key("acme", "pro", &["--scopes", "image,text,lists"])
         .0;
     Setup { server, key }
 }
@@ -69,16 +80,34 @@ fn json_body(value: &Value) -> Vec<u8> {
 }
 
 fn create_list(setup: &Setup, name: &str, kind: &str) {
+    create_list_of(setup, name, kind, "image");
+}
+
+fn create_list_of(setup: &Setup, name: &str, kind: &str, content: &str) {
     let (status, answer) = send(
         setup,
         "POST",
         "/v1/lists",
         "application/json",
-        &json_body(&json!({"name": name, "kind": kind})),
+        &json_body(&json!({"name": name, "kind": kind, "content": content})),
     );
     assert_eq!(status, 201, "{answer}");
     assert_schema("ListAnswer", &answer);
     assert_eq!(answer["list"]["distance"], 31);
+    assert_eq!(answer["list"]["content"], content);
+}
+
+fn check_text(setup: &Setup, text: &str) -> Value {
+    let (status, answer) = send(
+        setup,
+        "POST",
+        "/v1/text",
+        "application/json",
+        &json_body(&json!({"text": text, "workflow": "chat"})),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("Answer", &answer);
+    answer
 }
 
 fn add_image(setup: &Setup, list: &str, file: &str, label: &str) -> Value {
@@ -470,4 +499,79 @@ fn the_cli_manages_lists_the_server_matches() {
     assert_eq!(entries.lines().count(), 4, "{entries}");
     let bad = server.admin(&["list", "create", "--org", "acme", "x", "--kind", "maybe"]);
     assert!(!bad.status.success());
+}
+
+#[test]
+fn text_lists_block_their_terms_and_allow_lists_hide_words() {
+    let setup = setup();
+    create_list_of(&setup, "slang", "block", "text");
+    create_list_of(&setup, "local", "allow", "text");
+    assert_eq!(
+        check_text(&setup, "you are such a gr4pefruit")["summary"]["action"],
+        "accept"
+    );
+    let (status, answer) = send(
+        &setup,
+        "POST",
+        "/v1/lists/slang/entries",
+        "application/json",
+        &json_body(&json!({"entries": [{"term": "grapefruit", "label": "insult here"}]})),
+    );
+    assert_eq!(status, 201, "{answer}");
+    assert_schema("EntriesAdded", &answer);
+    assert_eq!(answer["added"][0]["term"], "grapefruit");
+    // Disguised (leetspeak, spacing) it is still the term; inside another word it is not.
+    eventually(|| check_text(&setup, "you are such a gr4pefruit")["summary"]["action"] == "reject");
+    let answer = check_text(&setup, "you are such a G.R.A.P.E.F.R.U.I.T");
+    let reason = &answer["summary"]["reject_reason"][0];
+    assert_eq!(reason["id"], "listed_term");
+    assert_eq!(reason["source"], "termlist");
+    assert_eq!(reason["match"]["term"], "grapefruit");
+    assert_eq!(reason["match"]["label"], "insult here");
+    assert_eq!(
+        check_text(&setup, "grapefruits are sour")["summary"]["action"],
+        "accept"
+    );
+    // A hash does not go into a text list.
+    let (status, _) = send(
+        &setup,
+        "POST",
+        "/v1/lists/slang/entries",
+        "application/json",
+        &json_body(
+            &json!({"entries": [{"hash_type": "md5", "hash": "900150983cd24fb0d6963f7d28e17f72"}]}),
+        ),
+    );
+    assert_eq!(status, 400);
+
+    // The shipped word list counts "cock"; this community's allow list hides it.
+    let answer = check_text(&setup, "the cock crowed at dawn");
+    assert_eq!(answer["summary"]["action"], "review", "{answer}");
+    let (status, answer) = send(
+        &setup,
+        "POST",
+        "/v1/lists/local/import",
+        "text/plain",
+        b"# farm words\ncock\n",
+    );
+    assert_eq!(status, 201, "{answer}");
+    eventually(|| check_text(&setup, "the cock crowed at dawn")["summary"]["action"] == "accept");
+    let answer = check_text(&setup, "the cock crowed at dawn");
+    assert_eq!(answer["scores"]["profanity"], 0.0);
+    assert_eq!(answer["list_matches"][0]["kind"], "allow");
+    // Other words are still read.
+    assert_eq!(
+        check_text(&setup, "the cock is a fucking bird")["summary"]["action"],
+        "review"
+    );
+
+    let (status, exported) = send(&setup, "GET", "/v1/lists/slang/export", "", b"");
+    assert_eq!(status, 200);
+    assert_eq!(
+        exported.as_str().unwrap(),
+        "term,label,id\ngrapefruit,insult here,\n"
+    );
+    let (status, page) = send(&setup, "GET", "/v1/lists/slang/entries", "", b"");
+    assert_eq!(status, 200);
+    assert_schema("EntriesPage", &page);
 }

@@ -55,26 +55,37 @@ impl Serialize for MatchView<'_> {
         map.serialize_entry("distance", &found.distance)?;
         map.serialize_entry("label", &found.label)?;
         map.serialize_entry("id", &found.caller_id)?;
+        if let Some(term) = &found.term {
+            map.serialize_entry("term", term)?;
+        }
         map.end()
     }
 }
 
-/// Reasons, the `known_image` one with the block list's match that made it.
+/// Reasons, the `known_image` and `listed_term` ones with the block list's match that made
+/// them.
 struct Reasons<'a> {
     reasons: &'a [Reason],
-    block_match: Option<&'a ListMatch>,
+    matches: &'a [ListMatch],
 }
 
 impl Serialize for Reasons<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use crate::checks::categories::{KNOWN_IMAGE, LISTED_TERM};
         use serde::ser::SerializeSeq;
         let mut seq = serializer.serialize_seq(Some(self.reasons.len()))?;
         for reason in self.reasons {
-            match self.block_match {
-                Some(found) if reason.id == crate::checks::categories::KNOWN_IMAGE => {
-                    seq.serialize_element(&MatchedReason { reason, found })?
-                }
-                _ => seq.serialize_element(reason)?,
+            let made_by = self.matches.iter().find(|found| {
+                found.kind == ListKind::Block
+                    && match reason.id {
+                        KNOWN_IMAGE => found.term.is_none(),
+                        LISTED_TERM => found.term.is_some(),
+                        _ => false,
+                    }
+            });
+            match made_by {
+                Some(found) => seq.serialize_element(&MatchedReason { reason, found })?,
+                None => seq.serialize_element(reason)?,
             }
         }
         seq.end()
@@ -175,9 +186,7 @@ struct Answer<'a> {
 
 pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
     let decision = answer.decision;
-    let block_match = answer
-        .list_matches
-        .and_then(|found| found.iter().find(|m| m.kind == ListKind::Block));
+    let matches = answer.list_matches.unwrap_or_default();
     let (workflow, request) = match answer.shape {
         Shape::Native => (WorkflowField::Name(&answer.workflow.name), None),
         Shape::Compat { unix_ms } => (
@@ -201,11 +210,11 @@ pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
                 reject_prob: decision.reject_prob,
                 reject_reason: Reasons {
                     reasons: &decision.reject_reason,
-                    block_match,
+                    matches,
                 },
                 review_reason: Reasons {
                     reasons: &decision.review_reason,
-                    block_match,
+                    matches,
                 },
             },
             scores: Scores(&decision.scores),

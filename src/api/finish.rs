@@ -40,9 +40,7 @@ pub fn finish_check(
         qr_codes: board.measured.qr_codes.as_deref(),
         language: board.language.as_ref().map(Option::as_ref),
         list_matches: board
-            .measured
-            .hashes
-            .is_some()
+            .lists_consulted
             .then_some(board.list_matches.as_slice()),
     })
 }

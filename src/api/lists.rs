@@ -4,7 +4,7 @@
 //! | method and path | does |
 //! |---|---|
 //! | `GET /v1/lists` | the organization's lists |
-//! | `POST /v1/lists` | creates one: `{"name", "kind": "block"\|"allow", "distance"}` |
+//! | `POST /v1/lists` | creates one: `{"name", "kind": "block"\|"allow", "content": "image"\|"text", "distance"}` |
 //! | `GET /v1/lists/{name}` | one list |
 //! | `DELETE /v1/lists/{name}` | deletes it and its entries |
 //! | `POST /v1/lists/{name}/entries` | adds entries: hashes (JSON), an image (its body), or `url` |
@@ -34,7 +34,7 @@ use crate::http::conn::Exchange;
 use crate::http::head::Method;
 use crate::http::query;
 use crate::http::response::Response;
-use crate::lists::{csv, Entry, EntryHash, ListKind, PDQ_DISTANCE_DEFAULT};
+use crate::lists::{csv, Entry, EntryHash, ListContent, ListKind, PDQ_DISTANCE_DEFAULT};
 use crate::store::lists::{Added, ListError, ListRecord, NewEntry, ENTRIES_PAGE_MAX};
 
 /// A request body: an image, a CSV import, or JSON entries.
@@ -136,11 +136,12 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         (Method::Post, Target::Import(name)) => import(cx, exchange, &caller, name).await,
         (Method::Get | Method::Head, Target::Export(name)) => {
             let name = name.to_owned();
-            let (_, entries) = blocking(cx, move |store| store.list_since(&org, &name, 0)).await?;
+            let (list, entries) =
+                blocking(cx, move |store| store.list_since(&org, &name, 0)).await?;
             Ok(Response::with_content_type(
                 200,
                 "text/csv; charset=utf-8",
-                csv::export(&entries).into_bytes(),
+                csv::export(list.content, &entries).into_bytes(),
             ))
         }
         _ => Err(ApiError::method_not_allowed(
@@ -203,6 +204,8 @@ async fn read_body<S: AsyncRead + AsyncWrite + Unpin>(
 struct CreateRequest {
     name: String,
     kind: String,
+    /// `image` (the default) or `text`.
+    content: Option<String>,
     distance: Option<u32>,
 }
 
@@ -217,15 +220,20 @@ async fn create<S: AsyncRead + AsyncWrite + Unpin>(
     let request: CreateRequest = parse_object(
         &mut body,
         16,
-        "the body is {\"name\": string, \"kind\": \"block\" or \"allow\", \"distance\": number (optional)}",
+        "the body is {\"name\": string, \"kind\": \"block\" or \"allow\", \"content\": \"image\" or \"text\" (optional), \"distance\": number (optional)}",
     )?;
     let kind = ListKind::parse(&request.kind)
         .ok_or_else(|| ApiError::bad_request("`kind` is \"block\" or \"allow\""))?;
+    let content = match request.content.as_deref() {
+        None => ListContent::Image,
+        Some(content) => ListContent::parse(content)
+            .ok_or_else(|| ApiError::bad_request("`content` is \"image\" or \"text\""))?,
+    };
     let distance = request.distance.unwrap_or(PDQ_DISTANCE_DEFAULT);
     let org = caller.org.record.name.clone();
     let now_ms = cx.now_ms();
     let list = blocking(cx, move |store| {
-        store.create_list(&org, &request.name, kind, distance, now_ms)
+        store.create_list(&org, &request.name, kind, content, distance, now_ms)
     })
     .await?;
     Ok(list_answer(201, &list))
@@ -240,10 +248,22 @@ struct AddRequest {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AddEntry {
-    hash_type: String,
-    hash: String,
+    hash_type: Option<String>,
+    hash: Option<String>,
+    /// A text list's word or phrase.
+    term: Option<String>,
     label: Option<String>,
     id: Option<String>,
+}
+
+impl AddEntry {
+    fn hash(&self) -> Result<EntryHash, String> {
+        match (&self.hash_type, &self.hash, &self.term) {
+            (Some(kind), Some(hash), None) => EntryHash::parse(kind, hash),
+            (None, None, Some(term)) => EntryHash::term(term),
+            _ => Err("an entry is `hash_type` and `hash`, or `term`".into()),
+        }
+    }
 }
 
 /// The query of an image entry: `label`, `id` and `url`.
@@ -296,7 +316,7 @@ async fn add<S: AsyncRead + AsyncWrite + Unpin>(
         let request: AddRequest = parse_object(
             &mut body,
             ENTRIES_PER_REQUEST_MAX * 4,
-            "the body is {\"entries\": [{\"hash_type\": \"pdq\"|\"md5\"|\"sha256\", \"hash\": hex, \"label\": string, \"id\": string}]}",
+            "the body is {\"entries\": [{\"hash_type\": \"pdq\"|\"md5\"|\"sha256\", \"hash\": hex, \"label\": string, \"id\": string}]}, or with \"term\": string in place of hash_type and hash",
         )?;
         if request.entries.len() > ENTRIES_PER_REQUEST_MAX {
             return Err(ApiError::bad_request(format!(
@@ -308,7 +328,8 @@ async fn add<S: AsyncRead + AsyncWrite + Unpin>(
             .into_iter()
             .enumerate()
             .map(|(at, entry)| {
-                let hash = EntryHash::parse(&entry.hash_type, &entry.hash)
+                let hash = entry
+                    .hash()
                     .map_err(|why| ApiError::bad_request(format!("entries[{at}]: {why}")))?;
                 Ok(NewEntry {
                     hash,
@@ -382,8 +403,16 @@ async fn import<S: AsyncRead + AsyncWrite + Unpin>(
     let body = read_body(cx, exchange).await?;
     let text = std::str::from_utf8(&body)
         .map_err(|_| ApiError::bad_request("the CSV body is not UTF-8"))?;
-    let parsed = csv::parse(text, ENTRIES_PER_REQUEST_MAX).map_err(ApiError::bad_request)?;
     let (org, name, now_ms) = (caller.org.record.name.clone(), name.to_owned(), cx.now_ms());
+    let list = {
+        let (org, name) = (org.clone(), name.clone());
+        blocking(cx, move |store| store.list(&org, &name)).await?
+    };
+    let parsed = match list.content {
+        ListContent::Image => csv::parse(text, ENTRIES_PER_REQUEST_MAX),
+        ListContent::Text => csv::parse_terms(text, ENTRIES_PER_REQUEST_MAX),
+    }
+    .map_err(ApiError::bad_request)?;
     let new = parsed.entries;
     let added = blocking(cx, move |store| {
         store.add_entries(&org, &name, &new, now_ms)
@@ -436,6 +465,7 @@ async fn page(cx: &Context, org: &str, name: &str, raw: &str) -> ApiResult<Respo
 struct ListView<'a> {
     name: &'a str,
     kind: &'static str,
+    content: &'static str,
     distance: u32,
     entries: u64,
     created: String,
@@ -446,6 +476,7 @@ impl ListView<'_> {
         ListView {
             name: &record.name,
             kind: record.kind.as_str(),
+            content: record.content.as_str(),
             distance: record.distance_max,
             entries: record.entries,
             created: crate::clock::rfc3339(record.created_ms),
@@ -457,7 +488,12 @@ impl ListView<'_> {
 struct EntryView<'a> {
     entry_id: u64,
     hash_type: &'static str,
-    hash: String,
+    /// Hex; absent for a term.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hash: Option<String>,
+    /// A text list's word or phrase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    term: Option<&'a str>,
     label: Option<&'a str>,
     id: Option<&'a str>,
     added: String,
@@ -468,7 +504,14 @@ impl EntryView<'_> {
         EntryView {
             entry_id: entry.id,
             hash_type: entry.hash.kind(),
-            hash: entry.hash.hex(),
+            hash: match &entry.hash {
+                EntryHash::Term(_) => None,
+                hash => Some(hash.value()),
+            },
+            term: match &entry.hash {
+                EntryHash::Term(term) => Some(term),
+                _ => None,
+            },
             label: entry.label.as_deref(),
             id: entry.caller_id.as_deref(),
             added: crate::clock::rfc3339(entry.added_ms),

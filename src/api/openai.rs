@@ -319,9 +319,10 @@ async fn score_subject(
         None
     } else {
         let joined = subject.texts.join("\n");
+        let lists = cx.lists_of(&caller.org.record.name, &definition.lists);
         let board = cx
             .checks
-            .check_text(&definition.text_checks, &joined, None)
+            .check_text(&definition.text_checks, &lists, &joined, None)
             .await?;
         Some(decide(definition, &board))
     };

@@ -1957,12 +1957,15 @@ list_match_schema = {
         "list": {"type": "string"},
         "kind": {"enum": ["block", "allow"]},
         "entry_id": {"type": "integer", "minimum": 1},
-        "hash_type": {"enum": ["pdq", "md5", "sha256"],
-                      "description": "An exact hash (md5, sha256) wins over a PDQ match."},
+        "hash_type": {"enum": ["pdq", "md5", "sha256", "term"],
+                      "description": "An exact hash (md5, sha256) wins over a PDQ match; "
+                                     "`term` for a text list's entry."},
         "distance": {"type": "integer", "minimum": 0, "maximum": 63,
-                     "description": "PDQ bits that differ of 256; 0 for an exact hash."},
+                     "description": "PDQ bits that differ of 256; 0 for an exact hash or a "
+                                    "term."},
         "label": {"type": ["string", "null"]},
         "id": {"type": ["string", "null"], "description": "The caller's id of the entry."},
+        "term": {"type": "string", "description": "A text list's entry: its term as given."},
     },
 }
 schemas["ListMatch"] = list_match_schema
@@ -1970,10 +1973,12 @@ schemas["Answer"]["properties"]["list_matches"] = {
     "type": "array",
     "items": sref("ListMatch"),
     "description": (
-        "Images, when the workflow names the `hashlist` check: the best match in each of the "
-        "organization's lists the workflow names (`[]`: none). A block list's match scores "
-        "`known_image` 1 and its reason carries it as `match`; an allow list's match exempts "
-        "the image: no category but `known_image` is then a reason."
+        "When the workflow names the `hashlist` (images) or `termlist` (texts) check: the "
+        "first match in each of the organization's lists the workflow names (`[]`: none). A "
+        "block list's match scores `known_image` or `listed_term` 1 and that reason carries it "
+        "as `match`. An image allow list's match exempts the image: no category but "
+        "`known_image` is then a reason. A text allow list's terms are hidden from the word "
+        "list and the block lists."
     ),
 }
 if "CompatAnswer" in schemas:
@@ -1981,16 +1986,20 @@ if "CompatAnswer" in schemas:
         "list_matches"]
 schemas["Reason"]["properties"]["match"] = dict(
     sref("ListMatch"),
-    description="`known_image` only: the block list's entry that matched.",
+    description="`known_image` and `listed_term` only: the block list's entry that matched.",
 )
 list_schema = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["name", "kind", "distance", "entries", "created"],
+    "required": ["name", "kind", "content", "distance", "entries", "created"],
     "properties": {
         "name": {"type": "string", "pattern": "^[a-z0-9_-]{1,64}$"},
         "kind": {"enum": ["block", "allow"],
-                 "description": "block: a match is `known_image`; allow: a match exempts."},
+                 "description": "block: a match is `known_image` or `listed_term`; allow: a "
+                                "match exempts the image, or hides the term."},
+        "content": {"enum": ["image", "text"],
+                    "description": "Image hashes (the `hashlist` check) or words and phrases "
+                                   "(the `termlist` check)."},
         "distance": {"type": "integer", "minimum": 0, "maximum": 63,
                      "description": "PDQ matches within this many bits (default 31, PDQ's "
                                     "recommendation)."},
@@ -2002,12 +2011,14 @@ schemas["HashList"] = list_schema
 entry_schema = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["entry_id", "hash_type", "hash", "label", "id", "added"],
+    "required": ["entry_id", "hash_type", "label", "id", "added"],
     "properties": {
         "entry_id": {"type": "integer", "minimum": 1,
                      "description": "Given by the server, increasing, never reused."},
-        "hash_type": {"enum": ["pdq", "md5", "sha256"]},
-        "hash": {"type": "string", "pattern": "^[0-9a-f]{32}([0-9a-f]{32})?$"},
+        "hash_type": {"enum": ["pdq", "md5", "sha256", "term"]},
+        "hash": {"type": "string", "pattern": "^[0-9a-f]{32}([0-9a-f]{32})?$",
+                 "description": "Image lists."},
+        "term": {"type": "string", "maxLength": 128, "description": "Text lists."},
         "label": {"type": ["string", "null"], "maxLength": 256},
         "id": {"type": ["string", "null"], "maxLength": 256},
         "added": {"type": "string", "format": "date-time"},
@@ -2054,16 +2065,21 @@ schemas["ListCreate"] = {
     "properties": {
         "name": {"type": "string", "pattern": "^[a-z0-9_-]{1,64}$"},
         "kind": {"enum": ["block", "allow"]},
+        "content": {"enum": ["image", "text"], "default": "image"},
         "distance": {"type": "integer", "minimum": 0, "maximum": 63, "default": 31},
     },
 }
 schemas["ListEntriesRequest"] = {
     "type": "object", "additionalProperties": False, "required": ["entries"],
     "properties": {"entries": {"type": "array", "maxItems": 200000, "items": {
-        "type": "object", "additionalProperties": False, "required": ["hash_type", "hash"],
+        "type": "object", "additionalProperties": False,
+        "oneOf": [{"required": ["hash_type", "hash"]}, {"required": ["term"]}],
         "properties": {
             "hash_type": {"enum": ["pdq", "md5", "sha256"]},
             "hash": {"type": "string", "description": "Hex, either case."},
+            "term": {"type": "string", "maxLength": 128,
+                     "description": "A text list's word or phrase (matched after the word "
+                                    "list's normalisation, on whole words)."},
             "label": {"type": "string", "maxLength": 256},
             "id": {"type": "string", "maxLength": 256},
         }}}},
@@ -2115,9 +2131,11 @@ paths["/v1/lists"] = {
                    "Every list of the key's organization. Keys need the `lists` scope.",
                    json_ok("ListsAnswer", "The lists.")),
     "post": list_op("createList", "Create a hash list",
-                    "A block list (a match scores `known_image` 1) or an allow list (a match "
-                    "exempts the image from the models' decision). Workflows name the lists "
-                    "their `hashlist` check consults (`lists = [...]`).",
+                    "A block list (a match scores `known_image` or `listed_term` 1) or an allow "
+                    "list (a match exempts the image from the models' decision; an allowed "
+                    "term is hidden from the word list), of image hashes or of terms. "
+                    "Workflows name the lists their `hashlist` and `termlist` checks consult "
+                    "(`lists = [...]`).",
                     json_ok("ListAnswer", "The new list."), status="201",
                     body={"required": True, "content": {
                         "application/json": {"schema": sref("ListCreate")}}}),
@@ -2178,14 +2196,16 @@ paths["/v1/lists/{name}/import"] = {
         "(NEGATIVE_CLASS rows skipped); headerless `type,hash[,label[,id]]`; PDQ tools' "
         "`hash,quality,name`; and threatexchange local files (`type hash` per line). Rows of "
         "other signal types are skipped and reported; a bad hash refuses the import with its "
-        "line. All or nothing.",
+        "line. All or nothing. A text list reads one term per line, or its own export "
+        "(`term,label,id`).",
         json_ok("EntriesAdded", "What was added."), status="201",
         body={"required": True, "content": {"text/csv": {"schema": {"type": "string"}}}}),
 }
 paths["/v1/lists/{name}/export"] = {
     "parameters": [p_list_name],
     "get": list_op("exportEntries", "Export entries as CSV",
-                   "Header `signal_type,signal,label,id`, one row per entry in the order added.",
+                   "Header `signal_type,signal,label,id` (a text list: `term,label,id`), one row "
+                   "per entry in the order added.",
                    {"description": "The entries.", "headers": hdrs("maybe"),
                     "content": {"text/csv": {"schema": {"type": "string"}}}}),
 }

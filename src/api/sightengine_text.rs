@@ -199,7 +199,7 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
         }
         Mode::Ml => workflow.definition.text_checks.clone(),
     };
-    let board = cx.checks.check_text(&checks, text, None).await?;
+    let board = cx.checks.check_text(&checks, &[], text, None).await?;
     let decision = decide(&workflow.definition, &board);
     notes.check = Some(CheckSummary::of(workflow, &decision));
     let request = CompatRequest {

@@ -164,9 +164,11 @@ pub async fn check_text(
             workflow.name
         )));
     }
+    let definition = &workflow.definition;
+    let lists = cx.lists_of(&caller.org.record.name, &definition.lists);
     let board = cx
         .checks
-        .check_text(&workflow.definition.text_checks, check.text, check.context)
+        .check_text(&definition.text_checks, &lists, check.text, check.context)
         .await?;
     Ok(finish_check(cx, notes, workflow, &board, check.request_id))
 }

@@ -23,6 +23,9 @@ pub struct ScoreBoard {
     /// What the organization's lists matched, one match per list at most (the `hashlist`
     /// check).
     pub list_matches: Vec<crate::lists::ListMatch>,
+    /// Whether a `hashlist` or `termlist` check consulted the lists (answers then list the
+    /// matches, `[]` for none).
+    pub lists_consulted: bool,
 }
 
 impl ScoreBoard {
@@ -64,11 +67,12 @@ impl ScoreBoard {
         self.unchecked.iter().copied().find(|&id| id == category)
     }
 
-    /// Whether an allow list matched: the image is exempt from review by the models.
+    /// Whether an image allow list matched: the image is exempt from the models' reasons
+    /// (a text allow list's terms are hidden from the checks instead).
     pub fn allowed(&self) -> bool {
         self.list_matches
             .iter()
-            .any(|found| found.kind == crate::lists::ListKind::Allow)
+            .any(|found| found.kind == crate::lists::ListKind::Allow && found.term.is_none())
     }
 
     pub fn get(&self, category: &str) -> Option<&Scored> {

@@ -9,6 +9,7 @@ pub const QR_CODE: &str = "qr_code";
 pub const QR_LINK: &str = "qr_link";
 pub const UNREAD_LANGUAGE: &str = "unread_language";
 pub const KNOWN_IMAGE: &str = "known_image";
+pub const LISTED_TERM: &str = "listed_term";
 
 /// `(id, text, message)`.
 pub const CATEGORIES: &[(&str, &str, &str)] = &[
@@ -94,6 +95,11 @@ pub const CATEGORIES: &[(&str, &str, &str)] = &[
         "This image appears to be a drawing or an illustration rather than a photo.",
     ),
     ("qr_code", "QR code", "This image contains a QR code."),
+    (
+        "listed_term",
+        "Listed term",
+        "This text contains a word or phrase this service was told to refuse.",
+    ),
     (
         "known_image",
         "Known image",

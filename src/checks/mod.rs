@@ -10,6 +10,8 @@
 //! - [`profanity_svm`]: alt-profanity-check's linear model, natively (microseconds);
 //! - [`pii`]: e-mail, phone, IBAN, card and IP scanners (microseconds);
 //! - [`links`]: URLs and host names (microseconds);
+//! - `termlist` ([`registry::TERMLIST`]): the organization's own words and phrases
+//!   ([`crate::lists`]), on the normalised text (microseconds);
 //! - [`toxblock`]: tox-block BiLSTM on the shard's model worker (milliseconds).
 //!
 //! Image checks, on the shard's model worker after the image is decoded there:
@@ -130,10 +132,12 @@ fn checks_of<'a>(
 }
 
 impl Engine {
-    /// Runs the text checks of a workflow. `context` is `None` unless the plan uses it.
+    /// Runs the text checks of a workflow; `lists` are the caller's lists the workflow names,
+    /// for the `termlist` check. `context` is `None` unless the plan uses it.
     pub async fn check_text(
         &self,
         checks: &[String],
+        lists: &[Arc<CompiledList>],
         text: &str,
         context: Option<&str>,
     ) -> ApiResult<ScoreBoard> {
@@ -145,6 +149,10 @@ impl Engine {
                 .normalizer
                 .borrow_mut()
                 .normalize(text, &mut normalised);
+        }
+        let terms = checks.iter().any(|name| name == registry::TERMLIST.name);
+        if terms {
+            hide_allowed_terms(lists, &mut normalised, &mut board);
         }
         let input = TextInput {
             raw: text,
@@ -174,6 +182,9 @@ impl Engine {
                 "none of this workflow's text checks can run on this server",
             )
             .with_retry_after(60));
+        }
+        if terms {
+            match_terms(lists, &normalised, &mut board);
         }
         // Detection costs about 140 µs a text: only workflows that ask for it pay it.
         if checks.iter().any(|name| name == registry::LANGUAGE.name) {
@@ -292,6 +303,47 @@ impl Engine {
     }
 }
 
+/// Blanks out of `normalised` the terms of the allow lists among `lists`, so that the checks
+/// that read it (the word list, the block lists) do not count them; the matches go on the
+/// board.
+fn hide_allowed_terms(
+    lists: &[Arc<CompiledList>],
+    normalised: &mut String,
+    board: &mut ScoreBoard,
+) {
+    let mut hidden = Vec::new();
+    for list in lists.iter().filter(|list| list.kind == ListKind::Allow) {
+        let mut first = true;
+        for (range, found) in list.terms_in(normalised) {
+            hidden.push(range);
+            if std::mem::take(&mut first) {
+                board.list_matches.push(found);
+            }
+        }
+    }
+    // Matches of patterns that are whole UTF-8 strings, found in one: on character
+    // boundaries.
+    for range in hidden {
+        let spaces = " ".repeat(range.len());
+        normalised.replace_range(range, &spaces);
+    }
+}
+
+/// Scores `listed_term` from the block lists among `lists`: 1 when one of their terms is in
+/// `normalised`, else 0; the first match of each list goes on the board.
+fn match_terms(lists: &[Arc<CompiledList>], normalised: &str, board: &mut ScoreBoard) {
+    let mut blocked = false;
+    for list in lists.iter().filter(|list| list.kind == ListKind::Block) {
+        if let Some((_, found)) = list.terms_in(normalised).next() {
+            blocked = true;
+            board.list_matches.push(found);
+        }
+    }
+    let score = if blocked { 1.0 } else { 0.0 };
+    board.add(categories::LISTED_TERM, score, registry::TERMLIST.name);
+    board.lists_consulted = true;
+}
+
 /// Scores `known_image` from the lists' matches of an image's hashes (1 for a block list's
 /// match, else 0) and keeps the matches on the board.
 fn match_lists(hashes: &ImageHashes, lists: &[Arc<CompiledList>], board: &mut ScoreBoard) {
@@ -304,6 +356,7 @@ fn match_lists(hashes: &ImageHashes, lists: &[Arc<CompiledList>], board: &mut Sc
     }
     let score = if blocked { 1.0 } else { 0.0 };
     board.add(categories::KNOWN_IMAGE, score, registry::HASHLIST.name);
+    board.lists_consulted = true;
 }
 
 /// The answer for an image that cannot be used.

@@ -103,7 +103,25 @@ pub const REGISTRY: &[&Check] = &[
     &qr::CHECK,
     &LANGUAGE,
     &HASHLIST,
+    &TERMLIST,
 ];
+
+/// `termlist`: `listed_term`, 1 when the normalised text holds a whole-word match of a term of
+/// one of the organization's block lists the workflow names (text lists: the word list's
+/// normalisation undoes leetspeak, confusables and spacing on both sides). The terms of its
+/// allow lists are hidden from the checks that read the normalised text (the word list and
+/// the block lists). Scored by the engine, which is given the caller's lists
+/// ([`super::Engine::check_text`]).
+pub const TERMLIST: Check = Check {
+    name: "termlist",
+    kind: ContentKind::Text,
+    categories: &[super::categories::LISTED_TERM],
+    languages: None,
+    runner: Runner::Text {
+        score: |_, _, _| {},
+        reads_normalised: true,
+    },
+};
 
 /// `hashlist`: `known_image`, 1 when the image matches an entry of one of the organization's
 /// block lists the workflow names (PDQ within the list's distance, or MD5 / SHA-256 exactly);

@@ -24,7 +24,7 @@
 
 use serde::Serialize;
 
-use super::{validate_entry_text, EntryHash, NewEntry};
+use super::{validate_entry_text, EntryHash, ListContent, NewEntry};
 
 /// Skipped rows reported at most (the count goes on).
 pub const SKIPPED_REPORTED_MAX: usize = 100;
@@ -131,18 +131,22 @@ fn header_columns(fields: &[String]) -> Option<Columns> {
     None
 }
 
+/// The lines of `text` that hold something, with their numbers (from 1): not blank, not a
+/// `#` comment; `\n` or `\r\n` ends a line.
+fn content_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.split('\n')
+        .enumerate()
+        .map(|(at, line)| (at + 1, line.strip_suffix('\r').unwrap_or(line)))
+        .filter(|(_, line)| !line.trim().is_empty() && !line.trim_start().starts_with('#'))
+}
+
 /// Reads `text`; more than `entries_max` entries refuse it.
 pub fn parse(text: &str, entries_max: usize) -> Result<Parsed, String> {
     let mut out = Parsed::default();
     let mut columns: Option<Columns> = None;
     let mut separator: Option<char> = None;
     let mut first = true;
-    for (at, line) in text.split('\n').enumerate() {
-        let number = at + 1;
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.trim().is_empty() || line.trim_start().starts_with('#') {
-            continue;
-        }
+    for (number, line) in content_lines(text) {
         let separator = *separator.get_or_insert(if line.contains(',') {
             ','
         } else if line.contains('\t') {
@@ -359,6 +363,51 @@ fn split(line: &str, separator: char) -> Result<Vec<String>, &'static str> {
     Ok(fields)
 }
 
+/// The terms of a text list's import: one per line, or CSV whose header names a `term`
+/// column (and optionally `label` and `id`, as [`export`] writes them). Blank lines and lines
+/// starting with `#` are skipped; a term that is not one ([`EntryHash::term`]) refuses the
+/// import with its line.
+pub fn parse_terms(text: &str, entries_max: usize) -> Result<Parsed, String> {
+    let mut out = Parsed::default();
+    let mut columns: Option<(usize, Option<usize>, Option<usize>)> = None;
+    let mut first = true;
+    for (number, line) in content_lines(text) {
+        if first {
+            first = false;
+            let fields = split(line, ',').unwrap_or_default();
+            let find = |name: &str| {
+                fields
+                    .iter()
+                    .position(|field| field.trim().eq_ignore_ascii_case(name))
+            };
+            if let Some(term) = find("term") {
+                columns = Some((term, find("label"), find("id")));
+                continue;
+            }
+        }
+        let (term, label, caller_id) = match columns {
+            None => (line.trim().to_owned(), None, None),
+            Some((term, label, id)) => {
+                let fields = split(line, ',').map_err(|why| format!("line {number}: {why}"))?;
+                let term = fields.get(term).cloned().unwrap_or_default();
+                (term, optional(&fields, label), optional(&fields, id))
+            }
+        };
+        let hash = EntryHash::term(&term).map_err(|why| format!("line {number}: {why}"))?;
+        validate_entry_text("label", &label).map_err(|why| format!("line {number}: {why}"))?;
+        validate_entry_text("id", &caller_id).map_err(|why| format!("line {number}: {why}"))?;
+        if out.entries.len() == entries_max {
+            return Err(format!("more than {entries_max} entries"));
+        }
+        out.entries.push(NewEntry {
+            hash,
+            label,
+            caller_id,
+        });
+    }
+    Ok(out)
+}
+
 /// One field for a CSV row: quoted if it holds a comma, a quote or a line break.
 fn field(text: &str) -> String {
     if text.contains([',', '"', '\n', '\r']) {
@@ -368,14 +417,20 @@ fn field(text: &str) -> String {
     }
 }
 
-/// The entries as CSV, with the header `signal_type,signal,label,id`.
-pub fn export(entries: &[super::Entry]) -> String {
+/// The entries as CSV: `signal_type,signal,label,id` for an image list, `term,label,id` for
+/// a text list.
+pub fn export(content: ListContent, entries: &[super::Entry]) -> String {
     let mut out = String::with_capacity(32 + entries.len() * 100);
-    out.push_str("signal_type,signal,label,id\n");
+    out.push_str(match content {
+        ListContent::Image => "signal_type,signal,label,id\n",
+        ListContent::Text => "term,label,id\n",
+    });
     for entry in entries {
-        out.push_str(entry.hash.kind());
-        out.push(',');
-        out.push_str(&entry.hash.hex());
+        if content == ListContent::Image {
+            out.push_str(entry.hash.kind());
+            out.push(',');
+        }
+        out.push_str(&field(&entry.hash.value()));
         out.push(',');
         out.push_str(&field(entry.label.as_deref().unwrap_or("")));
         out.push(',');
@@ -477,7 +532,7 @@ mod tests {
                 added_ms: 0,
             },
         ];
-        let text = export(&entries);
+        let text = export(ListContent::Image, &entries);
         assert!(text.starts_with("signal_type,signal,label,id\npdq,f8f8"));
         let parsed = parse(&text, 10).unwrap();
         assert_eq!(parsed.entries.len(), 2);
@@ -488,10 +543,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn terms_read_as_lines_or_as_their_export() {
+        let parsed = parse_terms("# slang\ngrapefruit\n\n  two words  \r\n", 10).unwrap();
+        let terms: Vec<String> = parsed.entries.iter().map(|e| e.hash.value()).collect();
+        assert_eq!(terms, ["grapefruit", "two words"]);
+        let entries: Vec<Entry> = parsed
+            .entries
+            .into_iter()
+            .enumerate()
+            .map(|(at, new)| Entry {
+                id: at as u64 + 1,
+                hash: new.hash,
+                label: Some("with, comma".into()),
+                caller_id: None,
+                added_ms: 0,
+            })
+            .collect();
+        let text = export(ListContent::Text, &entries);
+        assert!(text.starts_with("term,label,id\ngrapefruit,\"with, comma\",\n"));
+        let again = parse_terms(&text, 10).unwrap();
+        assert_eq!(again.entries.len(), 2);
+        assert_eq!(again.entries[0].label.as_deref(), Some("with, comma"));
+        assert!(parse_terms("ok\n...\n", 10)
+            .unwrap_err()
+            .starts_with("line 2"));
+        assert!(parse_terms("a\nb\nc\n", 2).is_err());
+    }
+
     proptest! {
         #[test]
         fn never_panics(text in ".{0,400}") {
             let _ = parse(&text, 50);
+            let _ = parse_terms(&text, 50);
         }
 
         #[test]

@@ -17,6 +17,7 @@ pub mod pdq_index;
 
 use std::sync::Arc;
 
+use aho_corasick::{AhoCorasick, MatchKind};
 use serde::{Deserialize, Serialize};
 
 use crate::hash::FastMap;
@@ -62,31 +63,100 @@ impl ListKind {
     }
 }
 
-/// One entry's hash.
+/// What a list holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListContent {
+    /// Image hashes, matched by the `hashlist` check.
+    Image,
+    /// Words and phrases, matched by the `termlist` check.
+    Text,
+}
+
+impl ListContent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ListContent::Image => "image",
+            ListContent::Text => "text",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ListContent> {
+        match text {
+            "image" => Some(ListContent::Image),
+            "text" => Some(ListContent::Text),
+            _ => None,
+        }
+    }
+}
+
+/// Bytes of a term as given.
+pub const TERM_BYTES_MAX: usize = 128;
+
+/// One entry's hash, or a text list's term.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EntryHash {
     Pdq(Pdq),
     Md5([u8; 16]),
     Sha256([u8; 32]),
+    /// A word or phrase as given; matched after normalisation.
+    Term(String),
 }
 
 impl EntryHash {
-    /// The name of the hash's kind, as the CSV formats write it.
+    /// The name of the hash's kind, as the CSV formats write it (`term` for a term).
     pub fn kind(&self) -> &'static str {
         match self {
             EntryHash::Pdq(_) => "pdq",
             EntryHash::Md5(_) => "md5",
             EntryHash::Sha256(_) => "sha256",
+            EntryHash::Term(_) => "term",
         }
     }
 
-    pub fn hex(&self) -> String {
+    /// The hash in hex, or the term.
+    pub fn value(&self) -> String {
         use crate::image::hashes::hex;
         match self {
             EntryHash::Pdq(pdq) => pdq.to_hex(),
             EntryHash::Md5(bytes) => hex(bytes),
             EntryHash::Sha256(bytes) => hex(bytes),
+            EntryHash::Term(term) => term.clone(),
         }
+    }
+
+    /// What lists of `content` hold.
+    pub fn content(&self) -> ListContent {
+        match self {
+            EntryHash::Term(_) => ListContent::Text,
+            _ => ListContent::Image,
+        }
+    }
+
+    /// A text list's term: at most [`TERM_BYTES_MAX`] bytes, no control characters, and
+    /// something left after normalisation.
+    pub fn term(text: &str) -> Result<EntryHash, String> {
+        let text = text.trim();
+        if text.len() > TERM_BYTES_MAX {
+            return Err(format!(
+                "a term is at most {TERM_BYTES_MAX} bytes; {} is {}",
+                shown(text),
+                text.len()
+            ));
+        }
+        if text.chars().any(char::is_control) {
+            return Err(format!(
+                "the term {} holds a control character",
+                shown(text)
+            ));
+        }
+        if normalised_term(text).is_empty() {
+            return Err(format!(
+                "the term {} has no letters or digits to match",
+                shown(text)
+            ));
+        }
+        Ok(EntryHash::Term(text.to_owned()))
     }
 
     /// A hash from its kind's name and hex digits.
@@ -173,6 +243,13 @@ pub fn image_entry_hashes(hashes: &ImageHashes) -> Vec<EntryHash> {
     out
 }
 
+/// `term` as the text checks see it (the word list's normalisation).
+pub fn normalised_term(term: &str) -> String {
+    let mut out = String::new();
+    crate::text::normalize::normalize(term, &mut out);
+    out
+}
+
 /// What a match reports.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ListMatch {
@@ -181,10 +258,12 @@ pub struct ListMatch {
     pub entry_id: u64,
     pub label: Option<String>,
     pub caller_id: Option<String>,
-    /// `pdq`, `md5` or `sha256`.
+    /// `pdq`, `md5`, `sha256` or `term`.
     pub hash_type: &'static str,
-    /// PDQ bits that differ (0 for an exact hash).
+    /// PDQ bits that differ (0 for an exact hash or a term).
     pub distance: u32,
+    /// A text list's entry: its term.
+    pub term: Option<String>,
 }
 
 /// The entries of a list when it was last built.
@@ -195,6 +274,8 @@ struct Base {
     pdq_entries: Vec<u32>,
     md5: FastMap<[u8; 16], u32>,
     sha256: FastMap<[u8; 32], u32>,
+    /// The terms (normalised) and, per pattern, their entry.
+    terms: Option<(AhoCorasick, Vec<u32>)>,
 }
 
 impl Base {
@@ -203,27 +284,45 @@ impl Base {
         let mut pdq_entries = Vec::new();
         let mut md5 = FastMap::default();
         let mut sha256 = FastMap::default();
+        let mut patterns = Vec::new();
+        let mut pattern_entries = Vec::new();
         for (at, entry) in entries.iter().enumerate() {
             let at = at as u32;
-            match entry.hash {
+            match &entry.hash {
                 EntryHash::Pdq(hash) => {
-                    pdq_hashes.push(hash);
+                    pdq_hashes.push(*hash);
                     pdq_entries.push(at);
                 }
                 // The first entry of a hash wins, as for PDQ (lowest position).
                 EntryHash::Md5(hash) => {
-                    md5.entry(hash).or_insert(at);
+                    md5.entry(*hash).or_insert(at);
                 }
                 EntryHash::Sha256(hash) => {
-                    sha256.entry(hash).or_insert(at);
+                    sha256.entry(*hash).or_insert(at);
+                }
+                EntryHash::Term(term) => {
+                    let normalised = normalised_term(term);
+                    if !normalised.is_empty() {
+                        patterns.push(normalised);
+                        pattern_entries.push(at);
+                    }
                 }
             }
         }
+        // Terms are short and lists of them small next to hash lists: the automaton is
+        // rebuilt whole on every change ([`CompiledList::appended`]).
+        let terms = AhoCorasick::builder()
+            .match_kind(MatchKind::Standard)
+            .build(&patterns)
+            .ok()
+            .filter(|_| !patterns.is_empty())
+            .map(|automaton| (automaton, pattern_entries));
         Base {
             pdq: PdqIndex::new(&pdq_hashes),
             pdq_entries,
             md5,
             sha256,
+            terms,
             entries,
         }
     }
@@ -240,6 +339,7 @@ pub struct CompiledList {
 }
 
 impl CompiledList {
+    /// A list of `entries` (image hashes or terms, as its content is).
     pub fn new(name: &str, kind: ListKind, distance_max: u32, entries: Vec<Entry>) -> Self {
         CompiledList {
             name: name.into(),
@@ -254,8 +354,11 @@ impl CompiledList {
     /// once the appended entries pass [`DELTA_MAX`].
     pub fn appended(&self, appended: Vec<Entry>) -> CompiledList {
         let mut delta = self.delta.clone();
+        let terms = appended
+            .iter()
+            .any(|entry| entry.hash.content() == ListContent::Text);
         delta.extend(appended);
-        if delta.len() > DELTA_MAX {
+        if delta.len() > DELTA_MAX || terms {
             let mut entries = self.base.entries.clone();
             entries.extend(delta);
             return CompiledList::new(&self.name, self.kind, self.distance_max, entries);
@@ -309,7 +412,11 @@ impl CompiledList {
                 .filter_map(|query| self.nearest_pdq(&query))
                 .min_by_key(|(entry, d)| (*d, entry.id))
         });
-        found.map(|(entry, distance)| ListMatch {
+        found.map(|(entry, distance)| self.reported(entry, distance))
+    }
+
+    fn reported(&self, entry: &Entry, distance: u32) -> ListMatch {
+        ListMatch {
             list: self.name.clone(),
             kind: self.kind,
             entry_id: entry.id,
@@ -317,7 +424,38 @@ impl CompiledList {
             caller_id: entry.caller_id.clone(),
             hash_type: entry.hash.kind(),
             distance,
-        })
+            term: match &entry.hash {
+                EntryHash::Term(term) => Some(term.clone()),
+                _ => None,
+            },
+        }
+    }
+
+    /// The whole-word matches of the list's terms in `normalised` (a text after the word
+    /// list's normalisation), as byte ranges there, with what each reports; in the order of
+    /// their ends, overlapping ones too.
+    pub fn terms_in<'a>(
+        &'a self,
+        normalised: &'a str,
+    ) -> impl Iterator<Item = (std::ops::Range<usize>, ListMatch)> + 'a {
+        let bytes = normalised.as_bytes();
+        self.base
+            .terms
+            .iter()
+            .flat_map(move |(automaton, entries)| {
+                automaton
+                    .find_overlapping_iter(normalised)
+                    .filter(move |found| {
+                        let starts_word = found.start() == 0 || bytes[found.start() - 1] == b' ';
+                        let ends_word = found.end() == bytes.len() || bytes[found.end()] == b' ';
+                        starts_word && ends_word
+                    })
+                    .map(move |found| {
+                        let entry =
+                            &self.base.entries[entries[found.pattern().as_usize()] as usize];
+                        (found.range(), self.reported(entry, 0))
+                    })
+            })
     }
 
     /// The entry whose PDQ hash is nearest `query` within the list's distance.
@@ -330,7 +468,7 @@ impl CompiledList {
         let in_delta = self
             .delta
             .iter()
-            .filter_map(|entry| match entry.hash {
+            .filter_map(|entry| match &entry.hash {
                 EntryHash::Pdq(hash) => Some((entry, hash.distance(query))),
                 _ => None,
             })
@@ -418,6 +556,41 @@ mod tests {
         assert_eq!(list.len(), DELTA_MAX + 9);
         assert_eq!(list.last_id(), Some(DELTA_MAX as u64 + 9));
         assert_eq!(list.lookup(&hashes(Pdq([3; 32]), 100)).unwrap().entry_id, 1);
+    }
+
+    #[test]
+    fn terms_match_whole_words_after_normalisation() {
+        let term = |id: u64, text: &str| entry(id, EntryHash::term(text).unwrap());
+        let list = CompiledList::new(
+            "slang",
+            ListKind::Block,
+            0,
+            vec![term(1, "grapefruit"), term(2, "Two Words")],
+        );
+        let found = |text: &str| -> Vec<(String, u64)> {
+            let normalised = normalised_term(text);
+            list.terms_in(&normalised)
+                .map(|(range, m)| (normalised[range].to_owned(), m.entry_id))
+                .collect()
+        };
+        assert_eq!(
+            found("I love GR4PEFRUIT, and tw0 w o r d s!"),
+            [("grapefruit".to_owned(), 1), ("two words".to_owned(), 2)]
+        );
+        assert!(found("grapefruits and twowords").is_empty());
+        let first = list
+            .terms_in(&normalised_term("gr@pefruit"))
+            .next()
+            .unwrap()
+            .1;
+        assert_eq!(
+            (first.hash_type, first.term.as_deref()),
+            ("term", Some("grapefruit"))
+        );
+        // An image's hashes match nothing in a text list, and terms appended are matched.
+        assert_eq!(list.lookup(&hashes(Pdq([0; 32]), 100)), None);
+        let list = list.appended(vec![term(3, "melon")]);
+        assert_eq!(list.terms_in("a melon").count(), 1);
     }
 
     #[test]

@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use super::Store;
 pub use crate::lists::NewEntry;
 use crate::lists::{
-    self, validate_entry_text, Entry, EntryHash, ListKind, LISTS_PER_ORG_MAX, LIST_ENTRIES_MAX,
+    self, validate_entry_text, Entry, EntryHash, ListContent, ListKind, LISTS_PER_ORG_MAX,
+    LIST_ENTRIES_MAX,
 };
 
 /// Entries one page of a listing holds at most.
@@ -29,6 +30,8 @@ pub struct ListRecord {
     pub org: String,
     pub name: String,
     pub kind: ListKind,
+    /// Image hashes or terms.
+    pub content: ListContent,
     /// PDQ matches within this many bits.
     pub distance_max: u32,
     pub created_ms: i64,
@@ -123,6 +126,13 @@ fn hash_key(org: &str, name: &str, hash: &EntryHash) -> Vec<u8> {
             key.push(b's');
             key.extend_from_slice(bytes);
         }
+        // A term is in a list once in its normalised form (`F.U.C.K` is `fuck`): at most
+        // TERM_BYTES_MAX bytes given, which NFKC may at most triple, well inside LMDB's
+        // 511-byte keys beside two 64-byte names.
+        EntryHash::Term(term) => {
+            key.push(b't');
+            key.extend_from_slice(lists::normalised_term(term).as_bytes());
+        }
     }
     key
 }
@@ -145,6 +155,7 @@ impl Store {
         org: &str,
         name: &str,
         kind: ListKind,
+        content: ListContent,
         distance_max: u32,
         now_ms: i64,
     ) -> ListResult<ListRecord> {
@@ -172,6 +183,7 @@ impl Store {
             org: org.to_owned(),
             name: name.to_owned(),
             kind,
+            content,
             distance_max,
             created_ms: now_ms,
             entries: 0,
@@ -241,6 +253,19 @@ impl Store {
         let tables = self.list_tables();
         let mut txn = self.env().write_txn()?;
         let mut record = self.list_record(&txn, org, name)?;
+        if let Some(entry) = new
+            .iter()
+            .find(|entry| entry.hash.content() != record.content)
+        {
+            return Err(ListError::Invalid(format!(
+                "list '{name}' holds {}, not a {}",
+                match record.content {
+                    ListContent::Image => "image hashes",
+                    ListContent::Text => "terms",
+                },
+                entry.hash.kind()
+            )));
+        }
         let mut out = Added::default();
         for entry in new {
             let hash_key = hash_key(org, name, &entry.hash);
@@ -255,7 +280,7 @@ impl Store {
             }
             let stored = Entry {
                 id: record.next_id,
-                hash: entry.hash,
+                hash: entry.hash.clone(),
                 label: entry.label.clone(),
                 caller_id: entry.caller_id.clone(),
                 added_ms: now_ms,
@@ -412,14 +437,21 @@ mod tests {
     fn lists_hold_entries_once_in_order() {
         let (_dir, store) = store_with_org();
         store
-            .create_list("acme", "known", ListKind::Block, 31, 5)
+            .create_list("acme", "known", ListKind::Block, ListContent::Image, 31, 5)
             .unwrap();
         assert!(matches!(
-            store.create_list("acme", "known", ListKind::Block, 31, 5),
+            store.create_list("acme", "known", ListKind::Block, ListContent::Image, 31, 5),
             Err(ListError::Exists(_))
         ));
         assert!(matches!(
-            store.create_list("nobody", "known", ListKind::Block, 31, 5),
+            store.create_list(
+                "nobody",
+                "known",
+                ListKind::Block,
+                ListContent::Image,
+                31,
+                5
+            ),
             Err(ListError::NotFound(_))
         ));
         let added = store
@@ -468,9 +500,11 @@ mod tests {
         let (_dir, store) = store_with_org();
         store.create_org("acme2", "free", 0).unwrap();
         for org in ["acme", "acme2"] {
-            store.create_list(org, "a", ListKind::Block, 31, 0).unwrap();
             store
-                .create_list(org, "ab", ListKind::Allow, 10, 0)
+                .create_list(org, "a", ListKind::Block, ListContent::Image, 31, 0)
+                .unwrap();
+            store
+                .create_list(org, "ab", ListKind::Allow, ListContent::Image, 10, 0)
                 .unwrap();
             store.add_entries(org, "a", &[pdq_entry(7)], 0).unwrap();
             store.add_entries(org, "ab", &[pdq_entry(8)], 0).unwrap();
@@ -492,25 +526,62 @@ mod tests {
         assert_eq!(store.list_since("acme", "ab", 0).unwrap().1.len(), 1);
         assert_eq!(store.list_since("acme2", "a", 0).unwrap().1.len(), 1);
         store
-            .create_list("acme", "a", ListKind::Block, 31, 0)
+            .create_list("acme", "a", ListKind::Block, ListContent::Image, 31, 0)
             .unwrap();
         assert!(store.list_since("acme", "a", 0).unwrap().1.is_empty());
         assert_eq!(store.all_lists().unwrap().len(), 4);
     }
 
     #[test]
-    fn bad_input_is_refused() {
+    fn text_lists_hold_terms_once_normalised() {
         let (_dir, store) = store_with_org();
+        store
+            .create_list("acme", "slang", ListKind::Block, ListContent::Text, 0, 0)
+            .unwrap();
+        let term = |text: &str| NewEntry {
+            hash: EntryHash::term(text).unwrap(),
+            label: None,
+            caller_id: None,
+        };
+        let added = store
+            .add_entries(
+                "acme",
+                "slang",
+                &[term("grapefruit"), term("GR4PEFRUIT")],
+                0,
+            )
+            .unwrap();
+        assert_eq!(added.added.len(), 1);
+        assert_eq!(added.existing, [1]);
+        // Hashes do not go into a text list, nor terms into an image list.
         assert!(matches!(
-            store.create_list("acme", "Bad", ListKind::Block, 31, 0),
-            Err(ListError::Invalid(_))
-        ));
-        assert!(matches!(
-            store.create_list("acme", "far", ListKind::Block, 64, 0),
+            store.add_entries("acme", "slang", &[pdq_entry(1)], 0),
             Err(ListError::Invalid(_))
         ));
         store
-            .create_list("acme", "l", ListKind::Block, 31, 0)
+            .create_list("acme", "images", ListKind::Block, ListContent::Image, 31, 0)
+            .unwrap();
+        assert!(matches!(
+            store.add_entries("acme", "images", &[term("x")], 0),
+            Err(ListError::Invalid(_))
+        ));
+        assert!(EntryHash::term("...").is_err());
+        assert!(EntryHash::term(&"a".repeat(200)).is_err());
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        let (_dir, store) = store_with_org();
+        assert!(matches!(
+            store.create_list("acme", "Bad", ListKind::Block, ListContent::Image, 31, 0),
+            Err(ListError::Invalid(_))
+        ));
+        assert!(matches!(
+            store.create_list("acme", "far", ListKind::Block, ListContent::Image, 64, 0),
+            Err(ListError::Invalid(_))
+        ));
+        store
+            .create_list("acme", "l", ListKind::Block, ListContent::Image, 31, 0)
             .unwrap();
         let mut long = pdq_entry(1);
         long.label = Some("x".repeat(lists::ENTRY_TEXT_BYTES_MAX + 1));

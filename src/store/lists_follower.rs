@@ -108,6 +108,7 @@ fn refresh(
             Some(known)
                 if known.record.removals == record.removals
                     && known.record.kind == record.kind
+                    && known.record.content == record.content
                     && known.record.distance_max == record.distance_max
                     && known.record.created_ms == record.created_ms =>
             {
@@ -180,7 +181,7 @@ impl ListsView {
 mod tests {
     use super::*;
     use crate::image::hashes::{ImageHashes, Pdq};
-    use crate::lists::{EntryHash, ListKind};
+    use crate::lists::{EntryHash, ListContent, ListKind};
     use crate::store::lists::NewEntry;
 
     fn probe(byte: u8) -> ImageHashes {
@@ -221,7 +222,7 @@ mod tests {
     fn shards_see_additions_removals_and_deletions() {
         let (_dir, store) = crate::store::test_store_with_org();
         store
-            .create_list("acme", "known", ListKind::Block, 31, 0)
+            .create_list("acme", "known", ListKind::Block, ListContent::Image, 31, 0)
             .unwrap();
         add(&store, 1);
         let hub = start(store.clone()).unwrap();
