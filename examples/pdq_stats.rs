@@ -3,6 +3,10 @@
 //!
 //! `cargo run --release --example pdq_stats > models/image/PDQ_STATS.md`
 //!
+//! With the safe photo sets fetched (`models/image/fetch_safe_photos.sh`, 71 photos and
+//! wallpapers, not committed), it also measures false matches: those photos against a list
+//! of 100,000 random PDQ hashes, and against each other.
+//!
 //! Every committed test photo of 200 px or more on its short side and PDQ quality 50 or more
 //! is hashed as the server hashes an upload it adds to a list, then changed with the `image`
 //! crate that `pdqhash` brings (JPEG re-encoding, scaling, cropping, a mirror) and hashed as
@@ -143,5 +147,92 @@ fn main() {
     println!(
         "\nUnrelated photos: the nearest of {pairs} pairs of different photos are {nearest} bits \
          apart."
+    );
+    false_matches();
+}
+
+/// The safe photo sets against 100,000 random hashes and against each other.
+fn false_matches() {
+    use modgate::lists::{CompiledList, Entry, EntryHash, ListKind};
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/models/image/safe");
+    let mut safe = Vec::new();
+    for set in ["skimage", "gnome-backgrounds", "mate-backgrounds"] {
+        let Ok(files) = std::fs::read_dir(format!("{dir}/{set}")) else {
+            continue;
+        };
+        let mut paths: Vec<_> = files.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        paths.sort();
+        for path in paths {
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            let Some(hashes) = server_hashes(&bytes) else {
+                continue;
+            };
+            if hashes.pdq_queries().next().is_none() {
+                continue; // too flat to match on
+            }
+            let name = format!("{set}/{}", path.file_name().unwrap().to_string_lossy());
+            safe.push((name, hashes));
+        }
+    }
+    if safe.is_empty() {
+        println!("\n(The safe photo sets are not fetched: no false-match figures.)");
+        return;
+    }
+    let mut rng = fastrand::Rng::with_seed(31);
+    let random: Vec<Entry> = (0..100_000u64)
+        .map(|id| {
+            let mut bytes = [0u8; 32];
+            rng.fill(&mut bytes);
+            Entry {
+                id: id + 1,
+                hash: EntryHash::Pdq(Pdq(bytes)),
+                label: None,
+                caller_id: None,
+                added_ms: 0,
+            }
+        })
+        .collect();
+    let strict = CompiledList::new("random", ListKind::Block, 31, random.clone());
+    let loose = CompiledList::new("random", ListKind::Block, 63, random);
+    let matched = safe
+        .iter()
+        .filter(|(_, hashes)| strict.lookup(hashes).is_some())
+        .count();
+    let nearest = safe
+        .iter()
+        .filter_map(|(_, hashes)| loose.lookup(hashes).map(|found| found.distance))
+        .min();
+    println!(
+        "\nSafe photo sets (`fetch_safe_photos.sh`: scikit-image, gnome-backgrounds, \
+         mate-backgrounds; {} images with enough detail) against a list of 100,000 random PDQ \
+         hashes: {matched} matched within 31 bits; the nearest was {}.",
+        safe.len(),
+        nearest.map_or("over 63 bits away".to_owned(), |d| format!("{d} bits away"))
+    );
+    let mut close = Vec::new();
+    let mut pairs = 0;
+    for (i, (a, ha)) in safe.iter().enumerate() {
+        for (b, hb) in &safe[i + 1..] {
+            pairs += 1;
+            let distance = ha
+                .pdq_queries()
+                .flat_map(|qa| hb.pdq_queries().map(move |qb| qa.distance(&qb)))
+                .min()
+                .unwrap_or(256);
+            if distance <= 31 {
+                close.push(format!("{a} and {b} ({distance} bits)"));
+            }
+        }
+    }
+    println!(
+        "\nThe same images against each other: {} of {pairs} pairs within 31 bits{}",
+        close.len(),
+        if close.is_empty() {
+            ".".to_owned()
+        } else {
+            format!(": {}.", close.join("; "))
+        }
     );
 }

@@ -328,6 +328,8 @@ impl Base {
     }
 }
 
+type IdSet = std::collections::HashSet<u64, foldhash::fast::RandomState>;
+
 /// A list as the shards match against it.
 pub struct CompiledList {
     pub name: Arc<str>,
@@ -336,6 +338,10 @@ pub struct CompiledList {
     base: Arc<Base>,
     /// Entries appended since `base` was built, in order.
     delta: Vec<Entry>,
+    /// Ids of `base`'s entries removed since it was built.
+    removed: Arc<IdSet>,
+    /// The highest id read, removed or not.
+    read_to: Option<u64>,
 }
 
 impl CompiledList {
@@ -345,47 +351,105 @@ impl CompiledList {
             name: name.into(),
             kind,
             distance_max,
+            read_to: entries.iter().map(|entry| entry.id).max(),
             base: Arc::new(Base::new(entries)),
             delta: Vec::new(),
+            removed: Arc::default(),
         }
     }
 
-    /// This list with `appended` added (entries with ids above every entry's); rebuilt whole
-    /// once the appended entries pass [`DELTA_MAX`].
-    pub fn appended(&self, appended: Vec<Entry>) -> CompiledList {
-        let mut delta = self.delta.clone();
-        let terms = appended
+    /// Every entry (removed ones left out), in order.
+    fn live_entries(&self) -> impl Iterator<Item = &Entry> {
+        self.base
+            .entries
             .iter()
-            .any(|entry| entry.hash.content() == ListContent::Text);
-        delta.extend(appended);
-        if delta.len() > DELTA_MAX || terms {
-            let mut entries = self.base.entries.clone();
-            entries.extend(delta);
-            return CompiledList::new(&self.name, self.kind, self.distance_max, entries);
+            .filter(|entry| !self.removed.contains(&entry.id))
+            .chain(&self.delta)
+    }
+
+    /// This list without the entries `ids`: left out of `base` by id, rebuilt whole once
+    /// more than [`DELTA_MAX`] are (and for terms, whose automaton is rebuilt on any change).
+    pub fn without(&self, ids: &[u64]) -> CompiledList {
+        let gone: IdSet = ids.iter().copied().collect();
+        let mut removed = (*self.removed).clone();
+        // The base's entries are in id order (as the store lists them).
+        let in_base = |id: &&u64| {
+            self.base
+                .entries
+                .binary_search_by_key(*id, |entry| entry.id)
+                .is_ok()
+        };
+        removed.extend(ids.iter().filter(in_base).copied());
+        if removed.len() > DELTA_MAX || self.base.terms.is_some() {
+            let entries = self
+                .live_entries()
+                .filter(|entry| !gone.contains(&entry.id))
+                .cloned()
+                .collect();
+            let rebuilt = CompiledList::new(&self.name, self.kind, self.distance_max, entries);
+            return CompiledList {
+                read_to: self.read_to,
+                ..rebuilt
+            };
         }
+        let delta = self
+            .delta
+            .iter()
+            .filter(|entry| !gone.contains(&entry.id))
+            .cloned()
+            .collect();
         CompiledList {
             name: self.name.clone(),
             kind: self.kind,
             distance_max: self.distance_max,
             base: self.base.clone(),
             delta,
+            removed: Arc::new(removed),
+            read_to: self.read_to,
+        }
+    }
+
+    /// This list with `appended` added (entries with ids above every entry's); rebuilt whole
+    /// once the appended entries pass [`DELTA_MAX`].
+    pub fn appended(&self, appended: Vec<Entry>) -> CompiledList {
+        let read_to = appended
+            .iter()
+            .map(|entry| entry.id)
+            .max()
+            .max(self.read_to);
+        let terms = appended
+            .iter()
+            .any(|entry| entry.hash.content() == ListContent::Text);
+        if self.delta.len() + appended.len() > DELTA_MAX || terms {
+            let entries = self.live_entries().cloned().chain(appended).collect();
+            let rebuilt = CompiledList::new(&self.name, self.kind, self.distance_max, entries);
+            return CompiledList { read_to, ..rebuilt };
+        }
+        let mut delta = self.delta.clone();
+        delta.extend(appended);
+        CompiledList {
+            name: self.name.clone(),
+            kind: self.kind,
+            distance_max: self.distance_max,
+            base: self.base.clone(),
+            delta,
+            removed: self.removed.clone(),
+            read_to,
         }
     }
 
     pub fn len(&self) -> usize {
-        self.base.entries.len() + self.delta.len()
+        self.base.entries.len() - self.removed.len() + self.delta.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The id of the last entry, if any.
+    /// The highest id of the entries this list was made from (removed ones included), if
+    /// any: where reading what was appended since starts.
     pub fn last_id(&self) -> Option<u64> {
-        self.delta
-            .last()
-            .or(self.base.entries.last())
-            .map(|entry| entry.id)
+        self.read_to
     }
 
     /// The best match of an image: an exact hash first (SHA-256, then MD5), else the nearest
@@ -393,19 +457,23 @@ impl CompiledList {
     /// ([`ImageHashes::pdq_queries`]: none for an image of too little detail).
     pub fn lookup(&self, hashes: &ImageHashes) -> Option<ListMatch> {
         let base = &self.base;
+        let live = |at: &u32| {
+            let entry = &base.entries[*at as usize];
+            (!self.removed.contains(&entry.id)).then_some((entry, 0))
+        };
+        let in_delta = |wanted: EntryHash| {
+            self.delta
+                .iter()
+                .find(|entry| entry.hash == wanted)
+                .map(|entry| (entry, 0))
+        };
         let exact = base
             .sha256
             .get(&hashes.sha256)
-            .or_else(|| base.md5.get(&hashes.md5))
-            .map(|&at| (&base.entries[at as usize], 0))
-            .or_else(|| {
-                let sha256 = EntryHash::Sha256(hashes.sha256);
-                let md5 = EntryHash::Md5(hashes.md5);
-                [sha256, md5]
-                    .iter()
-                    .find_map(|wanted| self.delta.iter().find(|entry| entry.hash == *wanted))
-                    .map(|entry| (entry, 0))
-            });
+            .and_then(live)
+            .or_else(|| in_delta(EntryHash::Sha256(hashes.sha256)))
+            .or_else(|| base.md5.get(&hashes.md5).and_then(live))
+            .or_else(|| in_delta(EntryHash::Md5(hashes.md5)));
         let found = exact.or_else(|| {
             hashes
                 .pdq_queries()
@@ -461,10 +529,13 @@ impl CompiledList {
     /// The entry whose PDQ hash is nearest `query` within the list's distance.
     fn nearest_pdq(&self, query: &Pdq) -> Option<(&Entry, u32)> {
         let base = &self.base;
+        let entry_at = |at: u32| &base.entries[base.pdq_entries[at as usize] as usize];
         let in_base = base
             .pdq
-            .nearest(query, self.distance_max)
-            .map(|(at, d)| (&base.entries[base.pdq_entries[at as usize] as usize], d));
+            .nearest_kept(query, self.distance_max, |at| {
+                !self.removed.contains(&entry_at(at).id)
+            })
+            .map(|(at, d)| (entry_at(at), d));
         let in_delta = self
             .delta
             .iter()
@@ -556,6 +627,45 @@ mod tests {
         assert_eq!(list.len(), DELTA_MAX + 9);
         assert_eq!(list.last_id(), Some(DELTA_MAX as u64 + 9));
         assert_eq!(list.lookup(&hashes(Pdq([3; 32]), 100)).unwrap().entry_id, 1);
+    }
+
+    #[test]
+    fn removed_entries_stop_matching_before_a_rebuild() {
+        let near = Pdq([0; 32]);
+        let mut second = near;
+        second.0[0] = 0x0f;
+        let list = CompiledList::new(
+            "l",
+            ListKind::Block,
+            31,
+            vec![
+                entry(1, EntryHash::Pdq(near)),
+                entry(2, EntryHash::Pdq(second)),
+                entry(3, EntryHash::Md5([0xee; 16])),
+            ],
+        )
+        .appended(vec![entry(4, EntryHash::Sha256([0xee; 32]))]);
+        assert_eq!(
+            list.lookup(&hashes(near, 100)).unwrap().entry_id,
+            4,
+            "exact"
+        );
+        let list = list.without(&[4]);
+        assert_eq!(list.lookup(&hashes(near, 100)).unwrap().entry_id, 3);
+        let list = list.without(&[3]);
+        assert_eq!(list.lookup(&hashes(near, 100)).unwrap().entry_id, 1);
+        let list = list.without(&[1]);
+        let found = list.lookup(&hashes(near, 100)).unwrap();
+        assert_eq!((found.entry_id, found.distance), (2, 4));
+        assert_eq!(list.len(), 1);
+        assert!(
+            Arc::ptr_eq(&list.base, &list.without(&[]).base),
+            "not rebuilt"
+        );
+        let list = list.without(&[2]);
+        assert_eq!(list.lookup(&hashes(near, 100)), None);
+        assert_eq!(list.live_entries().count(), 0);
+        assert_eq!(list.last_id(), Some(4), "removed entries were read");
     }
 
     #[test]

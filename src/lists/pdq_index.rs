@@ -104,6 +104,17 @@ impl PdqIndex {
     /// The nearest hash within `radius` (at most [`DISTANCE_MAX`]) of `query`, as
     /// `(position, distance)`; the lowest position among equally near ones.
     pub fn nearest(&self, query: &Pdq, radius: u32) -> Option<(u32, u32)> {
+        self.nearest_kept(query, radius, |_| true)
+    }
+
+    /// As [`PdqIndex::nearest`], among the positions `keep` keeps (a list's removed entries
+    /// are left out this way until it is rebuilt).
+    pub fn nearest_kept(
+        &self,
+        query: &Pdq,
+        radius: u32,
+        keep: impl Fn(u32) -> bool,
+    ) -> Option<(u32, u32)> {
         let radius = radius.min(DISTANCE_MAX);
         let query = words(query);
         let mut best: Option<(u32, u32)> = None;
@@ -111,6 +122,7 @@ impl PdqIndex {
             let d = distance(hash, &query);
             let better = match best {
                 _ if d > radius => false,
+                _ if !keep(position) => false,
                 None => true,
                 Some((at, bd)) => d < bd || (d == bd && position < at),
             };
@@ -240,6 +252,8 @@ mod tests {
         assert!(index.offsets.is_empty());
         assert_eq!(index.nearest(&hashes[4], 0), Some((4, 0)));
         assert_eq!(PdqIndex::new(&[]).nearest(&hashes[0], 31), None);
+        // Left out, the exact hash gives way to none (the others are far).
+        assert_eq!(index.nearest_kept(&hashes[4], 31, |at| at != 4), None);
     }
 
     proptest! {

@@ -5,11 +5,13 @@
 //! - `lists`: `org \0 name` to a [`ListRecord`];
 //! - `list_entries`: `org \0 name \0 id` (id big-endian, so entries iterate in the order they
 //!   were added) to an [`Entry`];
-//! - `list_hashes`: `org \0 name \0 kind hash` to the entry's id.
+//! - `list_hashes`: `org \0 name \0 kind hash` to the entry's id;
+//! - `list_removals`: `org \0 name \0 n` (n big-endian, from 0) to the id of the list's n-th
+//!   removed entry.
 //!
 //! Ids come from the list's `next_id` and are never reused, so a follower that has read a
-//! list up to some id reads what was appended since with one range scan; a removal bumps
-//! `removals`, which tells the follower to read the list again.
+//! list up to some id reads what was appended since with one range scan; `removals` counts
+//! the removal log, so it reads what was removed since the same way.
 
 use heed::types::{Bytes, SerdeBincode, Str};
 use heed::{Database, RoTxn, RwTxn};
@@ -90,6 +92,7 @@ pub(crate) struct ListTables {
     pub lists: Database<Str, SerdeBincode<ListRecord>>,
     pub entries: Database<Bytes, SerdeBincode<Entry>>,
     pub hashes: Database<Bytes, Bytes>,
+    pub removals: Database<Bytes, Bytes>,
 }
 
 fn list_key(org: &str, name: &str) -> String {
@@ -233,6 +236,7 @@ impl Store {
         let prefix = entries_prefix(org, name);
         delete_prefix(&mut txn, tables.entries.remap_data_type::<Bytes>(), &prefix)?;
         delete_prefix(&mut txn, tables.hashes, &prefix)?;
+        delete_prefix(&mut txn, tables.removals, &prefix)?;
         tables.lists.delete(&mut txn, &list_key(org, name))?;
         txn.commit()?;
         Ok(record)
@@ -316,6 +320,11 @@ impl Store {
         tables
             .hashes
             .delete(&mut txn, &hash_key(org, name, &entry.hash))?;
+        tables.removals.put(
+            &mut txn,
+            &entry_key(org, name, record.removals),
+            &id.to_be_bytes(),
+        )?;
         record.entries -= 1;
         record.removals += 1;
         tables.lists.put(&mut txn, &list_key(org, name), &record)?;
@@ -386,6 +395,26 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// The ids of the entries removed from a list, from its `from`-th removal on.
+    pub fn removed_since(&self, org: &str, name: &str, from: u64) -> ListResult<Vec<u64>> {
+        let txn = self.env().read_txn()?;
+        let start = entry_key(org, name, from);
+        let prefix = entries_prefix(org, name);
+        let range = (
+            std::ops::Bound::Included(start.as_slice()),
+            std::ops::Bound::Unbounded,
+        );
+        let mut out = Vec::new();
+        for item in self.list_tables().removals.range(&txn, &range)? {
+            let (key, id) = item?;
+            if !key.starts_with(&prefix) || key.len() != prefix.len() + 8 {
+                break;
+            }
+            out.push(id_of(id)?);
+        }
+        Ok(out)
     }
 
     /// A list's record and every entry above `after`, read in one transaction.
@@ -481,7 +510,13 @@ mod tests {
         ));
         let (record, rest) = store.list_since("acme", "known", 0).unwrap();
         assert_eq!((record.entries, record.removals, record.next_id), (3, 1, 5));
+        store.remove_entry("acme", "known", 3).unwrap();
+        assert_eq!(store.removed_since("acme", "known", 0).unwrap(), [2, 3]);
+        assert_eq!(store.removed_since("acme", "known", 1).unwrap(), [3]);
+        assert!(store.removed_since("acme", "known", 2).unwrap().is_empty());
         assert_eq!(rest.iter().map(|e| e.id).collect::<Vec<_>>(), [1, 3, 4]);
+        let rest = store.list_since("acme", "known", 0).unwrap().1;
+        assert_eq!(rest.iter().map(|e| e.id).collect::<Vec<_>>(), [1, 4]);
         // The removed hash can come back, with a new id.
         let back = store
             .add_entries("acme", "known", &[pdq_entry(2)], 9)

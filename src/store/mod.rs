@@ -73,6 +73,7 @@ impl Store {
                 lists: env.create_database(&mut txn, Some("lists"))?,
                 entries: env.create_database(&mut txn, Some("list_entries"))?,
                 hashes: env.create_database(&mut txn, Some("list_hashes"))?,
+                removals: env.create_database(&mut txn, Some("list_removals"))?,
             },
             env: env.clone(),
             path,
