@@ -41,6 +41,8 @@ use crate::store::lists::{Added, ListError, ListRecord, NewEntry, ENTRIES_PAGE_M
 pub const BODY_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Entries one JSON request or one import adds at most (the CLI imports more).
 pub const ENTRIES_PER_REQUEST_MAX: usize = 200_000;
+/// Entries `GET /v1/lists/{name}/export` writes at most (the CLI exports any list).
+pub const EXPORT_ENTRIES_MAX: u64 = 1_000_000;
 /// Entries of a page unless `limit` says otherwise.
 pub const ENTRIES_PAGE_DEFAULT: usize = 100;
 
@@ -136,12 +138,24 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         (Method::Post, Target::Import(name)) => import(cx, exchange, &caller, name).await,
         (Method::Get | Method::Head, Target::Export(name)) => {
             let name = name.to_owned();
-            let (list, entries) =
-                blocking(cx, move |store| store.list_since(&org, &name, 0)).await?;
+            // Read and written on a blocking thread: up to a million rows, about 100 MB.
+            let body = blocking(cx, move |store| {
+                let list = store.list(&org, &name)?;
+                if list.entries > EXPORT_ENTRIES_MAX {
+                    return Err(ListError::Invalid(format!(
+                        "list '{name}' holds {} entries; this route exports at most \
+                         {EXPORT_ENTRIES_MAX} (page through /entries, or run `modgate list export`)",
+                        list.entries
+                    )));
+                }
+                let (list, entries) = store.list_since(&org, &name, 0)?;
+                Ok(csv::export(list.content, &entries).into_bytes())
+            })
+            .await?;
             Ok(Response::with_content_type(
                 200,
                 "text/csv; charset=utf-8",
-                csv::export(list.content, &entries).into_bytes(),
+                body,
             ))
         }
         _ => Err(ApiError::method_not_allowed(
@@ -357,6 +371,8 @@ async fn image_entries<S: AsyncRead + AsyncWrite + Unpin>(
     caller: &Caller,
 ) -> ApiResult<Vec<NewEntry>> {
     let query = EntryQuery::parse(&exchange.head.query)?;
+    // Hashing an image decodes it as a check does: the key must be one that may check images.
+    caller.require_scope(crate::content::ContentKind::Image)?;
     cx.refuse_if_busy()?;
     let mut bytes = cx.image_buffers.take();
     let deadline = Instant::now() + Duration::from_millis(cx.request_limits.body_read_timeout_ms);

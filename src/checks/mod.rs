@@ -311,13 +311,21 @@ fn hide_allowed_terms(
     normalised: &mut String,
     board: &mut ScoreBoard,
 ) {
-    let mut hidden = Vec::new();
+    // Merged as they come (matches end in order, but overlapping ones can start earlier), so
+    // a text full of overlapping allowed terms blanks a few ranges, not one per match.
+    let mut hidden: Vec<std::ops::Range<usize>> = Vec::new();
     for list in lists.iter().filter(|list| list.kind == ListKind::Allow) {
         let mut first = true;
         for (range, found) in list.terms_in(normalised) {
-            hidden.push(range);
             if std::mem::take(&mut first) {
                 board.list_matches.push(found);
+            }
+            match hidden.last_mut() {
+                Some(last) if range.start <= last.end && range.end >= last.start => {
+                    last.start = last.start.min(range.start);
+                    last.end = last.end.max(range.end);
+                }
+                _ => hidden.push(range),
             }
         }
     }

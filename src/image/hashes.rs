@@ -13,7 +13,7 @@
 //! - [`ImageHashes::pdq_tool`], as Meta's Python tool hashes a file: brought within
 //!   [`PDQ_SIDE_MAX`] px but never enlarged. Hash lists from elsewhere are made that way, so a
 //!   lookup matches on whichever of the two is nearer. Absent when it is the same image
-//!   (a long side of exactly [`PDQ_SIDE_MAX`] px).
+//!   (a long side of [`PDQ_SIDE_MAX`] px or more).
 //!
 //! The hash's quality (0 to 100) says how much detail it rests on: PDQ's authors treat hashes
 //! under [`PDQ_QUALITY_MIN`] as unreliable (flat or nearly flat images). The crate's quality
@@ -22,7 +22,7 @@
 
 use md5::Digest;
 
-use super::resize::{fit_within, pillow_bilinear};
+use super::resize::pillow_bilinear;
 use super::Rgb8;
 
 /// The long side PDQ hashes at.
@@ -116,12 +116,13 @@ pub fn pdq(image: &Rgb8) -> (Pdq, u8) {
 }
 
 /// The PDQ hash of `image` as Meta's Python tool makes it (within [`PDQ_SIDE_MAX`] px, not
-/// enlarged), unless that is the image [`pdq`] hashes.
+/// enlarged), unless that is the image [`pdq`] hashes (a long side of [`PDQ_SIDE_MAX`] px or
+/// more: both bring it to [`PDQ_SIDE_MAX`]).
 pub fn pdq_tool(image: &Rgb8) -> Option<Pdq> {
-    if image.width.max(image.height) == PDQ_SIDE_MAX {
+    if image.width.max(image.height) >= PDQ_SIDE_MAX {
         return None;
     }
-    Some(pdq_full_size(&fit_within(image, PDQ_SIDE_MAX)).0)
+    Some(pdq_full_size(image).0)
 }
 
 /// PDQ over every pixel of `image`, as Meta's reference does.

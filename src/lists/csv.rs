@@ -363,29 +363,36 @@ fn split(line: &str, separator: char) -> Result<Vec<String>, &'static str> {
     Ok(fields)
 }
 
-/// The terms of a text list's import: one per line, or CSV whose header names a `term`
-/// column (and optionally `label` and `id`, as [`export`] writes them). Blank lines and lines
-/// starting with `#` are skipped; a term that is not one ([`EntryHash::term`]) refuses the
-/// import with its line.
+/// The terms of a text list's import: one per line (blank lines and lines starting with `#`
+/// skipped), or CSV whose header names a `term` column and another (`label`, `id`, as
+/// [`export`] writes them; then every line is a row, `#` or not). A term that is not one
+/// ([`EntryHash::term`]) refuses the import with its line.
 pub fn parse_terms(text: &str, entries_max: usize) -> Result<Parsed, String> {
     let mut out = Parsed::default();
-    let mut columns: Option<(usize, Option<usize>, Option<usize>)> = None;
-    let mut first = true;
-    for (number, line) in content_lines(text) {
-        if first {
-            first = false;
-            let fields = split(line, ',').unwrap_or_default();
-            let find = |name: &str| {
-                fields
-                    .iter()
-                    .position(|field| field.trim().eq_ignore_ascii_case(name))
-            };
-            if let Some(term) = find("term") {
-                columns = Some((term, find("label"), find("id")));
-                continue;
-            }
-        }
-        let (term, label, caller_id) = match columns {
+    let mut lines = text
+        .split('\n')
+        .enumerate()
+        .map(|(at, line)| (at + 1, line.strip_suffix('\r').unwrap_or(line)))
+        .filter(|(_, line)| !line.trim().is_empty())
+        .peekable();
+    // The export's header: `term` and at least one other column. With it, every line is a
+    // row (a term may start with `#`); without it, `#` lines are comments.
+    let header = lines.peek().and_then(|(_, line)| {
+        let fields = split(line, ',').ok()?;
+        let find = |name: &str| {
+            fields
+                .iter()
+                .position(|field| field.trim().eq_ignore_ascii_case(name))
+        };
+        let term = find("term")?;
+        (fields.len() >= 2).then(|| (term, find("label"), find("id")))
+    });
+    if header.is_some() {
+        lines.next();
+    }
+    for (number, line) in lines {
+        let (term, label, caller_id) = match header {
+            None if line.trim_start().starts_with('#') => continue,
             None => (line.trim().to_owned(), None, None),
             Some((term, label, id)) => {
                 let fields = split(line, ',').map_err(|why| format!("line {number}: {why}"))?;

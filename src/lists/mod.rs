@@ -28,7 +28,8 @@ use pdq_index::PdqIndex;
 pub const LIST_NAME_BYTES_MAX: usize = 64;
 /// Labels and caller ids of entries.
 pub const ENTRY_TEXT_BYTES_MAX: usize = 256;
-/// Entries of one list.
+/// Entries of one organization's lists together (the store's map holds a few hundred bytes an
+/// entry: 16 GiB, [`crate::store::STORE_MAP_BYTES`], is room for several such organizations).
 pub const LIST_ENTRIES_MAX: u64 = 10_000_000;
 /// Lists of one organization.
 pub const LISTS_PER_ORG_MAX: usize = 100;
@@ -92,6 +93,11 @@ impl ListContent {
 
 /// Bytes of a term as given.
 pub const TERM_BYTES_MAX: usize = 128;
+/// Bytes of a term after normalisation (NFKC expands some characters eighteenfold); keys of
+/// the store hold it.
+pub const TERM_NORMALISED_BYTES_MAX: usize = 256;
+/// Entries of a text list: its automaton is rebuilt on every change.
+pub const TEXT_LIST_ENTRIES_MAX: u64 = 100_000;
 
 /// One entry's hash, or a text list's term.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,10 +156,18 @@ impl EntryHash {
                 shown(text)
             ));
         }
-        if normalised_term(text).is_empty() {
+        let normalised = normalised_term(text);
+        if normalised.is_empty() {
             return Err(format!(
                 "the term {} has no letters or digits to match",
                 shown(text)
+            ));
+        }
+        if normalised.len() > TERM_NORMALISED_BYTES_MAX {
+            return Err(format!(
+                "the term {} is {} bytes once normalised; at most {TERM_NORMALISED_BYTES_MAX}",
+                shown(text),
+                normalised.len()
             ));
         }
         Ok(EntryHash::Term(text.to_owned()))
@@ -293,12 +307,13 @@ impl Base {
                     pdq_hashes.push(*hash);
                     pdq_entries.push(at);
                 }
-                // The first entry of a hash wins, as for PDQ (lowest position).
+                // The last entry of a hash wins: a hash is in a list once, so an earlier one
+                // was removed (and may still be among the removed ids).
                 EntryHash::Md5(hash) => {
-                    md5.entry(*hash).or_insert(at);
+                    md5.insert(*hash, at);
                 }
                 EntryHash::Sha256(hash) => {
-                    sha256.entry(*hash).or_insert(at);
+                    sha256.insert(*hash, at);
                 }
                 EntryHash::Term(term) => {
                     let normalised = normalised_term(term);
@@ -718,5 +733,10 @@ mod tests {
         assert!(validate_name("known-bad_2").is_ok());
         assert!(validate_name("Known").is_err());
         assert!(validate_entry_text("label", &Some("a\nb".into())).is_err());
+        // U+FDFA normalises to 18 characters: 42 of them are within the given bytes, not the
+        // normalised ones.
+        let long = "\u{FDFA}".repeat(42);
+        assert!(long.len() <= TERM_BYTES_MAX);
+        assert!(EntryHash::term(&long).is_err());
     }
 }

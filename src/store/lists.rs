@@ -37,6 +37,9 @@ pub struct ListRecord {
     /// PDQ matches within this many bits.
     pub distance_max: u32,
     pub created_ms: i64,
+    /// Random, drawn at creation: a list deleted and made again under its name is another
+    /// list to the follower, even within one millisecond.
+    pub uid: u64,
     /// Entries in the list.
     pub entries: u64,
     /// The id the next entry gets.
@@ -182,6 +185,9 @@ impl Store {
                 "the organization has {LISTS_PER_ORG_MAX} lists, the most it may have"
             )));
         }
+        let mut uid = [0u8; 8];
+        getrandom::fill(&mut uid)
+            .map_err(|error| ListError::Store(anyhow::anyhow!("drawing a list id: {error}")))?;
         let record = ListRecord {
             org: org.to_owned(),
             name: name.to_owned(),
@@ -189,6 +195,7 @@ impl Store {
             content,
             distance_max,
             created_ms: now_ms,
+            uid: u64::from_le_bytes(uid),
             entries: 0,
             next_id: 1,
             removals: 0,
@@ -271,17 +278,33 @@ impl Store {
             )));
         }
         let mut out = Added::default();
+        let mut org_entries: u64 = self
+            .org_lists(&txn, org)?
+            .iter()
+            .map(|list| list.entries)
+            .sum();
+        let list_max = match record.content {
+            ListContent::Image => LIST_ENTRIES_MAX,
+            ListContent::Text => lists::TEXT_LIST_ENTRIES_MAX,
+        };
         for entry in new {
             let hash_key = hash_key(org, name, &entry.hash);
             if let Some(id) = tables.hashes.get(&txn, &hash_key)? {
                 out.existing.push(id_of(id)?);
                 continue;
             }
-            if record.entries >= LIST_ENTRIES_MAX {
+            if record.entries >= list_max {
                 return Err(ListError::Invalid(format!(
-                    "list '{name}' holds {LIST_ENTRIES_MAX} entries, the most a list may hold"
+                    "list '{name}' holds {list_max} entries, the most a list of {} may hold",
+                    record.content.as_str()
                 )));
             }
+            if org_entries >= LIST_ENTRIES_MAX {
+                return Err(ListError::Invalid(format!(
+                    "the organization's lists hold {LIST_ENTRIES_MAX} entries, the most they may"
+                )));
+            }
+            org_entries += 1;
             let stored = Entry {
                 id: record.next_id,
                 hash: entry.hash.clone(),

@@ -111,18 +111,20 @@ fn refresh(
                 if known.record.kind == record.kind
                     && known.record.content == record.content
                     && known.record.distance_max == record.distance_max
-                    && known.record.created_ms == record.created_ms =>
+                    && known.record.uid == record.uid =>
             {
                 changed = true;
-                let after = known.compiled.last_id().unwrap_or(0);
-                let (_, appended) = store.list_since(&record.org, &record.name, after)?;
-                let mut compiled = known.compiled.appended(appended);
+                // Removals first: an entry removed and its hash added again is then never
+                // shadowed by the removed one in a rebuild.
+                let mut compiled = known.compiled;
                 if record.removals != known.record.removals {
                     let removed =
                         store.removed_since(&record.org, &record.name, known.record.removals)?;
-                    compiled = compiled.without(&removed);
+                    compiled = Arc::new(compiled.without(&removed));
                 }
-                Arc::new(compiled)
+                let after = compiled.last_id().unwrap_or(0);
+                let (_, appended) = store.list_since(&record.org, &record.name, after)?;
+                Arc::new(compiled.appended(appended))
             }
             _ => {
                 changed = true;

@@ -27,7 +27,7 @@ use heed::{Database, Env, EnvOpenOptions};
 use records::{KeyRecord, OrgRecord, PlanLimits};
 
 /// The store's map size: a ceiling on the file's growth, not an allocation.
-pub const STORE_MAP_BYTES: usize = 1 << 30;
+pub const STORE_MAP_BYTES: usize = 16 << 30;
 /// Reader slots: one per thread that reads (shards and CLI processes).
 pub const STORE_READERS_MAX: u32 = 1024;
 const SCHEMA_VERSION: &[u8] = b"1";

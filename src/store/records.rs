@@ -287,22 +287,62 @@ struct WorkflowRecordV1 {
 }
 
 /// How the store (and a fleet's PostgreSQL, which holds the same bytes) keeps workflow
-/// records: [`WORKFLOW_V2`] then bincode; records of the first version read as they were,
-/// with no lists, so a store or a fleet needs no migration.
+/// records: a workflow with lists as [`WORKFLOW_V2`] then bincode; one without, as the first
+/// version did. Records of the first version read as they were, with no lists, so a store or
+/// a fleet needs no migration, and a workflow without lists is read by older binaries too.
 pub enum WorkflowCodec {}
 
 impl<'a> heed::BytesEncode<'a> for WorkflowCodec {
     type EItem = WorkflowRecord;
 
+    /// A workflow without lists keeps the first version's bytes, which every version reads
+    /// (a fleet may run an older binary beside a newer one, or roll one back).
     fn bytes_encode(
         record: &'a WorkflowRecord,
     ) -> Result<std::borrow::Cow<'a, [u8]>, heed::BoxedError> {
+        if record.definition.lists.is_empty() {
+            let def = &record.definition;
+            let first = WorkflowRecordV1Ref {
+                name: &record.name,
+                version: record.version,
+                digest: record.digest,
+                definition: WorkflowDefV1Ref {
+                    description: &def.description,
+                    paid_only: def.paid_only,
+                    text_checks: &def.text_checks,
+                    image_checks: &def.image_checks,
+                    categories: &def.categories,
+                },
+                updated_ms: record.updated_ms,
+            };
+            let bytes = heed::types::SerdeBincode::<WorkflowRecordV1Ref>::bytes_encode(&first)?;
+            return Ok(std::borrow::Cow::Owned(bytes.into_owned()));
+        }
         let body = heed::types::SerdeBincode::<WorkflowRecord>::bytes_encode(record)?;
         let mut bytes = Vec::with_capacity(WORKFLOW_V2.len() + body.len());
         bytes.extend_from_slice(&WORKFLOW_V2);
         bytes.extend_from_slice(&body);
         Ok(std::borrow::Cow::Owned(bytes))
     }
+}
+
+/// [`WorkflowRecordV1`]'s layout, borrowed, for writing.
+#[derive(Serialize)]
+struct WorkflowRecordV1Ref<'a> {
+    name: &'a str,
+    version: u64,
+    digest: [u8; 32],
+    definition: WorkflowDefV1Ref<'a>,
+    updated_ms: i64,
+}
+
+#[derive(Serialize)]
+struct WorkflowDefV1Ref<'a> {
+    description: &'a str,
+    paid_only: bool,
+    text_checks: &'a [String],
+    image_checks: &'a [String],
+    categories: &'a std::collections::BTreeMap<String, crate::workflow::Thresholds>,
 }
 
 impl<'a> heed::BytesDecode<'a> for WorkflowCodec {
@@ -400,6 +440,11 @@ mod tests {
         let read = WorkflowCodec::bytes_decode(&old).unwrap();
         assert_eq!((read.version, read.updated_ms), (3, 9));
         assert_eq!(read.definition, definition.into());
+        // Without lists, written as the first version wrote it.
+        assert_eq!(
+            WorkflowCodec::bytes_encode(&read).unwrap().into_owned(),
+            old
+        );
         let mut new = read.clone();
         new.definition.lists = vec!["known".into()];
         let bytes = WorkflowCodec::bytes_encode(&new).unwrap().into_owned();
