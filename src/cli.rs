@@ -610,19 +610,19 @@ fn db_migrate(path: &Path) -> anyhow::Result<()> {
         ),
         versions => say!("applied schema versions {versions:?}"),
     }
-    crate::fleet::control::run_admin(&cluster, false, |store| {
+    // As a single node does at start: the shipped workflows the fleet does not have yet (a
+    // newer version's, on an existing fleet), none overwritten.
+    let added = crate::fleet::control::run_admin(&cluster, false, |store| {
         store.put_plans(&config.plans)?;
-        if store.workflows()?.is_empty() {
-            let defs = workflow::parse_workflows(workflow::SHIPPED_WORKFLOWS)
-                .map_err(|error| anyhow!("shipped workflows: {error}"))?;
-            store.import_workflows(&defs, now_ms())?;
-        }
-        Ok(())
+        store.add_missing_shipped_workflows(now_ms())
     })?;
     say!(
         "plans written: {}",
         config.plans.keys().cloned().collect::<Vec<_>>().join(", ")
     );
+    if !added.is_empty() {
+        say!("shipped workflows added: {}", added.join(", "));
+    }
     Ok(())
 }
 

@@ -51,6 +51,27 @@ fn serve_refuses_a_database_without_the_schema_and_migrate_is_idempotent() {
     assert!(plans.contains("free") && plans.contains("pro"), "{plans}");
     let workflows = fleet_admin_ok(&config, &["workflow", "list"]);
     assert!(workflows.contains("default\tversion 1"), "{workflows}");
+    // A fleet made by a version that shipped fewer workflows gets the new ones from the next
+    // migrate, and keeps its own edits of the others.
+    postgres.psql("DELETE FROM control_records WHERE tbl = 'workflows' AND key = 'text-rules'");
+    let edited = dir.path().join("edited.toml");
+    std::fs::write(
+        &edited,
+        "[workflows.default]\ndescription = 'ours'\ntext_checks = ['wordlist']\n",
+    )
+    .unwrap();
+    fleet_admin_ok(&config, &["workflow", "import", edited.to_str().unwrap()]);
+    let third = fleet_admin_ok(&config, &["db", "migrate"]);
+    assert!(
+        third.contains("shipped workflows added: text-rules"),
+        "{third}"
+    );
+    let workflows = fleet_admin_ok(&config, &["workflow", "list"]);
+    assert!(workflows.contains("text-rules\tversion 1"), "{workflows}");
+    assert!(
+        workflows.contains("default\tversion 2\tours"),
+        "{workflows}"
+    );
 }
 
 #[test]

@@ -41,7 +41,6 @@ use crate::logging::LogControl;
 use crate::metrics::scrape::{self, ProcessState};
 use crate::store::records::{Scopes, WorkflowAccess};
 use crate::store::Store;
-use crate::workflow;
 use shard::{ServerState, ShardResources};
 
 /// Threads for each shard's blocking work.
@@ -354,15 +353,7 @@ fn load_models(config: &Config) -> anyhow::Result<(Arc<TextModels>, Option<Worke
 fn bootstrap(store: &Store, config: &Config) -> anyhow::Result<()> {
     let now_ms = config.clock().now_ms();
     store.put_plans(&config.plans)?;
-    // The shipped workflows a store does not have yet (all of them on a fresh data directory,
-    // and those a newer version added); one the store has is never overwritten.
-    let existing = store.workflows()?;
-    let mut defs = workflow::parse_workflows(workflow::SHIPPED_WORKFLOWS)
-        .map_err(|error| anyhow!("shipped workflows: {error}"))?;
-    defs.retain(|name, _| !existing.iter().any(|record| &record.name == name));
-    if !defs.is_empty() {
-        store.import_workflows(&defs, now_ms)?;
-    }
+    store.add_missing_shipped_workflows(now_ms)?;
     if config.server.demo_key && store.orgs()?.is_empty() {
         let plan = if config.plans.contains_key("free") {
             "free".to_owned()

@@ -334,6 +334,21 @@ impl Store {
         Ok(report)
     }
 
+    /// Imports the shipped workflows the store does not have (all of them in a fresh store,
+    /// and those a newer version added); one the store has is never overwritten. Returns the
+    /// names imported.
+    pub fn add_missing_shipped_workflows(&self, now_ms: i64) -> anyhow::Result<Vec<String>> {
+        let existing = self.workflows()?;
+        let mut defs = workflow::parse_workflows(workflow::SHIPPED_WORKFLOWS)
+            .map_err(|error| anyhow!("shipped workflows: {error}"))?;
+        defs.retain(|name, _| !existing.iter().any(|record| &record.name == name));
+        if defs.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.import_workflows(&defs, now_ms)?;
+        Ok(defs.into_keys().collect())
+    }
+
     pub fn workflows(&self) -> anyhow::Result<Vec<WorkflowRecord>> {
         let txn = self.env().read_txn()?;
         let mut out = Vec::new();
