@@ -27,7 +27,7 @@ sdks: target/sdk-venv/.installed tests/sdk/node_modules/.installed
 
 target/sdk-venv/.installed: tests/sdk/requirements.txt
 	python3 -m venv target/sdk-venv
-	target/sdk-venv/bin/pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
+	target/sdk-venv/bin/pip install --quiet --disable-pip-version-check --require-hashes -r tests/sdk/requirements.txt
 	touch $@
 
 tests/sdk/node_modules/.installed: tests/sdk/package.json tests/sdk/package-lock.json
