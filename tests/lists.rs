@@ -154,11 +154,12 @@ fn altered_copy() -> Vec<u8> {
     out
 }
 
-/// Within a second of a change, every shard matches by it (the follower polls every 100 ms).
+/// A change is matched by every shard once the follower (polling every 100 ms) has read it;
+/// 20 s is a bound for a loaded test machine (each try is a whole check), not the latency.
 fn eventually(what: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(20);
     while !what() {
-        assert!(Instant::now() < deadline, "not seen within 5 s");
+        assert!(Instant::now() < deadline, "not seen within 20 s");
         std::thread::sleep(Duration::from_millis(50));
     }
 }

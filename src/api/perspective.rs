@@ -160,14 +160,15 @@ pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let workflow = caller.authorize(ContentKind::Text, PERSPECTIVE_WORKFLOW, &workflows)?;
     let checks = &workflow.definition.text_checks;
-    let whole = cx.checks.check_text(checks, &[], text, None).await?;
+    let lists = cx.lists_of(&caller.org.record.name, &workflow.definition.lists);
+    let whole = cx.checks.check_text(checks, &lists, text, None).await?;
     let spans = if request.span_annotations {
         let mut spans = Vec::new();
         for (begin, end, sentence) in sentences(text) {
             spans.push((
                 begin,
                 end,
-                cx.checks.check_text(checks, &[], sentence, None).await?,
+                cx.checks.check_text(checks, &lists, sentence, None).await?,
             ));
         }
         spans

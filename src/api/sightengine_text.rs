@@ -199,7 +199,8 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
         }
         Mode::Ml => workflow.definition.text_checks.clone(),
     };
-    let board = cx.checks.check_text(&checks, &[], text, None).await?;
+    let lists = cx.lists_of(&caller.org.record.name, &workflow.definition.lists);
+    let board = cx.checks.check_text(&checks, &lists, text, None).await?;
     let decision = decide(&workflow.definition, &board);
     notes.check = Some(CheckSummary::of(workflow, &decision));
     let request = CompatRequest {
