@@ -180,6 +180,7 @@ fn json_answers(c: &mut Criterion) {
                 qr_codes: None,
                 language: None,
                 list_matches: None,
+                image_hashes: None,
             })
         })
     });

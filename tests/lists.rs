@@ -193,6 +193,14 @@ fn a_listed_image_and_its_copies_are_rejected_and_others_not() {
     assert_eq!(reason["match"]["label"], "cat");
     assert_eq!(reason["match"]["distance"], 0);
     assert_eq!(answer["list_matches"][0]["hash_type"], "sha256");
+    // The answer carries the image's hashes: those the list was given for the same file.
+    for (at, name) in ["pdq", "md5", "sha256"].into_iter().enumerate() {
+        assert_eq!(
+            answer["image_hashes"][name], added["added"][at]["hash"],
+            "{name}"
+        );
+    }
+    assert_eq!(answer["image_hashes"]["pdq_quality"], 100);
 
     // Resized and re-encoded copies of the same photo: PDQ within the list's distance.
     let copies = [

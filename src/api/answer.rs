@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::envelope::{json_response, CompatRequest};
 use crate::decision::{Decision, Reason};
 use crate::http::response::Response;
+use crate::image::hashes::ImageHashes;
 use crate::image::properties::Properties;
 use crate::image::qr::QrCode;
 use crate::lists::{ListKind, ListMatch};
@@ -37,8 +38,30 @@ pub struct CheckAnswer<'a> {
     /// A text's language when the workflow names the `language` check; `Some(None)` (null) for
     /// a text without one.
     pub language: Option<Option<&'a Language>>,
-    /// What the organization's lists matched, when the workflow names the `hashlist` check.
+    /// What the organization's lists matched, when the workflow names the `hashlist` or
+    /// `termlist` check.
     pub list_matches: Option<&'a [ListMatch]>,
+    /// The image's hashes, when the workflow names the `hashlist` check (so that a platform
+    /// can keep them and list the image later without sending it again).
+    pub image_hashes: Option<&'a ImageHashes>,
+}
+
+/// An image's hashes as answers show them.
+pub struct HashesView<'a>(pub &'a ImageHashes);
+
+impl Serialize for HashesView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use crate::image::hashes::hex;
+        let hashes = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        if let Some((pdq, quality)) = hashes.pdq {
+            map.serialize_entry("pdq", &pdq.to_hex())?;
+            map.serialize_entry("pdq_quality", &quality)?;
+        }
+        map.serialize_entry("md5", &hex(&hashes.md5))?;
+        map.serialize_entry("sha256", &hex(&hashes.sha256))?;
+        map.end()
+    }
 }
 
 /// A list match as answers show it.
@@ -182,6 +205,8 @@ struct Answer<'a> {
     language: Option<Option<&'a Language>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     list_matches: Option<Matches<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    image_hashes: Option<HashesView<'a>>,
 }
 
 pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
@@ -228,6 +253,7 @@ pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
             qr_codes: answer.qr_codes,
             language: answer.language,
             list_matches: answer.list_matches.map(Matches),
+            image_hashes: answer.image_hashes.map(HashesView),
         },
     )
 }

@@ -42,5 +42,6 @@ pub fn finish_check(
         list_matches: board
             .lists_consulted
             .then_some(board.list_matches.as_slice()),
+        image_hashes: board.measured.hashes.as_ref(),
     })
 }

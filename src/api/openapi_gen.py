@@ -1981,9 +1981,30 @@ schemas["Answer"]["properties"]["list_matches"] = {
         "list and the block lists."
     ),
 }
+schemas["Answer"]["properties"]["image_hashes"] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["md5", "sha256"],
+    "description": (
+        "Images, when the workflow names the `hashlist` check: the image's hashes, to keep and "
+        "list later (`POST /v1/lists/{name}/entries` with `hash_type` and `hash`) without "
+        "sending the image again. `pdq` (at 512 px on the long side, what entries made from "
+        "uploads hold) is absent for an image under 5 px a side."
+    ),
+    "properties": {
+        "pdq": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+        "pdq_quality": {"type": "integer", "minimum": 0, "maximum": 100,
+                        "description": "Under 50, the hash is too weak to match on."},
+        "md5": {"type": "string", "pattern": "^[0-9a-f]{32}$",
+                "description": "Of the file as sent."},
+        "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+    },
+}
 if "CompatAnswer" in schemas:
     schemas["CompatAnswer"]["properties"]["list_matches"] = schemas["Answer"]["properties"][
         "list_matches"]
+    schemas["CompatAnswer"]["properties"]["image_hashes"] = schemas["Answer"]["properties"][
+        "image_hashes"]
 schemas["Reason"]["properties"]["match"] = dict(
     sref("ListMatch"),
     description="`known_image` and `listed_term` only: the block list's entry that matched.",
