@@ -172,6 +172,10 @@ fn measuring(c: &mut Criterion) {
         });
         // PDQ at one size and as Meta's tool makes it, MD5 and SHA-256 of the file: what
         // the `hashlist` check costs on the worker.
+        // One PDQ hash at 512 px on the long side (the resize included): most of the above.
+        group.bench_function(format!("pdq_512/{name}"), |b| {
+            b.iter(|| modgate::image::hashes::pdq(black_box(&decoded)))
+        });
         group.bench_function(format!("hashes/{name}"), |b| {
             b.iter(|| modgate::image::hashes::hash(black_box(&bytes), black_box(&decoded)))
         });

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Parser, Subcommand};
 
+use crate::clock::rfc3339;
 use crate::config::Config;
 use crate::store::records::{KeyRecord, Scopes, WorkflowAccess};
 use crate::store::Store;
@@ -755,7 +756,7 @@ fn journal(args: JournalArgs) -> anyhow::Result<()> {
                 .unwrap_or("-");
             say!(
                 "{}\t{}\t{}\t{}\t{}\t{workflow}\t{}\t{result}\t{}",
-                format_ms(record.unix_ms),
+                rfc3339(record.unix_ms),
                 record.request_id,
                 record.key_id.as_deref().unwrap_or("-"),
                 record.org.as_deref().unwrap_or("-"),
@@ -926,8 +927,8 @@ fn key(command: KeyCommand) -> anyhow::Result<()> {
                     record.state(now).name(),
                     record.scopes,
                     record.workflows,
-                    format_ms(record.created_ms),
-                    record.expires_ms.map_or("never".to_owned(), format_ms),
+                    rfc3339(record.created_ms),
+                    record.expires_ms.map_or("never".to_owned(), rfc3339),
                 );
             }
         }
@@ -942,7 +943,7 @@ fn print_key(record: &KeyRecord) {
         record.org,
         record.scopes,
         record.workflows,
-        record.expires_ms.map_or("never".to_owned(), format_ms)
+        record.expires_ms.map_or("never".to_owned(), rfc3339)
     );
 }
 
@@ -968,10 +969,6 @@ pub fn parse_rfc3339_ms(text: &str) -> anyhow::Result<i64> {
             format!("invalid time '{text}': expected RFC 3339, e.g. 2027-01-31T00:00:00Z")
         })?;
     Ok((time.unix_timestamp_nanos() / 1_000_000) as i64)
-}
-
-pub fn format_ms(ms: i64) -> String {
-    crate::clock::rfc3339(ms)
 }
 
 fn workflow_command(command: WorkflowCommand) -> anyhow::Result<()> {
@@ -1097,7 +1094,7 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
                     record.kind.as_str(),
                     record.distance_max,
                     record.entries,
-                    format_ms(record.created_ms)
+                    rfc3339(record.created_ms)
                 );
             }
         }
@@ -1163,7 +1160,7 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
                     entry.hash.value(),
                     entry.label.as_deref().unwrap_or(""),
                     entry.caller_id.as_deref().unwrap_or(""),
-                    format_ms(entry.added_ms)
+                    rfc3339(entry.added_ms)
                 );
             }
         }
@@ -1219,7 +1216,7 @@ mod tests {
         assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01Z").unwrap(), 1000);
         assert_eq!(parse_rfc3339_ms("1970-01-01T01:00:01+01:00").unwrap(), 1000);
         assert!(parse_rfc3339_ms("tomorrow").is_err());
-        assert_eq!(format_ms(1000), "1970-01-01T00:00:01Z");
+        assert_eq!(rfc3339(1000), "1970-01-01T00:00:01Z");
     }
 
     #[test]

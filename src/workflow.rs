@@ -65,6 +65,30 @@ pub struct WorkflowDefV1 {
     pub categories: BTreeMap<String, Thresholds>,
 }
 
+/// A definition in [`WorkflowDefV1`]'s layout, borrowed: what a definition without lists is
+/// stored and digested as.
+#[derive(Serialize)]
+pub struct WorkflowDefV1Ref<'a> {
+    pub description: &'a str,
+    pub paid_only: bool,
+    pub text_checks: &'a [String],
+    pub image_checks: &'a [String],
+    pub categories: &'a BTreeMap<String, Thresholds>,
+}
+
+impl WorkflowDef {
+    /// Everything but `lists`, in the first version's layout.
+    pub fn first_version(&self) -> WorkflowDefV1Ref<'_> {
+        WorkflowDefV1Ref {
+            description: &self.description,
+            paid_only: self.paid_only,
+            text_checks: &self.text_checks,
+            image_checks: &self.image_checks,
+            categories: &self.categories,
+        }
+    }
+}
+
 impl From<WorkflowDefV1> for WorkflowDef {
     fn from(old: WorkflowDefV1) -> WorkflowDef {
         WorkflowDef {
@@ -182,14 +206,7 @@ fn validate(name: &str, def: &WorkflowDef) -> Result<(), String> {
 /// definition without lists has the digest it had before lists existed, so importing an
 /// unchanged file does not make a new version.
 pub fn digest(def: &WorkflowDef) -> [u8; 32] {
-    let first = WorkflowDefV1 {
-        description: def.description.clone(),
-        paid_only: def.paid_only,
-        text_checks: def.text_checks.clone(),
-        image_checks: def.image_checks.clone(),
-        categories: def.categories.clone(),
-    };
-    let mut bytes = bincode_encode(&first);
+    let mut bytes = bincode_encode(&def.first_version());
     if !def.lists.is_empty() {
         bytes.extend(bincode_encode(&def.lists));
     }
@@ -199,7 +216,7 @@ pub fn digest(def: &WorkflowDef) -> [u8; 32] {
     out
 }
 
-fn bincode_encode<T: Serialize + 'static>(value: &T) -> Vec<u8> {
+fn bincode_encode<T: Serialize>(value: &T) -> Vec<u8> {
     use heed::BytesEncode;
     heed::types::SerdeBincode::<T>::bytes_encode(value)
         .map(|bytes| bytes.into_owned())

@@ -154,6 +154,12 @@ impl Context {
         })
     }
 
+    /// When a body starting now must have arrived (`limits.body_read_timeout_ms`).
+    pub fn body_deadline(&self) -> std::time::Instant {
+        std::time::Instant::now()
+            + std::time::Duration::from_millis(self.request_limits.body_read_timeout_ms)
+    }
+
     /// 503 `busy` when the model queue is full: checked before an image body is read.
     pub fn refuse_if_busy(&self) -> ApiResult<()> {
         match &self.checks.worker {

@@ -8,8 +8,6 @@
 //! corrupt header, 413 over 16,384 px a side or over the plan's pixels), and only then the
 //! decode and the models, on the shard's model worker.
 
-use std::time::{Duration, Instant};
-
 use futures_lite::{AsyncRead, AsyncWrite};
 
 use super::buffers::PooledBuffer;
@@ -85,21 +83,7 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let workflows = cx.workflows()?;
     let workflow = authorize_image(notes, &caller, query.workflow.as_deref(), &workflows)?;
-    cx.refuse_if_busy()?;
-    let mut bytes = cx.image_buffers.take();
-    let deadline = Instant::now() + Duration::from_millis(cx.request_limits.body_read_timeout_ms);
-    exchange
-        .read_body(&mut bytes, IMAGE_BYTES_MAX, deadline)
-        .await?;
-    match (&query.url, bytes.is_empty()) {
-        (Some(_), false) => {
-            return Err(ApiError::bad_request(
-                "send either a body or a `url`, not both",
-            ))
-        }
-        (Some(url), true) => cx.download(url, &mut bytes).await?,
-        (None, _) => {}
-    }
+    let bytes = read_image(cx, exchange, query.url.as_deref()).await?;
     check_image(
         cx,
         &caller,
@@ -109,6 +93,30 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
         exchange.request_id.as_str(),
     )
     .await
+}
+
+/// An image from the body, or by `url` with an empty body (both: 400), into a pooled buffer;
+/// 503 `busy` first if the shard's model queue is full. Empty when neither was sent.
+pub async fn read_image<'c, S: AsyncRead + AsyncWrite + Unpin>(
+    cx: &'c Context,
+    exchange: &mut Exchange<'_, S>,
+    url: Option<&str>,
+) -> ApiResult<PooledBuffer<'c>> {
+    cx.refuse_if_busy()?;
+    let mut bytes = cx.image_buffers.take();
+    exchange
+        .read_body(&mut bytes, IMAGE_BYTES_MAX, cx.body_deadline())
+        .await?;
+    match (url, bytes.is_empty()) {
+        (Some(_), false) => {
+            return Err(ApiError::bad_request(
+                "send either a body or a `url`, not both",
+            ))
+        }
+        (Some(url), true) => cx.download(url, &mut bytes).await?,
+        (None, _) => {}
+    }
+    Ok(bytes)
 }
 
 /// The workflow an image check runs: it exists, the key may use it, it has image checks.

@@ -19,8 +19,6 @@
 //! ([`crate::store::lists_follower`]). In a fleet, lists are not kept in PostgreSQL yet:
 //! the routes refuse writes there rather than keep them on one node.
 
-use std::time::{Duration, Instant};
-
 use futures_lite::{AsyncRead, AsyncWrite};
 use serde::{Deserialize, Serialize};
 
@@ -206,7 +204,7 @@ async fn read_body<S: AsyncRead + AsyncWrite + Unpin>(
     exchange: &mut Exchange<'_, S>,
 ) -> ApiResult<Vec<u8>> {
     let mut body = Vec::new();
-    let deadline = Instant::now() + Duration::from_millis(cx.request_limits.body_read_timeout_ms);
+    let deadline = cx.body_deadline();
     exchange
         .read_body(&mut body, BODY_BYTES_MAX, deadline)
         .await?;
@@ -355,12 +353,24 @@ async fn add<S: AsyncRead + AsyncWrite + Unpin>(
     } else {
         image_entries(cx, exchange, caller).await?
     };
+    add_entries(cx, caller, name, new, Vec::new()).await
+}
+
+/// Adds `new` to the caller's list `name` (on a blocking thread); the answer reports
+/// `skipped` too.
+async fn add_entries(
+    cx: &Context,
+    caller: &Caller,
+    name: &str,
+    new: Vec<NewEntry>,
+    skipped: Vec<csv::Skipped>,
+) -> ApiResult<Response> {
     let (org, name, now_ms) = (caller.org.record.name.clone(), name.to_owned(), cx.now_ms());
     let added = blocking(cx, move |store| {
         store.add_entries(&org, &name, &new, now_ms)
     })
     .await?;
-    Ok(added_answer(&added, Vec::new()))
+    Ok(added_answer(&added, skipped))
 }
 
 /// The entries of one image: its PDQ hash (if it has enough detail), MD5 and SHA-256, made
@@ -373,25 +383,11 @@ async fn image_entries<S: AsyncRead + AsyncWrite + Unpin>(
     let query = EntryQuery::parse(&exchange.head.query)?;
     // Hashing an image decodes it as a check does: the key must be one that may check images.
     caller.require_scope(crate::content::ContentKind::Image)?;
-    cx.refuse_if_busy()?;
-    let mut bytes = cx.image_buffers.take();
-    let deadline = Instant::now() + Duration::from_millis(cx.request_limits.body_read_timeout_ms);
-    exchange
-        .read_body(&mut bytes, crate::bounds::IMAGE_BYTES_MAX, deadline)
-        .await?;
-    match (&query.url, bytes.is_empty()) {
-        (Some(_), false) => {
-            return Err(ApiError::bad_request(
-                "send either an image body or a `url`, not both",
-            ))
-        }
-        (Some(url), true) => cx.download(url, &mut bytes).await?,
-        (None, true) => {
-            return Err(ApiError::bad_request(
-                "send hashes as JSON, an image as the body, or a `url`",
-            ))
-        }
-        (None, false) => {}
+    let bytes = super::image::read_image(cx, exchange, query.url.as_deref()).await?;
+    if bytes.is_empty() {
+        return Err(ApiError::bad_request(
+            "send hashes as JSON, an image as the body, or a `url`",
+        ));
     }
     let checks = [crate::checks::registry::HASHLIST.name.to_owned()];
     let board = super::image::score_image_with(cx, caller, &checks, &[], bytes).await?;
@@ -419,9 +415,8 @@ async fn import<S: AsyncRead + AsyncWrite + Unpin>(
     let body = read_body(cx, exchange).await?;
     let text = std::str::from_utf8(&body)
         .map_err(|_| ApiError::bad_request("the CSV body is not UTF-8"))?;
-    let (org, name, now_ms) = (caller.org.record.name.clone(), name.to_owned(), cx.now_ms());
     let list = {
-        let (org, name) = (org.clone(), name.clone());
+        let (org, name) = (caller.org.record.name.clone(), name.to_owned());
         blocking(cx, move |store| store.list(&org, &name)).await?
     };
     let parsed = match list.content {
@@ -429,12 +424,7 @@ async fn import<S: AsyncRead + AsyncWrite + Unpin>(
         ListContent::Text => csv::parse_terms(text, ENTRIES_PER_REQUEST_MAX),
     }
     .map_err(ApiError::bad_request)?;
-    let new = parsed.entries;
-    let added = blocking(cx, move |store| {
-        store.add_entries(&org, &name, &new, now_ms)
-    })
-    .await?;
-    Ok(added_answer(&added, parsed.skipped))
+    add_entries(cx, caller, name, parsed.entries, parsed.skipped).await
 }
 
 async fn page(cx: &Context, org: &str, name: &str, raw: &str) -> ApiResult<Response> {

@@ -9,7 +9,6 @@
 //! escapes are borrowed from it, not copied.
 
 use std::borrow::Cow;
-use std::time::{Duration, Instant};
 
 use futures_lite::{AsyncRead, AsyncWrite};
 use serde::Deserialize;
@@ -183,7 +182,7 @@ pub async fn read_json_body<'p, S: AsyncRead + AsyncWrite + Unpin>(
 ) -> ApiResult<PooledBuffer<'p>> {
     require_json(exchange.head.content_type.as_deref())?;
     let mut body = pool.take();
-    let deadline = Instant::now() + Duration::from_millis(cx.request_limits.body_read_timeout_ms);
+    let deadline = cx.body_deadline();
     exchange.read_body(&mut body, max_bytes, deadline).await?;
     Ok(body)
 }

@@ -22,7 +22,7 @@
 
 use md5::Digest;
 
-use super::resize::pillow_bilinear;
+use super::resize::scaled_to;
 use super::Rgb8;
 
 /// The long side PDQ hashes at.
@@ -102,17 +102,10 @@ pub fn hash(bytes: &[u8], image: &Rgb8) -> ImageHashes {
 /// The PDQ hash and quality of `image` brought to [`PDQ_SIDE_MAX`] px on its long side (at
 /// least [`PDQ_SIDE_MIN`] px a side).
 pub fn pdq(image: &Rgb8) -> (Pdq, u8) {
-    let long = image.width.max(image.height);
-    if long == PDQ_SIDE_MAX {
+    if image.width.max(image.height) == PDQ_SIDE_MAX {
         return pdq_full_size(image);
     }
-    let scale = PDQ_SIDE_MAX as f64 / long as f64;
-    let side = |n: usize| ((n as f64 * scale).round() as usize).clamp(1, PDQ_SIDE_MAX);
-    pdq_full_size(&pillow_bilinear(
-        image,
-        side(image.width),
-        side(image.height),
-    ))
+    pdq_full_size(&scaled_to(image, PDQ_SIDE_MAX))
 }
 
 /// The PDQ hash of `image` as Meta's Python tool makes it (within [`PDQ_SIDE_MAX`] px, not

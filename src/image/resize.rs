@@ -182,14 +182,18 @@ pub fn pillow_bilinear(image: &Rgb8, width: usize, height: usize) -> Rgb8 {
 /// `image` scaled down (Pillow's bilinear, antialiased) so that its long side is at most
 /// `side_max` px, keeping its aspect ratio; a smaller image as it is.
 pub fn fit_within(image: &Rgb8, side_max: usize) -> std::borrow::Cow<'_, Rgb8> {
-    let long = image.width.max(image.height);
-    if long <= side_max {
+    if image.width.max(image.height) <= side_max {
         return std::borrow::Cow::Borrowed(image);
     }
-    let scale = side_max as f64 / long as f64;
-    let width = ((image.width as f64 * scale).round() as usize).clamp(1, side_max);
-    let height = ((image.height as f64 * scale).round() as usize).clamp(1, side_max);
-    std::borrow::Cow::Owned(pillow_bilinear(image, width, height))
+    std::borrow::Cow::Owned(scaled_to(image, side_max))
+}
+
+/// `image` scaled (Pillow's bilinear, antialiased when smaller) so that its long side is
+/// `long_side` px, up or down, keeping its aspect ratio.
+pub fn scaled_to(image: &Rgb8, long_side: usize) -> Rgb8 {
+    let scale = long_side as f64 / image.width.max(image.height) as f64;
+    let side = |n: usize| ((n as f64 * scale).round() as usize).clamp(1, long_side);
+    pillow_bilinear(image, side(image.width), side(image.height))
 }
 
 /// `image` under a box blur of `radius` px (each channel the mean of the

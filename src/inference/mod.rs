@@ -119,7 +119,7 @@ pub fn verify_model(models_dir: &Path, spec: &ModelSpec) -> Result<PathBuf, Stri
     let bytes = std::fs::read(&path)
         .map_err(|error| format!("model {}: reading {}: {error}", spec.name, path.display()))?;
     let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
-    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let hex = crate::image::hashes::hex(digest.as_ref());
     if hex != spec.sha256 {
         return Err(format!(
             "model {}: {} has sha256 {hex}, expected {} (a wrong or damaged file)",

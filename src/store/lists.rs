@@ -14,7 +14,7 @@
 //! the removal log, so it reads what was removed since the same way.
 
 use heed::types::{Bytes, SerdeBincode, Str};
-use heed::{Database, RoTxn, RwTxn};
+use heed::{BytesDecode, Database, RoTxn, RwTxn};
 use serde::{Deserialize, Serialize};
 
 use super::Store;
@@ -385,58 +385,22 @@ impl Store {
         let txn = self.env().read_txn()?;
         let record = self.list_record(&txn, org, name)?;
         let mut out = Vec::new();
-        self.each_entry(&txn, org, name, after, |entry| {
-            out.push(entry);
-            out.len() < limit
+        let entries = self.list_tables().entries.remap_data_type::<Bytes>();
+        scan_from(entries, &txn, org, name, after.saturating_add(1), |bytes| {
+            out.push(SerdeBincode::<Entry>::bytes_decode(bytes).map_err(heed::Error::Decoding)?);
+            Ok(out.len() < limit)
         })?;
         Ok((record, out))
-    }
-
-    /// Calls `visit` with the entries of a list above `after`, in id order, while it says
-    /// `true`.
-    pub(crate) fn each_entry(
-        &self,
-        txn: &RoTxn,
-        org: &str,
-        name: &str,
-        after: u64,
-        mut visit: impl FnMut(Entry) -> bool,
-    ) -> ListResult<()> {
-        let start = entry_key(org, name, after.saturating_add(1));
-        let prefix = entries_prefix(org, name);
-        let range = (
-            std::ops::Bound::Included(start.as_slice()),
-            std::ops::Bound::Unbounded,
-        );
-        for item in self.list_tables().entries.range(txn, &range)? {
-            let (key, entry) = item?;
-            if !key.starts_with(&prefix) || key.len() != prefix.len() + 8 {
-                break;
-            }
-            if !visit(entry) {
-                break;
-            }
-        }
-        Ok(())
     }
 
     /// The ids of the entries removed from a list, from its `from`-th removal on.
     pub fn removed_since(&self, org: &str, name: &str, from: u64) -> ListResult<Vec<u64>> {
         let txn = self.env().read_txn()?;
-        let start = entry_key(org, name, from);
-        let prefix = entries_prefix(org, name);
-        let range = (
-            std::ops::Bound::Included(start.as_slice()),
-            std::ops::Bound::Unbounded,
-        );
         let mut out = Vec::new();
-        for item in self.list_tables().removals.range(&txn, &range)? {
-            let (key, id) = item?;
-            if !key.starts_with(&prefix) || key.len() != prefix.len() + 8 {
-                break;
-            }
+        scan_from(self.list_tables().removals, &txn, org, name, from, |id| {
             out.push(id_of(id)?);
-        }
+            Ok(true)
+        })?;
         Ok(out)
     }
 
@@ -456,6 +420,31 @@ fn id_of(bytes: &[u8]) -> ListResult<u64> {
         .try_into()
         .map_err(|_| ListError::Store(anyhow::anyhow!("a list hash index value is not an id")))?;
     Ok(u64::from_be_bytes(bytes))
+}
+
+/// Calls `visit` with the values of a list's records keyed `org \0 name \0 n` (`n` big-endian:
+/// entries by id, removals by number), from `n = from` on in order, while it says `true`.
+fn scan_from(
+    db: Database<Bytes, Bytes>,
+    txn: &RoTxn,
+    org: &str,
+    name: &str,
+    from: u64,
+    mut visit: impl FnMut(&[u8]) -> ListResult<bool>,
+) -> ListResult<()> {
+    let start = entry_key(org, name, from);
+    let prefix = entries_prefix(org, name);
+    let range = (
+        std::ops::Bound::Included(start.as_slice()),
+        std::ops::Bound::Unbounded,
+    );
+    for item in db.range(txn, &range)? {
+        let (key, value) = item?;
+        if !key.starts_with(&prefix) || key.len() != prefix.len() + 8 || !visit(value)? {
+            break;
+        }
+    }
+    Ok(())
 }
 
 fn delete_prefix(txn: &mut RwTxn, db: Database<Bytes, Bytes>, prefix: &[u8]) -> heed::Result<()> {

@@ -22,13 +22,15 @@ use std::time::Duration;
 
 use super::lists::ListRecord;
 use super::Store;
+use crate::hash::FastMap;
 use crate::lists::CompiledList;
 
 /// How often the follower looks for changes.
 pub const POLL_MS: u64 = 100;
 
-/// Lists by `(organization, name)`.
-pub type ListSet = BTreeMap<(String, String), Arc<CompiledList>>;
+/// Lists by organization, then by name (looked up by `&str` on the request path, no
+/// allocation).
+pub type ListSet = FastMap<String, FastMap<String, Arc<CompiledList>>>;
 
 /// What the follower publishes: the compiled lists and their generation.
 pub struct ListsHub {
@@ -69,7 +71,7 @@ struct Followed {
 pub fn start(store: Store) -> anyhow::Result<Arc<ListsHub>> {
     let hub = Arc::new(ListsHub {
         generation: AtomicU64::new(0),
-        lists: Mutex::new(Arc::new(ListSet::new())),
+        lists: Mutex::new(Arc::default()),
     });
     let mut followed = BTreeMap::new();
     let mut seen_txn = store.last_txn_id();
@@ -141,12 +143,13 @@ fn refresh(
     }
     *followed = next;
     if changed {
-        hub.publish(
-            followed
-                .iter()
-                .map(|(key, known)| (key.clone(), known.compiled.clone()))
-                .collect(),
-        );
+        let mut set = ListSet::default();
+        for ((org, name), known) in followed.iter() {
+            set.entry(org.clone())
+                .or_default()
+                .insert(name.clone(), known.compiled.clone());
+        }
+        hub.publish(set);
     }
     Ok(())
 }
@@ -181,7 +184,7 @@ impl ListsView {
         let lists = self.lists.borrow();
         names
             .iter()
-            .filter_map(|name| lists.get(&(org.to_owned(), name.clone())).cloned())
+            .filter_map(|name| lists.get(org)?.get(name.as_str()).cloned())
             .collect()
     }
 }

@@ -301,18 +301,11 @@ impl<'a> heed::BytesEncode<'a> for WorkflowCodec {
         record: &'a WorkflowRecord,
     ) -> Result<std::borrow::Cow<'a, [u8]>, heed::BoxedError> {
         if record.definition.lists.is_empty() {
-            let def = &record.definition;
             let first = WorkflowRecordV1Ref {
                 name: &record.name,
                 version: record.version,
                 digest: record.digest,
-                definition: WorkflowDefV1Ref {
-                    description: &def.description,
-                    paid_only: def.paid_only,
-                    text_checks: &def.text_checks,
-                    image_checks: &def.image_checks,
-                    categories: &def.categories,
-                },
+                definition: record.definition.first_version(),
                 updated_ms: record.updated_ms,
             };
             let bytes = heed::types::SerdeBincode::<WorkflowRecordV1Ref>::bytes_encode(&first)?;
@@ -332,17 +325,8 @@ struct WorkflowRecordV1Ref<'a> {
     name: &'a str,
     version: u64,
     digest: [u8; 32],
-    definition: WorkflowDefV1Ref<'a>,
+    definition: crate::workflow::WorkflowDefV1Ref<'a>,
     updated_ms: i64,
-}
-
-#[derive(Serialize)]
-struct WorkflowDefV1Ref<'a> {
-    description: &'a str,
-    paid_only: bool,
-    text_checks: &'a [String],
-    image_checks: &'a [String],
-    categories: &'a std::collections::BTreeMap<String, crate::workflow::Thresholds>,
 }
 
 impl<'a> heed::BytesDecode<'a> for WorkflowCodec {

@@ -125,23 +125,7 @@ mod tests {
 
     #[test]
     fn a_change_by_another_handle_is_seen_at_the_next_sync() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let plan = PlanLimits {
-            text_chars_max: 1,
-            image_pixels_max: 1,
-            rate_per_s: 1,
-            rate_burst: 1,
-            concurrent_max: 1,
-            quota_per_month: 1,
-            keys_max: 5,
-            paid: false,
-            engine_down: Default::default(),
-        };
-        store
-            .put_plans(&BTreeMap::from([("free".to_owned(), plan)]))
-            .unwrap();
-        store.create_org("acme", "free", 0).unwrap();
+        let (_dir, store) = crate::store::test_store_with_org();
         let issued = store
             .create_key("acme", Scopes::CHECKS, WorkflowAccess::All, None, 0)
             .unwrap();
