@@ -39,6 +39,17 @@ reject = 0.9
 [workflows.chat.categories.listed_term]
 review = 0.5
 reject = 0.9
+
+[workflows.text-rules]
+description = "Sightengine's rules mode, with this community's words."
+text_checks = ["wordlist", "pii", "links", "termlist"]
+lists = ["slang", "local"]
+[workflows.text-rules.categories.profanity]
+review = 0.7
+reject = 0.9
+[workflows.text-rules.categories.listed_term]
+review = 0.5
+reject = 0.9
 "#;
 
 struct Setup {
@@ -95,6 +106,30 @@ fn create_list_of(setup: &Setup, name: &str, kind: &str, content: &str) {
     assert_schema("ListAnswer", &answer);
     assert_eq!(answer["list"]["distance"], 31);
     assert_eq!(answer["list"]["content"], content);
+}
+
+/// The profanity Sightengine's rules mode (`/1.0/text/check.json`) lists in `text`.
+fn sightengine_profanity(setup: &Setup, text: &str) -> Vec<String> {
+    let body = format!(
+        "mode=rules&categories=profanity&lang=en&api_user=u&api_secret={}&text={}",
+        setup.key,
+        text.replace(' ', "+")
+    );
+    let (status, answer) = send(
+        setup,
+        "POST",
+        "/1.0/text/check.json",
+        "application/x-www-form-urlencoded",
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("SightengineTextRulesAnswer", &answer);
+    answer["profanity"]["matches"]
+        .as_array()
+        .expect("matches")
+        .iter()
+        .map(|found| found["match"].as_str().expect("match").to_owned())
+        .collect()
 }
 
 fn check_text(setup: &Setup, text: &str) -> Value {
@@ -556,6 +591,10 @@ fn text_lists_block_their_terms_and_allow_lists_hide_words() {
     // The shipped word list counts "cock"; this community's allow list hides it.
     let answer = check_text(&setup, "the cock crowed at dawn");
     assert_eq!(answer["summary"]["action"], "review", "{answer}");
+    assert_eq!(
+        sightengine_profanity(&setup, "the cock is a fucking bird"),
+        ["cock", "fucking"]
+    );
     let (status, answer) = send(
         &setup,
         "POST",
@@ -572,6 +611,12 @@ fn text_lists_block_their_terms_and_allow_lists_hide_words() {
     assert_eq!(
         check_text(&setup, "the cock is a fucking bird")["summary"]["action"],
         "review"
+    );
+    // Sightengine's rules mode, through the workflow it reads (`text-rules`), hides the same
+    // word from its profanity matches.
+    assert_eq!(
+        sightengine_profanity(&setup, "the cock is a fucking bird"),
+        ["fucking"]
     );
 
     let (status, exported) = send(&setup, "GET", "/v1/lists/slang/export", "", b"");

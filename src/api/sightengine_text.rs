@@ -6,8 +6,9 @@
 //!
 //! - `mode=rules` (or `standard`, its older name): `categories`, a comma list of
 //!   [`RULE_CATEGORIES`] (all three when absent), and `opt_countries`. The text is checked by
-//!   the shipped `text-rules` workflow's checks for the categories asked, and every match is
-//!   listed with `type`, `match`, `start` and `end` (and `intensity` for profanity):
+//!   the shipped `text-rules` workflow's checks for the categories asked (and its `termlist`,
+//!   when an organization's edit names lists: block terms count in the decision, allow terms
+//!   are not profanity), and every match is listed with `type`, `match`, `start` and `end` (and `intensity` for profanity):
 //!   - `profanity`: the word list's whole-word matches after normalisation (so `f.u.c.k` and
 //!     `$h1t` are found, and `match` is the text as written). `type` is `sexual`,
 //!     `discriminatory`, `insult` or `inappropriate` for the hand-classified severe terms
@@ -36,6 +37,8 @@
 //! other mode, category, model, language or country code is refused with the compatible
 //! error envelope, naming what is supported. The request counts as one check.
 
+use std::sync::Arc;
+
 use futures_lite::{AsyncRead, AsyncWrite};
 use serde::Serialize;
 
@@ -45,12 +48,13 @@ use super::envelope::{json_response, CompatRequest};
 use super::form::Form;
 use super::{scored, truncated, CheckSummary, RequestNotes};
 use crate::checks::board::ScoreBoard;
-use crate::checks::{links, pii, wordlist};
+use crate::checks::{self, links, pii, registry, wordlist};
 use crate::content::ContentKind;
 use crate::decision::decide;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::Exchange;
 use crate::http::response::Response;
+use crate::lists::CompiledList;
 
 /// The workflow that checks `mode=rules`.
 pub const RULES_WORKFLOW: &str = "text-rules";
@@ -193,7 +197,11 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
                 .definition
                 .text_checks
                 .iter()
-                .filter(|check| wanted.contains(&check.as_str()))
+                // The word lists' own check too: a block list's terms count in the decision,
+                // an allow list's terms are hidden from the profanity matches below.
+                .filter(|check| {
+                    wanted.contains(&check.as_str()) || check.as_str() == registry::TERMLIST.name
+                })
                 .cloned()
                 .collect()
         }
@@ -213,7 +221,12 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
             categories,
             north_america,
         } => {
-            let found = RuleMatches::find(cx, text, &categories, north_america);
+            let allow = if checks.iter().any(|c| c == registry::TERMLIST.name) {
+                lists.as_slice()
+            } else {
+                &[]
+            };
+            let found = RuleMatches::find(cx, text, allow, &categories, north_america);
             json_response(
                 200,
                 &RulesAnswer {
@@ -351,17 +364,25 @@ impl<'t> RuleMatches<'t> {
     /// Every rule category's matches in `text` (North American numbers included).
     pub(super) fn all(cx: &Context, text: &'t str) -> Self {
         let every: Vec<usize> = (0..RULE_CATEGORIES.len()).collect();
-        Self::find(cx, text, &every, true)
+        Self::find(cx, text, &[], &every, true)
     }
 
-    fn find(cx: &Context, text: &'t str, categories: &[usize], north_america: bool) -> Self {
+    /// The matches of `categories` in `text`; the terms of the allow lists among `lists` are
+    /// not profanity.
+    fn find(
+        cx: &Context,
+        text: &'t str,
+        lists: &[Arc<CompiledList>],
+        categories: &[usize],
+        north_america: bool,
+    ) -> Self {
         let chars = CharIndex::new(text);
         let mut found = RuleMatches::default();
         for &category in categories {
             let mut list = Vec::new();
             let slot = match RULE_CATEGORIES[category].1 {
                 wordlist::SOURCE => {
-                    profanity(cx, text, &chars, &mut list);
+                    profanity(cx, text, lists, &chars, &mut list);
                     &mut found.profanity
                 }
                 pii::SOURCE => {
@@ -381,13 +402,21 @@ impl<'t> RuleMatches<'t> {
     }
 }
 
-fn profanity<'t>(cx: &Context, text: &'t str, chars: &CharIndex, out: &mut Vec<Match<'t>>) {
+fn profanity<'t>(
+    cx: &Context,
+    text: &'t str,
+    lists: &[Arc<CompiledList>],
+    chars: &CharIndex,
+    out: &mut Vec<Match<'t>>,
+) {
     let mut normalised = String::new();
     let mut from = Vec::new();
     cx.checks
         .normalizer
         .borrow_mut()
         .normalize_tracked(text, &mut normalised, &mut from);
+    // Blanking keeps every byte in place, so `from` still maps `normalised` to `text`.
+    checks::blank_allowed_terms(lists, &mut normalised, |_| {});
     for term in cx.checks.text.wordlist.terms(&normalised) {
         // Tracked indexes are characters of `text`, one per byte of `normalised`: the match
         // is already in code points.

@@ -50,7 +50,7 @@ use crate::image::hashes::ImageHashes;
 use crate::image::probe::Probe;
 use crate::image::ImageError;
 use crate::inference::{Worker, WorkerModels};
-use crate::lists::{CompiledList, ListKind};
+use crate::lists::{CompiledList, ListKind, ListMatch};
 use crate::metrics::Metrics;
 use crate::text::normalize::Normalizer;
 
@@ -304,21 +304,31 @@ impl Engine {
 }
 
 /// Blanks out of `normalised` the terms of the allow lists among `lists`, so that the checks
-/// that read it (the word list, the block lists) do not count them; the matches go on the
-/// board.
+/// that read it (the word list, the block lists) do not count them; the first match of each
+/// list goes on the board.
 fn hide_allowed_terms(
     lists: &[Arc<CompiledList>],
     normalised: &mut String,
     board: &mut ScoreBoard,
+) {
+    blank_allowed_terms(lists, normalised, |found| board.list_matches.push(found));
+}
+
+/// Replaces with spaces, byte for byte, the terms of the allow lists among `lists` found in
+/// `normalised` (so offsets into it stay valid), giving each list's first match to `found`.
+pub fn blank_allowed_terms(
+    lists: &[Arc<CompiledList>],
+    normalised: &mut String,
+    mut found: impl FnMut(ListMatch),
 ) {
     // Merged as they come (matches end in order, but overlapping ones can start earlier), so
     // a text full of overlapping allowed terms blanks a few ranges, not one per match.
     let mut hidden: Vec<std::ops::Range<usize>> = Vec::new();
     for list in lists.iter().filter(|list| list.kind == ListKind::Allow) {
         let mut first = true;
-        for (range, found) in list.terms_in(normalised) {
+        for (range, matched) in list.terms_in(normalised) {
             if std::mem::take(&mut first) {
-                board.list_matches.push(found);
+                found(matched);
             }
             match hidden.last_mut() {
                 Some(last) if range.start <= last.end && range.end >= last.start => {
