@@ -694,6 +694,8 @@ fn eval(args: EvalArgs) -> anyhow::Result<()> {
 /// The data directory and configuration the admin commands work on.
 fn resolve(args: &StoreArgs) -> anyhow::Result<(PathBuf, Config)> {
     let config = Config::load(args.config.as_deref())?;
+    // Workflows may name the configuration's own models.
+    crate::checks::custom::register(&config.models.custom).map_err(|error| anyhow!(error))?;
     let dir = args
         .data
         .clone()
@@ -980,6 +982,8 @@ fn workflow_command(command: WorkflowCommand) -> anyhow::Result<()> {
                 None => workflow::SHIPPED_WORKFLOWS.to_owned(),
             };
             let origin = file.as_deref().unwrap_or(Path::new("<shipped workflows>"));
+            // The configuration first: its models are checks the file may name.
+            resolve(&store)?;
             let defs = workflow::parse_workflows(&text)
                 .map_err(|error| anyhow!("{}: {error}", origin.display()))?;
             for imported in admin(&store, false, |s| s.import_workflows(&defs, now_ms()))? {

@@ -225,6 +225,9 @@ pub struct LimitsConfig {
 pub struct ModelsConfig {
     pub required: bool,
     pub onnxruntime_library: PathBuf,
+    /// `[[models.custom]]`: the operator's own image classifiers ([`crate::checks::custom`]).
+    #[serde(default)]
+    pub custom: Vec<crate::checks::custom::CustomModel>,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -397,6 +400,7 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
     struct ModelsShape {
         required: Option<bool>,
         onnxruntime_library: Option<PathBuf>,
+        custom: Option<Vec<crate::checks::custom::CustomModel>>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -452,6 +456,8 @@ impl Config {
 
     /// Checks the configuration as a whole, after flags were applied.
     pub fn validate(&self) -> anyhow::Result<()> {
+        crate::checks::custom::validate(&self.models.custom)
+            .map_err(|error| anyhow::anyhow!(error))?;
         let server = &self.server;
         if !HEAD_BYTES_MAX_RANGE.contains(&server.head_bytes_max) {
             bail!("server.head_bytes_max must be in {HEAD_BYTES_MAX_RANGE:?}");

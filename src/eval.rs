@@ -153,6 +153,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
             options.models_dir,
             options.library,
             &registry::models(),
+            &registry::image_models(),
             true,
         )
         .map_err(|e| anyhow!(e))?

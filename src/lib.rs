@@ -26,7 +26,8 @@
 //! 4. The route authenticates the key ([`auth`], against the [`store::view`] cache), admits the
 //!    check under the plan ([`limits`]: rate, concurrency, quota leases), reads the body
 //!    ([`http::conn::Exchange`], forms through [`http::multipart`]) into a pooled buffer.
-//! 5. [`checks::Engine`] runs the workflow's checks from [`checks::registry`]: text checks on
+//! 5. [`checks::Engine`] runs the workflow's checks from [`checks::registry`] (the shipped
+//!    ones and the configuration's own models, [`checks::custom`]): text checks on
 //!    the shard, models on the shard's worker ([`inference::worker`]); images are probed on the
 //!    shard and decoded on the worker ([`image`]).
 //! 6. [`api::finish`] decides ([`decision`]) and shapes the answer; [`api::handle`] appends the

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checks::registry::{self, REGISTRY};
+use crate::checks::registry;
 use crate::content::ContentKind;
 
 /// `src/defaults/workflows.toml`, the workflows shipped with this version.
@@ -134,8 +134,7 @@ pub fn validate_name(name: &str) -> Result<(), String> {
 fn validate(name: &str, def: &WorkflowDef) -> Result<(), String> {
     validate_name(name)?;
     let known = || {
-        REGISTRY
-            .iter()
+        registry::all()
             .map(|check| check.name)
             .collect::<Vec<_>>()
             .join(", ")

@@ -1,5 +1,8 @@
 //! Every category a check can score, with the English title (`text`) and the end-user
-//! sentence (`message`) that reasons carry (`docs/interface.md#the-decision`).
+//! sentence (`message`) that reasons carry (`docs/interface.md#the-decision`), and those the
+//! configuration's own models declare ([`declare`]).
+
+use std::sync::OnceLock;
 
 pub const NUDITY: &str = "nudity";
 pub const SUGGESTIVE: &str = "suggestive";
@@ -117,13 +120,32 @@ pub const CATEGORIES: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The categories the configuration's models add (`[[models.custom]]`), set once at start.
+static DECLARED: OnceLock<Vec<(&'static str, &'static str, &'static str)>> = OnceLock::new();
+
+/// Adds the declared models' categories (id, title, message) to this process's, once.
+pub fn declare(described: Vec<(&'static str, &'static str, &'static str)>) {
+    // A second call (a reload) declares the same models or is refused by the registry.
+    let _ = DECLARED.set(described);
+}
+
+/// Whether `id` is a category of this build (not one a configuration declares).
+pub fn is_shipped(id: &str) -> bool {
+    CATEGORIES.iter().any(|(known, _, _)| *known == id)
+}
+
 /// The title and message of `id`; unknown ids (a workflow file naming a category that no
 /// check scores is refused at import, so this is a fallback) get generic wording.
 pub fn describe(id: &str) -> (&'static str, &'static str) {
-    CATEGORIES.iter().find(|(known, _, _)| *known == id).map_or(
-        ("Policy", "This content does not meet the content policy."),
-        |&(_, text, message)| (text, message),
-    )
+    let declared = DECLARED.get().into_iter().flatten();
+    CATEGORIES
+        .iter()
+        .chain(declared)
+        .find(|(known, _, _)| *known == id)
+        .map_or(
+            ("Policy", "This content does not meet the content policy."),
+            |&(_, text, message)| (text, message),
+        )
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@
 
 pub mod board;
 pub mod categories;
+pub mod custom;
 pub mod links;
 pub mod nsfwjs;
 pub mod open_nsfw;
@@ -120,6 +121,20 @@ pub fn image_slots_loaded(models: Option<&WorkerModels>) -> u64 {
         .fold(0, |set, (slot, _)| set | 1 << slot)
 }
 
+/// Refuses a workflow that names a check this process does not have: one declared in another
+/// node's configuration (`[[models.custom]]`), or by a configuration since changed. Its
+/// categories are unknown here, so an answer without them would be a decision made up.
+fn undeclared(checks: &[String]) -> ApiResult<()> {
+    match checks.iter().find(|name| registry::find(name).is_none()) {
+        None => Ok(()),
+        Some(name) => Err(ApiError::new(
+            ErrorKind::WorkflowUnavailable,
+            format!("this workflow names the check '{name}', which this server does not have (a model of models.custom declared elsewhere?)"),
+        )
+        .with_retry_after(60)),
+    }
+}
+
 /// The registered checks of `kind` among the names a workflow lists, in its order.
 fn checks_of<'a>(
     names: &'a [String],
@@ -141,6 +156,7 @@ impl Engine {
         text: &str,
         context: Option<&str>,
     ) -> ApiResult<ScoreBoard> {
+        undeclared(checks)?;
         let mut board = ScoreBoard::default();
         let mut normalised = String::new();
         let mut disguised = false;
@@ -206,6 +222,9 @@ impl Engine {
         bytes: Vec<u8>,
         probe: Probe,
     ) -> (Vec<u8>, ApiResult<ScoreBoard>) {
+        if let Err(error) = undeclared(checks) {
+            return (bytes, Err(error));
+        }
         let mut board = ScoreBoard::default();
         let mut wanted = 0u64;
         for check in checks_of(checks, ContentKind::Image) {
@@ -262,7 +281,7 @@ impl Engine {
                 ..
             }) = scored_by
             {
-                score(&row.values, &mut board);
+                score.score(&row.values, &mut board);
             }
         }
         (outcome.bytes, Ok(board))

@@ -10,11 +10,12 @@
 
 use super::board::ScoreBoard;
 use super::categories::{DRAWN_NUDITY, ILLUSTRATION, NUDITY, SUGGESTIVE};
-use super::registry::{Check, Runner};
+use super::registry::{Check, ImageScore, Runner};
 use crate::content::ContentKind;
 use crate::image::resize::{nsfwjs_input, MODEL_SIDE};
+use crate::image::tensor::Layout;
 use crate::image::{ImageError, Rgb8};
-use crate::inference::{ImageModelSpec, ModelSpec};
+use crate::inference::{ImageModelSpec, ModelSpec, Prepare};
 
 pub const SOURCE: &str = "nsfwjs";
 pub const CATEGORIES: &[&str] = &[NUDITY, SUGGESTIVE, DRAWN_NUDITY, ILLUSTRATION];
@@ -33,10 +34,12 @@ pub const MODEL: ImageModelSpec = ImageModelSpec {
     },
     min_side_px: MODEL_SIDE,
     input_hwc: [MODEL_SIDE, MODEL_SIDE, 3],
+    layout: Layout::Nhwc,
     input_name: "input",
     output_name: "probabilities",
     output_columns: 5,
-    prepare,
+    prepare: Prepare::Code(prepare),
+    declared: false,
 };
 
 pub const CHECK: Check = Check {
@@ -46,7 +49,7 @@ pub const CHECK: Check = Check {
     languages: None,
     runner: Runner::Image {
         model: &MODEL,
-        score,
+        score: ImageScore::Code(score),
     },
 };
 

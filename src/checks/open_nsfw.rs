@@ -6,10 +6,11 @@
 
 use super::board::ScoreBoard;
 use super::categories::NUDITY;
-use super::registry::{Check, Runner};
+use super::registry::{Check, ImageScore, Runner};
 use crate::content::ContentKind;
 use crate::image::resize::{opennsfw_input, MODEL_SIDE, OPENNSFW_RESIZE};
-use crate::inference::{ImageModelSpec, ModelSpec};
+use crate::image::tensor::Layout;
+use crate::inference::{ImageModelSpec, ModelSpec, Prepare};
 
 pub const SOURCE: &str = "open_nsfw";
 pub const CATEGORIES: &[&str] = &[NUDITY];
@@ -22,10 +23,12 @@ pub const MODEL: ImageModelSpec = ImageModelSpec {
     },
     min_side_px: OPENNSFW_RESIZE,
     input_hwc: [MODEL_SIDE, MODEL_SIDE, 3],
+    layout: Layout::Nhwc,
     input_name: "input:0",
     output_name: "outputs",
     output_columns: 2,
-    prepare: opennsfw_input,
+    prepare: Prepare::Code(opennsfw_input),
+    declared: false,
 };
 
 pub const CHECK: Check = Check {
@@ -35,7 +38,7 @@ pub const CHECK: Check = Check {
     languages: None,
     runner: Runner::Image {
         model: &MODEL,
-        score,
+        score: ImageScore::Code(score),
     },
 };
 

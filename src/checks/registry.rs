@@ -1,5 +1,6 @@
 //! The check registry: every check of this build, declared once by the file that implements
-//! it (`pub const CHECK: Check`), and listed here.
+//! it (`pub const CHECK: Check`), and listed here; then the image models the configuration
+//! declares (`[[models.custom]]`, [`super::custom`]), added once at start ([`all`]).
 //!
 //! A check declares its name (the `source` a workflow names and a reason carries), the kind
 //! of content it reads, the categories it scores and how it runs. Everything else is driven
@@ -14,6 +15,8 @@
 //! the text) is a [`Runner::Text`] function.
 
 use super::board::ScoreBoard;
+use std::sync::OnceLock;
+
 use super::{links, nsfwjs, open_nsfw, pii, profanity_svm, qr, toxblock, wordlist, TextModels};
 use crate::content::ContentKind;
 use crate::image::{Measured, Measures};
@@ -57,7 +60,7 @@ pub enum Runner {
     /// An image model on the shard's model worker; `score` reads one image's output row.
     Image {
         model: &'static ImageModelSpec,
-        score: fn(&[f32], &mut ScoreBoard),
+        score: ImageScore,
     },
     /// Measurements of an image's pixels on the model worker, no model. They come back on the
     /// board ([`ScoreBoard::measured`]); `score` reads them into categories, if the check has
@@ -66,6 +69,24 @@ pub enum Runner {
         measures: Measures,
         score: fn(&Measured, &TextModels, &mut ScoreBoard),
     },
+}
+
+/// What an image model's output row means.
+#[derive(Debug)]
+pub enum ImageScore {
+    /// The shipped model's own code.
+    Code(fn(&[f32], &mut ScoreBoard)),
+    /// A declared model's labels ([`super::custom`]).
+    Labels(&'static super::custom::LabelScore),
+}
+
+impl ImageScore {
+    pub fn score(&self, row: &[f32], board: &mut ScoreBoard) {
+        match self {
+            ImageScore::Code(score) => score(row, board),
+            ImageScore::Labels(labels) => labels.score(row, board),
+        }
+    }
 }
 
 impl Check {
@@ -203,19 +224,36 @@ pub fn measures(names: &[String]) -> Measures {
         })
 }
 
-/// The check named `name`.
-pub fn find(name: &str) -> Option<&'static Check> {
-    REGISTRY.iter().copied().find(|check| check.name == name)
+/// The checks the configuration declares (`[[models.custom]]`), set once at start.
+static DECLARED: OnceLock<Vec<&'static Check>> = OnceLock::new();
+
+/// Adds the configuration's checks to this process's registry, once: they live as long as
+/// the process ([`super::custom::register`] makes them, and refuses a different set later).
+pub fn declare(checks: Vec<&'static Check>) {
+    let _ = DECLARED.set(checks);
 }
 
-/// Every model file of this build, verified and loaded at start.
+/// Every check: this build's, then the declared ones.
+pub fn all() -> impl Iterator<Item = &'static Check> {
+    REGISTRY
+        .iter()
+        .copied()
+        .chain(DECLARED.get().into_iter().flatten().copied())
+}
+
+/// The check named `name`.
+pub fn find(name: &str) -> Option<&'static Check> {
+    all().find(|check| check.name == name)
+}
+
+/// Every model file of this build and the configuration, verified and loaded at start.
 pub fn models() -> Vec<ModelSpec> {
-    REGISTRY.iter().filter_map(|check| check.model()).collect()
+    all().filter_map(|check| check.model()).collect()
 }
 
 /// The text model the shard's worker runs (tox-block), if this build has one.
 pub fn text_model() -> Option<ModelSpec> {
-    REGISTRY.iter().find_map(|check| match check.runner {
+    all().find_map(|check| match check.runner {
         Runner::TextModel(spec) => Some(spec),
         _ => None,
     })
@@ -227,7 +265,7 @@ pub fn image_models() -> Vec<&'static ImageModelSpec> {
 }
 
 fn image_models_iter() -> impl Iterator<Item = &'static ImageModelSpec> {
-    REGISTRY.iter().filter_map(|check| match check.runner {
+    all().filter_map(|check| match check.runner {
         Runner::Image { model, .. } => Some(model),
         _ => None,
     })

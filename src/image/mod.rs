@@ -16,6 +16,7 @@ pub mod probe;
 pub mod properties;
 pub mod qr;
 pub mod resize;
+pub mod tensor;
 
 use std::fmt;
 

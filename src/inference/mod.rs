@@ -30,6 +30,7 @@ use ort::session::Session;
 pub use run::{image_rows, toxblock_probs};
 pub use worker::{ImageJobScores, ImageOutcome, Worker, WorkerConfig, WorkerModels};
 
+use crate::image::tensor::{Layout, TensorRecipe};
 use crate::image::{ImageError, Rgb8};
 
 /// A model file this build knows, relative to the models directory. `name` is also the
@@ -50,20 +51,46 @@ pub struct ImageModelSpec {
     /// The smallest side of the decoded image its input needs (the decoder may scale down to
     /// this, never below).
     pub min_side_px: usize,
-    /// One image's input, NHWC without the batch: [height, width, channels].
+    /// One image's input without the batch: [height, width, channels].
     pub input_hwc: [usize; 3],
+    /// How the input tensor is laid out.
+    pub layout: Layout,
+    /// The input and output the model is run with; empty for the model's only one.
     pub input_name: &'static str,
     pub output_name: &'static str,
     /// Values per image in the output.
     pub output_columns: usize,
-    /// Writes one image's input (`input_hwc` floats) into `out`.
-    pub prepare: fn(&Rgb8, &mut [f32]) -> Result<(), ImageError>,
+    /// How one image's input is made.
+    pub prepare: Prepare,
+    /// Declared in the configuration (`[[models.custom]]`) rather than shipped: the server
+    /// does not start without it.
+    pub declared: bool,
+}
+
+/// How one image's input is made from the decoded image.
+#[derive(Debug)]
+pub enum Prepare {
+    /// The shipped model's own code, matching how it was trained.
+    Code(fn(&Rgb8, &mut [f32]) -> Result<(), ImageError>),
+    /// A declared recipe.
+    Recipe(TensorRecipe),
 }
 
 impl ImageModelSpec {
     /// Floats of one image's input.
     pub fn input_len(&self) -> usize {
         self.input_hwc.iter().product()
+    }
+
+    /// Writes one image's input (`input_len()` floats) into `out`.
+    pub fn prepare(&self, image: &Rgb8, out: &mut [f32]) -> Result<(), ImageError> {
+        match &self.prepare {
+            Prepare::Code(prepare) => prepare(image, out),
+            Prepare::Recipe(recipe) => {
+                recipe.write(image, out);
+                Ok(())
+            }
+        }
     }
 }
 
@@ -153,15 +180,19 @@ pub struct Preflight {
     pub problems: Vec<String>,
 }
 
-/// Loads the runtime and checks every model of `specs` (hash, and one trial session). With
-/// `required`, any problem is an error.
+/// Loads the runtime and checks every model of `specs` (hash, and one trial session whose
+/// input and output must match the model's entry in `images`, for an image model). With
+/// `required`, any problem is an error; a problem with a declared model (`[[models.custom]]`)
+/// always is.
 pub fn preflight(
     models_dir: &Path,
     library: &Path,
     specs: &[ModelSpec],
+    images: &[&ImageModelSpec],
     required: bool,
 ) -> Result<Preflight, String> {
     let mut problems = Vec::new();
+    let mut fatal = Vec::new();
     let environment = match load_runtime(library) {
         Ok(environment) => Some(environment),
         Err(error) => {
@@ -170,15 +201,33 @@ pub fn preflight(
         }
     };
     let mut found = Vec::new();
-    if let Some(environment) = &environment {
-        for spec in specs {
-            match verify_model(models_dir, spec)
-                .and_then(|path| open_session(environment, &path).map(|_| path))
-            {
-                Ok(path) => found.push((*spec, path)),
-                Err(error) => problems.push(error),
-            }
+    for spec in specs {
+        let image = images.iter().find(|image| image.model == *spec);
+        let checked = match &environment {
+            None => Err(format!("model {}: no ONNX Runtime to load it", spec.name)),
+            Some(environment) => verify_model(models_dir, spec).and_then(|path| {
+                let session = open_session(environment, &path)?;
+                if let Some(image) = image {
+                    run::check_outlets(&session, image).map_err(|error| {
+                        format!("model {} ({}): {error}", spec.name, path.display())
+                    })?;
+                }
+                Ok(path)
+            }),
+        };
+        match checked {
+            Ok(path) => found.push((*spec, path)),
+            Err(error) if image.is_some_and(|image| image.declared) => fatal.push(error),
+            // Without a runtime every model is missing; the runtime's problem says why.
+            Err(_) if environment.is_none() => {}
+            Err(error) => problems.push(error),
         }
+    }
+    if !fatal.is_empty() {
+        return Err(format!(
+            "{} (a model of models.custom must load: fix its declaration or remove it)",
+            fatal.join("; ")
+        ));
     }
     if required && !problems.is_empty() {
         return Err(format!(

@@ -1,7 +1,9 @@
 //! One model run each: input tensors in, scores out. Called on the model worker only.
 
+use std::borrow::Cow;
+
 use ort::session::Session;
-use ort::value::Tensor;
+use ort::value::{Outlet, Tensor, TensorElementType, ValueType};
 
 use super::ImageModelSpec;
 
@@ -35,13 +37,14 @@ pub fn image_rows(
     inputs: Vec<f32>,
 ) -> Result<Vec<f32>, String> {
     let rows = inputs.len() / spec.input_len();
-    let [height, width, channels] = spec.input_hwc;
-    let input =
-        Tensor::from_array(([rows, height, width, channels], inputs)).map_err(|e| e.to_string())?;
+    let shape = spec.layout.shape(rows, spec.input_hwc);
+    let input = Tensor::from_array((shape, inputs)).map_err(|e| e.to_string())?;
+    let input_name = outlet_name(session.inputs(), spec.input_name)?;
+    let output_name = outlet_name(session.outputs(), spec.output_name)?;
     let outputs = session
-        .run(ort::inputs![spec.input_name => input])
+        .run(ort::inputs![input_name => input])
         .map_err(|e| e.to_string())?;
-    let (_, values) = outputs[spec.output_name]
+    let (_, values) = outputs[&*output_name]
         .try_extract_tensor::<f32>()
         .map_err(|e| e.to_string())?;
     if values.len() != rows * spec.output_columns {
@@ -52,4 +55,89 @@ pub fn image_rows(
         ));
     }
     Ok(values.to_vec())
+}
+
+/// `declared`, or when it is empty the name of the model's only input (or output).
+pub fn outlet_name(
+    outlets: &[Outlet],
+    declared: &'static str,
+) -> Result<Cow<'static, str>, String> {
+    if !declared.is_empty() {
+        return Ok(Cow::Borrowed(declared));
+    }
+    match outlets {
+        [only] => Ok(Cow::Owned(only.name().to_owned())),
+        _ => Err(format!(
+            "the model has {} of them ({}): name the one to use",
+            outlets.len(),
+            outlets
+                .iter()
+                .map(|outlet| format!("'{}'", outlet.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// Checks a session's input and output against `spec`, naming the declaration's field
+/// (`input_size`, `layout`, `input_name`, `output_name`, `labels`) that does not match.
+pub fn check_outlets(session: &Session, spec: &ImageModelSpec) -> Result<(), String> {
+    let (input_name, input_shape) = float_outlet(session.inputs(), spec.input_name, "input")?;
+    let [height, width, channels] = spec.input_hwc;
+    let declared = spec.layout.shape(0, spec.input_hwc);
+    let fits = input_shape.len() == 4
+        && input_shape[1..]
+            .iter()
+            .zip(&declared[1..])
+            .all(|(&dim, &want)| dim < 0 || dim as usize == want);
+    if !fits {
+        return Err(format!(
+            "input_size [{height}, {width}] and layout {} ({channels} channels) do not match input '{input_name}' of shape {input_shape:?}",
+            spec.layout.as_str()
+        ));
+    }
+    if input_shape[0] >= 0 {
+        return Err(format!(
+            "input '{input_name}' has a fixed batch of {}: images are run in batches, so export the model with a dynamic first dimension",
+            input_shape[0]
+        ));
+    }
+    let (output_name, output_shape) = float_outlet(session.outputs(), spec.output_name, "output")?;
+    let per_image = &output_shape[1.min(output_shape.len())..];
+    let known = per_image.iter().all(|&dim| dim >= 0);
+    let columns: i64 = per_image.iter().product();
+    if output_shape.is_empty() || (known && columns != spec.output_columns as i64) {
+        return Err(format!(
+            "labels: {} declared, but output '{output_name}' of shape {output_shape:?} has {} values per image",
+            spec.output_columns,
+            if known { columns.to_string() } else { "an unknown number of".into() }
+        ));
+    }
+    Ok(())
+}
+
+/// The name and shape of the input (or output: `what`) named `declared`, or of the only one,
+/// which must be a tensor of 32-bit floats.
+fn float_outlet(
+    outlets: &[Outlet],
+    declared: &'static str,
+    what: &str,
+) -> Result<(Cow<'static, str>, Vec<i64>), String> {
+    let name = outlet_name(outlets, declared).map_err(|e| format!("{what}_name: {e}"))?;
+    let outlet = outlets
+        .iter()
+        .find(|outlet| outlet.name() == name)
+        .ok_or_else(|| format!("{what}_name: the model has no {what} '{name}'"))?;
+    let shape = float_tensor(outlet.dtype()).map_err(|e| format!("{what} '{name}': {e}"))?;
+    Ok((name, shape))
+}
+
+/// The shape of a tensor of 32-bit floats.
+fn float_tensor(dtype: &ValueType) -> Result<Vec<i64>, String> {
+    match dtype {
+        ValueType::Tensor { ty, shape, .. } if *ty == TensorElementType::Float32 => {
+            Ok(shape.to_vec())
+        }
+        other => Err(format!("is {other:?}, not a tensor of 32-bit floats")),
+    }
 }

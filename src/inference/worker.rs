@@ -471,7 +471,7 @@ fn prepare(
         let started = Instant::now();
         let at = inputs[slot].len();
         inputs[slot].resize(at + spec.input_len(), 0.0);
-        if let Err(error) = (spec.prepare)(&image, &mut inputs[slot][at..]) {
+        if let Err(error) = spec.prepare(&image, &mut inputs[slot][at..]) {
             inputs[slot].truncate(at);
             // Inputs already added for this image are taken back: it runs in no model.
             for &earlier in &added {

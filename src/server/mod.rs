@@ -79,6 +79,8 @@ fn return_large_blocks_to_the_system() {
 /// Runs the server on `config` (read under `overrides`, kept for SIGHUP) until a stop signal.
 pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Result<()> {
     config.validate()?;
+    // Before anything reads the registry: workflows may name the configuration's own models.
+    crate::checks::custom::register(&config.models.custom).map_err(|error| anyhow!(error))?;
     return_large_blocks_to_the_system();
     if let Err(error) = rlimit::increase_nofile_limit(u64::MAX) {
         tracing::warn!(%error, "could not raise the open-file limit");
@@ -334,8 +336,14 @@ fn load_models(config: &Config) -> anyhow::Result<(Arc<TextModels>, Option<Worke
     let (text_models, tokenizer_problem) =
         TextModels::load(models_dir).map_err(|error| anyhow!(error))?;
     let library = models_dir.join(&config.models.onnxruntime_library);
-    let mut preflight = inference::preflight(models_dir, &library, &registry::models(), required)
-        .map_err(|error| anyhow!(error))?;
+    let mut preflight = inference::preflight(
+        models_dir,
+        &library,
+        &registry::models(),
+        &registry::image_models(),
+        required,
+    )
+    .map_err(|error| anyhow!(error))?;
     if let Some(problem) = tokenizer_problem {
         if required {
             bail!("{problem} (set models.required = false to start without it)");
