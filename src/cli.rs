@@ -225,6 +225,9 @@ struct EvalArgs {
     /// Write each text's decision (line index, action, reasons) as JSON lines to FILE.
     #[arg(long, value_name = "FILE")]
     decisions: Option<PathBuf>,
+    /// Configuration whose own models (`[[models.custom]]`) the workflows may name.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 /// Where the admin commands find the store.
@@ -661,6 +664,11 @@ fn fleet_status(path: &Path, json: bool) -> anyhow::Result<()> {
 }
 
 fn eval(args: EvalArgs) -> anyhow::Result<()> {
+    let config = match &args.config {
+        Some(path) => Config::load(Some(path))?,
+        None => Config::default(),
+    };
+    crate::checks::custom::register(&config.models.custom).map_err(|error| anyhow!(error))?;
     let text = match &args.workflows {
         Some(path) => {
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
@@ -671,9 +679,7 @@ fn eval(args: EvalArgs) -> anyhow::Result<()> {
     let definition = workflows
         .remove(&args.workflow)
         .ok_or_else(|| anyhow!("no workflow '{}'", args.workflow))?;
-    let library = args
-        .models
-        .join(&Config::default().models.onnxruntime_library);
+    let library = args.models.join(&config.models.onnxruntime_library);
     let input = match (&args.texts, &args.images) {
         (Some(texts), _) => crate::eval::Input::Texts(texts),
         (None, Some(images)) => crate::eval::Input::Images(images),

@@ -29,8 +29,10 @@ use crate::inference::{ImageModelSpec, ModelSpec, Prepare};
 
 /// Declared models, at most (the worker runs at most 64 image models, the shipped included).
 pub const CUSTOM_MODELS_MAX: usize = 16;
-/// The longest side of a declared model's input, in pixels.
-pub const CUSTOM_INPUT_SIDE_MAX: usize = 1024;
+/// The longest side of a declared model's input, in pixels. The worker decodes every image
+/// to at least the largest model input (so a 512-px model also changes what the shipped
+/// models see), and holds a batch of inputs: 32 images of 512 x 512 are 100 MB of floats.
+pub const CUSTOM_INPUT_SIDE_MAX: usize = 512;
 /// Labels of one declared model, at most.
 pub const CUSTOM_LABELS_MAX: usize = 4096;
 /// The longest check name, label or category id, in bytes.
@@ -249,9 +251,35 @@ pub fn validate(models: &[CustomModel]) -> Result<(), String> {
                     field("categories")
                 ));
             }
+            // A shipped id means what the shipped checks score: only the image models' own
+            // may be scored by another model too (`known_image` exempts from allow lists,
+            // `qr_link` is a QR code's link, and so on).
+            if categories::is_shipped(category) && !shipped_model_category(category) {
+                return Err(format!(
+                    "{}: '{category}' is a category of another kind of check; name a new one, or one the shipped image models score ({})",
+                    field("categories"),
+                    shipped_model_categories().join(", ")
+                ));
+            }
         }
     }
     Ok(())
+}
+
+/// The categories the shipped image models score, which a declared model may score too.
+fn shipped_model_categories() -> Vec<&'static str> {
+    let mut ids: Vec<&'static str> = registry::REGISTRY
+        .iter()
+        .filter(|check| matches!(check.runner, Runner::Image { .. }))
+        .flat_map(|check| check.categories.iter().copied())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+fn shipped_model_category(id: &str) -> bool {
+    shipped_model_categories().contains(&id)
 }
 
 /// The declarations this process registered.
@@ -330,7 +358,8 @@ fn leak_check(
                 if !categories::is_shipped(id) && !described.iter().any(|(d, _, _)| *d == id) {
                     let title = leak(&title_of(id));
                     let message = leak(&format!(
-                        "This image was rated '{label}' by the {name} model of this service."
+                        "This image was rated {} by the {name} model of this service.",
+                        title.to_lowercase()
                     ));
                     described.push((id, title, message));
                 }
@@ -409,7 +438,7 @@ mod tests {
             ("sha256", |m| m.sha256 = "abc".into()),
             ("sha256", |m| m.sha256 = m.sha256.to_uppercase()),
             ("input_size", |m| m.input_size = [0, 224]),
-            ("input_size", |m| m.input_size = [224, 4096]),
+            ("input_size", |m| m.input_size = [224, 513]),
             ("mean", |m| m.mean[1] = f32::NAN),
             ("scale", |m| m.scale[2] = 0.0),
             ("labels", |m| m.labels.clear()),
@@ -421,6 +450,9 @@ mod tests {
             }),
             ("categories", |m| {
                 m.categories.insert("gun".into(), "Guns".into());
+            }),
+            ("categories", |m| {
+                m.categories.insert("gun".into(), "known_image".into());
             }),
         ];
         for (field, spoil) in cases {

@@ -274,14 +274,20 @@ impl Engine {
         for row in &scores.rows {
             self.metrics
                 .model_run(models[row.slot].model.name, row.run_us);
-            let scored_by = checks_of(checks, ContentKind::Image)
-                .find(|check| registry::image_slot(check) == Some(row.slot));
-            if let Some(Check {
-                runner: Runner::Image { score, .. },
-                ..
-            }) = scored_by
-            {
-                score.score(&row.values, &mut board);
+        }
+        for check in checks_of(checks, ContentKind::Image) {
+            let Runner::Image { score, .. } = &check.runner else {
+                continue;
+            };
+            let Some(slot) = registry::image_slot(check).filter(|&slot| wanted & (1 << slot) != 0)
+            else {
+                continue;
+            };
+            // No row: the model failed on the worker (logged there), a fault of this server
+            // and not of the image; its categories are unchecked.
+            match scores.rows.iter().find(|row| row.slot == slot) {
+                Some(row) => score.score(&row.values, &mut board),
+                None => board.unavailable(check.categories),
             }
         }
         (outcome.bytes, Ok(board))

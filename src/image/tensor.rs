@@ -53,7 +53,8 @@ pub enum Fit {
     /// Resized to exactly the size, the aspect ratio not kept.
     #[default]
     Stretch,
-    /// Scaled so that it covers the size, then its centre cut out (ImageNet's evaluation).
+    /// The middle of the image with the model's aspect ratio, resized to the size (the
+    /// aspect ratio kept, the edges of the long side lost).
     CenterCrop,
 }
 
@@ -107,19 +108,25 @@ impl TensorRecipe {
         match self.fit {
             Fit::Stretch => pillow_bilinear(image, width, height),
             Fit::CenterCrop => {
-                let scale =
-                    (width as f64 / image.width as f64).max(height as f64 / image.height as f64);
-                // At least the size on both sides, whatever the rounding.
-                let cover =
-                    |n: usize, least: usize| ((n as f64 * scale).round() as usize).max(least);
-                let covered = pillow_bilinear(
+                // The middle of the image with the model's aspect ratio, cut first: resizing
+                // the whole image to cover the size first would cost memory in proportion to
+                // its aspect ratio (a 16,384 x 1 image is allowed).
+                let (iw, ih) = (image.width as u64, image.height as u64);
+                let (w, h) = (width as u64, height as u64);
+                let (cut_width, cut_height) = if iw * h > ih * w {
+                    (((ih * w + h / 2) / h).clamp(1, iw), ih)
+                } else {
+                    (iw, ((iw * h + w / 2) / w).clamp(1, ih))
+                };
+                let (cut_width, cut_height) = (cut_width as usize, cut_height as usize);
+                let middle = crop(
                     image,
-                    cover(image.width, width),
-                    cover(image.height, height),
+                    (image.width - cut_width) / 2,
+                    (image.height - cut_height) / 2,
+                    cut_width,
+                    cut_height,
                 );
-                let left = (covered.width - width) / 2;
-                let top = (covered.height - height) / 2;
-                crop(&covered, left, top, width, height)
+                pillow_bilinear(&middle, width, height)
             }
         }
     }

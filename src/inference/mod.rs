@@ -206,9 +206,9 @@ pub fn preflight(
         let checked = match &environment {
             None => Err(format!("model {}: no ONNX Runtime to load it", spec.name)),
             Some(environment) => verify_model(models_dir, spec).and_then(|path| {
-                let session = open_session(environment, &path)?;
+                let mut session = open_session(environment, &path)?;
                 if let Some(image) = image {
-                    run::check_outlets(&session, image).map_err(|error| {
+                    run::check_outlets(&mut session, image).map_err(|error| {
                         format!("model {} ({}): {error}", spec.name, path.display())
                     })?;
                 }

@@ -30,8 +30,49 @@ pub fn toxblock_probs(session: &mut Session, ids: Vec<i32>) -> Result<Vec<[f32; 
 }
 
 /// Runs an image model over `inputs` (whole images of `spec.input_len()` floats each): its
-/// output, `spec.output_columns` values per image.
+/// output, `spec.output_columns` values per image. A model whose batch is fixed at 1 (a common
+/// export) is run once per image.
 pub fn image_rows(
+    session: &mut Session,
+    spec: &ImageModelSpec,
+    inputs: Vec<f32>,
+) -> Result<Vec<f32>, String> {
+    let rows = inputs.len() / spec.input_len();
+    if rows > 1 && batch_of_one(session, spec) {
+        let mut values = Vec::with_capacity(rows * spec.output_columns);
+        for image in inputs.chunks_exact(spec.input_len()) {
+            values.extend(run_image_rows(session, spec, image.to_vec())?);
+        }
+        return Ok(values);
+    }
+    run_image_rows(session, spec, inputs)
+}
+
+/// Whether the model's input takes exactly one image.
+fn batch_of_one(session: &Session, spec: &ImageModelSpec) -> bool {
+    float_outlet(session.inputs(), spec.input_name, "input")
+        .is_ok_and(|(_, shape)| shape.first() == Some(&1))
+}
+
+fn run_image_rows(
+    session: &mut Session,
+    spec: &ImageModelSpec,
+    inputs: Vec<f32>,
+) -> Result<Vec<f32>, String> {
+    let rows = inputs.len() / spec.input_len();
+    let values = run_raw(session, spec, inputs)?;
+    if values.len() != rows * spec.output_columns {
+        return Err(format!(
+            "{}: {} values for {rows} rows",
+            spec.model.name,
+            values.len()
+        ));
+    }
+    Ok(values)
+}
+
+/// The model's output over `inputs`, whatever its length.
+fn run_raw(
     session: &mut Session,
     spec: &ImageModelSpec,
     inputs: Vec<f32>,
@@ -47,13 +88,6 @@ pub fn image_rows(
     let (_, values) = outputs[&*output_name]
         .try_extract_tensor::<f32>()
         .map_err(|e| e.to_string())?;
-    if values.len() != rows * spec.output_columns {
-        return Err(format!(
-            "{}: {} values for {rows} rows",
-            spec.model.name,
-            values.len()
-        ));
-    }
     Ok(values.to_vec())
 }
 
@@ -80,8 +114,10 @@ pub fn outlet_name(
 }
 
 /// Checks a session's input and output against `spec`, naming the declaration's field
-/// (`input_size`, `layout`, `input_name`, `output_name`, `labels`) that does not match.
-pub fn check_outlets(session: &Session, spec: &ImageModelSpec) -> Result<(), String> {
+/// (`input_size`, `layout`, `input_name`, `output_name`, `labels`) that does not match: from
+/// the model's declared shapes, then by a trial run over blank images (one, and two when the
+/// batch is dynamic), since a shape may leave the number of outputs open.
+pub fn check_outlets(session: &mut Session, spec: &ImageModelSpec) -> Result<(), String> {
     let (input_name, input_shape) = float_outlet(session.inputs(), spec.input_name, "input")?;
     let [height, width, channels] = spec.input_hwc;
     let declared = spec.layout.shape(0, spec.input_hwc);
@@ -96,9 +132,9 @@ pub fn check_outlets(session: &Session, spec: &ImageModelSpec) -> Result<(), Str
             spec.layout.as_str()
         ));
     }
-    if input_shape[0] >= 0 {
+    if input_shape[0] == 0 || input_shape[0] > 1 {
         return Err(format!(
-            "input '{input_name}' has a fixed batch of {}: images are run in batches, so export the model with a dynamic first dimension",
+            "input '{input_name}' has a fixed batch of {}: its first dimension must be dynamic (images run in batches) or 1 (one at a time)",
             input_shape[0]
         ));
     }
@@ -111,6 +147,16 @@ pub fn check_outlets(session: &Session, spec: &ImageModelSpec) -> Result<(), Str
             "labels: {} declared, but output '{output_name}' of shape {output_shape:?} has {} values per image",
             spec.output_columns,
             if known { columns.to_string() } else { "an unknown number of".into() }
+        ));
+    }
+    let trial_images = if input_shape[0] == 1 { 1 } else { 2 };
+    let values = run_raw(session, spec, vec![0.0; trial_images * spec.input_len()])
+        .map_err(|error| format!("a trial run on {trial_images} blank images failed: {error}"))?;
+    if values.len() != trial_images * spec.output_columns {
+        return Err(format!(
+            "labels: {} declared, but output '{output_name}' gave {} values for {trial_images} blank images",
+            spec.output_columns,
+            values.len()
         ));
     }
     Ok(())

@@ -403,12 +403,11 @@ fn run_image_batch(
                         model_row.run_us = share_us;
                     }
                 }
-                (Err(error), Ok(_)) => {
+                (Err(error), Ok(scores)) => {
+                    // The model's fault, not the image's: its row goes, and the check that
+                    // wanted it reports its categories unchecked.
                     tracing::error!(%error, model = spec.model.name, "image model run failed");
-                    target.scores = Err(ImageError::Corrupt(format!(
-                        "{} could not score it",
-                        spec.model.name
-                    )));
+                    scores.rows.retain(|r| r.slot != slot);
                 }
                 (_, Err(_)) => {}
             }
