@@ -7,7 +7,10 @@
 //! nsfwjs network copied as `classifier.onnx`, its five outputs declared as `sketch`, `anime`,
 //! `plain`, `explicit` and `racy`. Its scores are then compared with the shipped `nsfwjs`
 //! check's on the same images: only the resizing differs (the declared recipe resizes with
-//! Pillow's bilinear filter, the shipped one as TensorFlow does).
+//! Pillow's bilinear filter, the shipped one as TensorFlow does). open-NSFW is declared too,
+//! as a Caffe-style model (BGR, means subtracted, no scaling) whose `nsfw` label scores the
+//! shipped `nudity`, and compared with the shipped check (its recipe also crops and
+//! re-encodes).
 
 mod common;
 
@@ -21,6 +24,8 @@ use serde_json::Value;
 
 /// The sha256 of `models/image/nsfwjs_mid.onnx` (as `src/checks/nsfwjs.rs` pins it).
 const NSFWJS_SHA256: &str = "7db379eeb4c5c42fd428055ce4abbd9b80036c1a6c3f1fa3375ee9a41d622cb0";
+/// The sha256 of `models/cache/open-nsfw.onnx` (as `src/checks/open_nsfw.rs` pins it).
+const OPEN_NSFW_SHA256: &str = "864bb37bf8863564b87eb330ab8c785a79a773f4e7c43cb96db52ed8611305fa";
 
 const IMAGES: &[&str] = &[
     "jpeg_baseline_astronaut_512x384.jpg",
@@ -42,6 +47,20 @@ reject = 1.0
 review = 0.5
 reject = 0.9
 [workflows.own.categories.racy]
+review = 0.5
+reject = 0.9
+
+[workflows.own_bgr]
+description = "open-NSFW declared as a Caffe model: BGR, means subtracted."
+image_checks = ["caffe_style"]
+[workflows.own_bgr.categories.nudity]
+review = 0.5
+reject = 0.9
+
+[workflows.shipped_open]
+description = "The shipped open-NSFW."
+image_checks = ["open_nsfw"]
+[workflows.shipped_open.categories.nudity]
 review = 0.5
 reject = 0.9
 
@@ -119,8 +138,18 @@ fn a_declared_model_is_a_check_workflows_name() {
     let file = classifier_in(dir.path());
     let data = dir.path().join("data");
     std::fs::create_dir(&data).expect("data directory");
+    // open-NSFW too, declared with the other recipe options: BGR, means subtracted, no
+    // scaling, and its `nsfw` label scoring the shipped `nudity`.
+    let caffe = dir.path().join("caffe_style.onnx");
+    std::fs::copy(format!("{MODELS}/cache/open-nsfw.onnx"), &caffe).expect("copy the model");
+    let caffe_declaration = format!(
+        "\n[[models.custom]]\nname = \"caffe_style\"\nfile = {:?}\nsha256 = \"{OPEN_NSFW_SHA256}\"\n\
+         input_size = [224, 224]\ncolour = \"bgr\"\nmean = [104.0, 117.0, 123.0]\n\
+         scale = [1.0, 1.0, 1.0]\nlabels = [\"sfw\", \"nsfw\"]\ncategories = {{ nsfw = \"nudity\" }}\n",
+        caffe.to_str().expect("UTF-8 path")
+    );
     let server = Server::start_with(Options {
-        config: declaration(&file, ""),
+        config: declaration(&file, "") + &caffe_declaration,
         data: Some(data.clone()),
         ..Options::default()
     });
@@ -160,6 +189,13 @@ fn a_declared_model_is_a_check_workflows_name() {
         }
         let artwork = score(&own, "artwork");
         artwork_scores.push(artwork);
+        let caffe = check(&server, &key, "own_bgr", image);
+        let open = check(&server, &key, "shipped_open", image);
+        let (a, b) = (score(&caffe, "nudity"), score(&open, "nudity"));
+        assert!(
+            (a - b).abs() < 0.1,
+            "{image}: caffe_style {a}, open_nsfw {b}"
+        );
 
         // Review at 0 puts `artwork` among the reasons: its title and message come from the
         // declaration, its source is the declared check.

@@ -14,7 +14,7 @@
 //!   reject threshold; the others have `false`, a `null` score and no applied input type:
 //!   never a made-up zero.
 //! - The key comes as `Authorization: Bearer`; errors are in OpenAI's
-//!   `{error: {message, type, param, code}}` shape ([`error_body`]).
+//!   `{error: {message, type, param, code}}` shape ([`error_response`]).
 //!
 //! Order: the key and its `text` scope and the plan's limits; the content type (415); the
 //! body (413); its JSON (400); the model (404); the inputs (400, 413, and 403 for an image

@@ -9,7 +9,7 @@
 //! How it runs beside glommio: the client is the `redis` crate (the maintained Rust client,
 //! used here without its async runtimes), on one thread of its own with a blocking
 //! connection and short socket timeouts. The shards never wait for it: they change
-//! [`NodeBudgets`] under a mutex (once per shard lease, not per check) and nudge the thread,
+//! `NodeBudgets` under a mutex (once per shard lease, not per check) and nudge the thread,
 //! which sends every pending request of a round in one pipeline and writes the answers back.
 //!
 //! Rate. A node's balance for a key is the tokens it holds minus the tokens it lent (a node

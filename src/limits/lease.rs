@@ -36,7 +36,7 @@ pub struct BucketSpec {
 }
 
 /// Quota units granted, the organization's count in the ledger after the grant, and the
-/// checks it is known to have spent (see [`LeaseSource::report_spent`]).
+/// checks it is known to have spent (see `LeaseSource::report_spent`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QuotaGrant {
     pub units: u64,
@@ -215,7 +215,7 @@ impl LocalLeases {
     }
 
     /// Makes grants wait until each of `shards` shards reported its journal's counts
-    /// ([`LeaseSource::report_journal_charges`]) and the ledger was set back to them. A
+    /// (`LeaseSource::report_journal_charges`) and the ledger was set back to them. A
     /// journal directory of a shard this run does not have (fewer cores than last time) would
     /// be missed, so then nothing is reconciled.
     pub fn expect_journals(&self, shards: usize, data_dir: &Path) {

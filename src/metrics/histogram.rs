@@ -24,7 +24,7 @@ pub const BATCH_BOUNDS: [u64; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
 /// Counts of observations per bucket (the last slot is over every bound), their sum and count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Histogram<const N: usize> {
-    /// `counts[i]`: observations in (bounds[i-1], bounds[i]]; `counts[N]`: above bounds[N-1].
+    /// `counts[i]`: observations in `(bounds[i-1], bounds[i]]`; `counts[N]`: above `bounds[N-1]`.
     pub counts: [u64; N],
     pub over: u64,
     pub sum: u64,

@@ -287,7 +287,7 @@ struct WorkflowRecordV1 {
 }
 
 /// How the store (and a fleet's PostgreSQL, which holds the same bytes) keeps workflow
-/// records: a workflow with lists as [`WORKFLOW_V2`] then bincode; one without, as the first
+/// records: a workflow with lists as `WORKFLOW_V2` then bincode; one without, as the first
 /// version did. Records of the first version read as they were, with no lists, so a store or
 /// a fleet needs no migration, and a workflow without lists is read by older binaries too.
 pub enum WorkflowCodec {}
