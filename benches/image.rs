@@ -12,6 +12,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use modgate::image::decode::decode;
 use modgate::image::probe::probe;
 use modgate::image::resize::{nsfwjs_input, opennsfw_input, INPUT_LEN};
+use modgate::image::tensor::{ColourOrder, Fit, Layout, TensorRecipe};
 use modgate::image::Rgb8;
 use modgate::inference;
 
@@ -82,6 +83,23 @@ fn resizing(c: &mut Criterion) {
         ),
         |b| b.iter(|| opennsfw_input(black_box(&scaled), &mut input).unwrap()),
     );
+    // A declared model's recipe (`[[models.custom]]`): both fits, NCHW with ImageNet's
+    // mean and scale.
+    for fit in [Fit::Stretch, Fit::CenterCrop] {
+        let recipe = TensorRecipe {
+            height: 224,
+            width: 224,
+            layout: Layout::Nchw,
+            colour: ColourOrder::Rgb,
+            fit,
+            mean: [123.675, 116.28, 103.53],
+            scale: [1.0 / 58.395, 1.0 / 57.12, 1.0 / 57.375],
+        };
+        group.bench_function(
+            format!("declared_{fit:?}_from_{}x{}", scaled.width, scaled.height).to_lowercase(),
+            |b| b.iter(|| recipe.write(black_box(&scaled), &mut input)),
+        );
+    }
     group.finish();
 }
 
