@@ -20,24 +20,12 @@ use futures_channel::oneshot;
 use super::connect;
 use crate::config::ClusterConfig;
 use crate::journal::query::Filter;
+use crate::journal::shipping::ShipBatch;
 use crate::journal::JournalRecord;
-
-/// One record to ship.
-pub struct ShipRow {
-    pub request_id: String,
-    pub unix_ms: i64,
-    pub org: Option<String>,
-    pub key_id: Option<String>,
-    pub reference: Option<String>,
-    /// The record as JSON.
-    pub json: String,
-    /// The quota month the record's check was charged to, if it was charged.
-    pub charged_month: Option<u32>,
-}
 
 struct Batch {
     shard: i32,
-    rows: Vec<ShipRow>,
+    records: ShipBatch,
     done: oneshot::Sender<bool>,
 }
 
@@ -52,12 +40,12 @@ pub struct Shipper {
 }
 
 impl Shipper {
-    /// Ships `rows` of `shard`; `true` once they are in the table.
-    pub async fn ship(&self, shard: usize, rows: Vec<ShipRow>) -> bool {
+    /// Ships `records` of `shard`; `true` once they are in the table.
+    pub async fn ship(&self, shard: usize, records: ShipBatch) -> bool {
         let (done, outcome) = oneshot::channel();
         let batch = Batch {
             shard: shard as i32,
-            rows,
+            records,
             done,
         };
         if self.batches.send(batch).is_err() {
@@ -125,13 +113,15 @@ async fn insert(
     node_id: &str,
     batch: &Batch,
 ) -> anyhow::Result<()> {
-    let column = |f: fn(&ShipRow) -> Option<String>| batch.rows.iter().map(f).collect::<Vec<_>>();
-    let ids: Vec<&str> = batch.rows.iter().map(|r| r.request_id.as_str()).collect();
-    let times: Vec<i64> = batch.rows.iter().map(|r| r.unix_ms).collect();
-    let orgs = column(|r| r.org.clone());
-    let keys = column(|r| r.key_id.clone());
-    let refs = column(|r| r.reference.clone());
-    let json: Vec<&str> = batch.rows.iter().map(|r| r.json.as_str()).collect();
+    let records = &batch.records;
+    let ids: Vec<&str> = records.request_ids.iter().flatten().collect();
+    let orgs: Vec<Option<&str>> = records.orgs.iter().collect();
+    let keys: Vec<Option<&str>> = records.key_ids.iter().collect();
+    let refs: Vec<Option<&str>> = records.refs.iter().collect();
+    let json: Vec<&str> = records.json.iter().flatten().collect();
+    if ids.len() != records.len() || json.len() != records.len() {
+        anyhow::bail!("a shipping batch with missing columns");
+    }
     let tx = client.transaction().await?;
     let inserted = tx
         .query(
@@ -145,7 +135,7 @@ async fn insert(
                 &node_id,
                 &batch.shard,
                 &ids,
-                &times,
+                &records.unix_ms,
                 &orgs,
                 &keys,
                 &refs,
@@ -154,12 +144,14 @@ async fn insert(
         )
         .await
         .context("inserting journal records")?;
-    let new: std::collections::HashSet<String> = inserted.iter().map(|row| row.get(0)).collect();
+    let new: std::collections::HashSet<&str> = inserted.iter().map(|row| row.get(0)).collect();
     let mut charged: std::collections::BTreeMap<(&str, u32), i64> = Default::default();
-    for row in &batch.rows {
-        if let (Some(org), Some(month)) = (&row.org, row.charged_month) {
-            if new.contains(&row.request_id) {
-                *charged.entry((org.as_str(), month)).or_default() += 1;
+    for (row, id) in ids.iter().enumerate() {
+        let org = records.orgs.get(row);
+        let month = records.charged_months.get(row).copied().flatten();
+        if let (Some(org), Some(month)) = (org, month) {
+            if new.contains(id) {
+                *charged.entry((org, month)).or_default() += 1;
             }
         }
     }

@@ -452,9 +452,9 @@ impl Journal {
 
     /// In a fleet: the records committed after the shipped position, in commit order, at most
     /// a batch (read on the blocking pool). Empty on a single node.
-    pub async fn unshipped(&self) -> anyhow::Result<Vec<shipping::Unshipped>> {
+    pub async fn unshipped(&self) -> anyhow::Result<shipping::ShipBatch> {
         let Some(ship) = &self.ship else {
-            return Ok(Vec::new());
+            return Ok(shipping::ShipBatch::default());
         };
         let (env, db, index) = (self.env.clone(), self.db, ship.index);
         Ok(glommio::executor()

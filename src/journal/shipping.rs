@@ -26,11 +26,66 @@ pub struct ShipIndex {
     meta: Database<Str, U64<BigEndian>>,
 }
 
-/// One record to ship: its sequence number, request id and encoded record.
-pub struct Unshipped {
-    pub seq: u64,
-    pub request_id: String,
-    pub value: Vec<u8>,
+/// Texts of one column of a batch, in one buffer: a batch of a thousand records costs a few
+/// allocations, not thousands, and is freed as cheaply by the thread that ships it.
+#[derive(Debug, Default)]
+pub struct TextColumn {
+    text: String,
+    spans: Vec<Option<(usize, usize)>>,
+}
+
+impl TextColumn {
+    pub fn push(&mut self, value: Option<&str>) {
+        let span = value.map(|value| {
+            let start = self.text.len();
+            self.text.push_str(value);
+            (start, self.text.len())
+        });
+        self.spans.push(span);
+    }
+
+    pub fn get(&self, row: usize) -> Option<&str> {
+        let (start, end) = (*self.spans.get(row)?)?;
+        self.text.get(start..end)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Option<&str>> {
+        (0..self.spans.len()).map(|row| self.get(row))
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+}
+
+/// Records to ship, by column, in commit order; `last_seq` is the position they bring the
+/// shard to (0: nothing to ship).
+#[derive(Debug, Default)]
+pub struct ShipBatch {
+    pub last_seq: u64,
+    pub request_ids: TextColumn,
+    pub unix_ms: Vec<i64>,
+    pub orgs: TextColumn,
+    pub key_ids: TextColumn,
+    pub refs: TextColumn,
+    /// The records as JSON.
+    pub json: TextColumn,
+    /// The quota month each record's check was charged to, if it was charged.
+    pub charged_months: Vec<Option<u32>>,
+}
+
+impl ShipBatch {
+    pub fn len(&self) -> usize {
+        self.request_ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.request_ids.is_empty()
+    }
 }
 
 impl ShipIndex {
@@ -64,29 +119,52 @@ impl ShipIndex {
         Ok(self.meta.get(&txn, "shipped")?.unwrap_or(0))
     }
 
-    /// Up to [`SHIP_BATCH_RECORDS_MAX`] records after the shipped position, in commit order.
-    pub fn unshipped(
-        &self,
-        env: &Env,
-        records: Database<Str, Bytes>,
-    ) -> heed::Result<Vec<Unshipped>> {
+    /// Up to [`SHIP_BATCH_RECORDS_MAX`] records after the shipped position, in commit order,
+    /// decoded and encoded as JSON by the calling thread. A record that cannot be read is
+    /// logged and left out (the local journal keeps it; only the fleet's copy misses it).
+    pub fn unshipped(&self, env: &Env, records: Database<Str, Bytes>) -> heed::Result<ShipBatch> {
+        use heed::BytesDecode;
         let txn = env.read_txn()?;
         let from = self.meta.get(&txn, "shipped")?.unwrap_or(0) + 1;
-        let mut out = Vec::new();
+        let mut batch = ShipBatch::default();
+        let mut json = Vec::new();
+        let mut read = 0;
         for entry in self.order.range(&txn, &(from..))? {
             let (seq, request_id) = entry?;
+            batch.last_seq = seq;
+            read += 1;
             if let Some(value) = records.get(&txn, request_id)? {
-                out.push(Unshipped {
-                    seq,
-                    request_id: request_id.to_owned(),
-                    value: value.to_vec(),
-                });
+                json.clear();
+                let encoded = super::RecordCodec::bytes_decode(value)
+                    .map_err(|error| error.to_string())
+                    .and_then(|record| {
+                        simd_json::to_writer(&mut json, &record)
+                            .map_err(|error| error.to_string())?;
+                        Ok(record)
+                    });
+                match (encoded, std::str::from_utf8(&json)) {
+                    (Ok(record), Ok(text)) => {
+                        batch.request_ids.push(Some(request_id));
+                        batch.unix_ms.push(record.unix_ms);
+                        batch.orgs.push(record.org.as_deref());
+                        batch.key_ids.push(record.key_id.as_deref());
+                        batch.refs.push(record.reference.as_deref());
+                        batch.json.push(Some(text));
+                        batch.charged_months.push(record.charged_month());
+                    }
+                    (Err(error), _) => {
+                        tracing::error!(request_id, %error, "a journal record could not be read for shipping; skipped");
+                    }
+                    (_, Err(error)) => {
+                        tracing::error!(request_id, %error, "a journal record's JSON is not UTF-8; skipped");
+                    }
+                }
             }
-            if out.len() >= SHIP_BATCH_RECORDS_MAX {
+            if read >= SHIP_BATCH_RECORDS_MAX {
                 break;
             }
         }
-        Ok(out)
+        Ok(batch)
     }
 
     /// The request ids of the checks charged (answered, not refused) among the records after
@@ -166,6 +244,21 @@ mod tests {
             unchecked: vec![],
             time_ms: 0,
         }
+    }
+
+    #[test]
+    fn a_text_column_keeps_each_value_and_each_absence() {
+        let mut column = TextColumn::default();
+        column.push(Some("acme"));
+        column.push(None);
+        column.push(Some(""));
+        column.push(Some("é漢"));
+        assert_eq!(column.len(), 4);
+        assert_eq!(
+            column.iter().collect::<Vec<_>>(),
+            [Some("acme"), None, Some(""), Some("é漢")]
+        );
+        assert_eq!(column.get(4), None);
     }
 
     #[test]

@@ -33,7 +33,7 @@ use crate::config::Config;
 use crate::download::Downloader;
 use crate::error::{ApiError, ErrorKind};
 use crate::fleet::follower::ControlPlaneStatus;
-use crate::fleet::shipper::{ShipRow, Shipper, SHIP_INTERVAL};
+use crate::fleet::shipper::{Shipper, SHIP_INTERVAL};
 use crate::http::conn::{self, ConnConfig, ConnHost};
 use crate::http::response::{ConnectionHeader, DateCache, Frame};
 use crate::inference::{Worker, WorkerConfig, WorkerModels};
@@ -452,7 +452,6 @@ pub async fn run(
 /// Ships the shard's journal to the fleet's table, in commit order, for as long as the shard
 /// runs: a batch, then its position once the table has it; a failed batch is sent again.
 async fn ship_journal(journal: Rc<Journal>, shipper: Shipper, shard: usize) {
-    use heed::BytesDecode;
     loop {
         let batch = match journal.unshipped().await {
             Ok(batch) => batch,
@@ -462,41 +461,19 @@ async fn ship_journal(journal: Rc<Journal>, shipper: Shipper, shard: usize) {
                     error = format!("{error:#}"),
                     "reading the journal to ship failed"
                 );
-                Vec::new()
+                Default::default()
             }
         };
-        let Some(last) = batch.last().map(|record| record.seq) else {
+        if batch.last_seq == 0 {
             shipper.unshipped[shard].store(
                 journal.unshipped_count(),
                 std::sync::atomic::Ordering::Relaxed,
             );
             glommio::timer::sleep(SHIP_INTERVAL).await;
             continue;
-        };
-        let rows: Vec<ShipRow> = batch
-            .iter()
-            .filter_map(|record| {
-                let Ok(decoded) = crate::journal::RecordCodec::bytes_decode(&record.value) else {
-                    // Kept in the local journal; only the fleet's copy is missing.
-                    tracing::error!(
-                        shard,
-                        request_id = record.request_id.as_str(),
-                        "a journal record could not be read for shipping; skipped"
-                    );
-                    return None;
-                };
-                Some(ShipRow {
-                    request_id: record.request_id.clone(),
-                    unix_ms: decoded.unix_ms,
-                    org: decoded.org.as_deref().map(str::to_owned),
-                    key_id: decoded.key_id.as_deref().map(str::to_owned),
-                    reference: decoded.reference.as_deref().map(str::to_owned),
-                    json: simd_json::to_string(&decoded).ok()?,
-                    charged_month: decoded.charged_month(),
-                })
-            })
-            .collect();
-        let shipped = shipper.ship(shard, rows).await && journal.set_shipped(last).await.is_ok();
+        }
+        let last = batch.last_seq;
+        let shipped = shipper.ship(shard, batch).await && journal.set_shipped(last).await.is_ok();
         shipper.unshipped[shard].store(
             journal.unshipped_count(),
             std::sync::atomic::Ordering::Relaxed,
