@@ -148,8 +148,11 @@ fn a_declared_model_is_a_check_workflows_name() {
          scale = [1.0, 1.0, 1.0]\nlabels = [\"sfw\", \"nsfw\"]\ncategories = {{ nsfw = \"nudity\" }}\n",
         caffe.to_str().expect("UTF-8 path")
     );
+    // Sightengine's check.json answers it as a model of its own (a stand-in name: the
+    // copied network knows drawings, not weapons).
+    let answers_sightengine = r#"sightengine = { model = "artwork", fields = { "classes.drawing" = "artwork", "explicit" = "explicit" } }"#;
     let server = Server::start_with(Options {
-        config: declaration(&file, "") + &caffe_declaration,
+        config: declaration(&file, answers_sightengine) + &caffe_declaration,
         data: Some(data.clone()),
         ..Options::default()
     });
@@ -189,6 +192,33 @@ fn a_declared_model_is_a_check_workflows_name() {
         }
         let artwork = score(&own, "artwork");
         artwork_scores.push(artwork);
+        // The same scores through Sightengine's route, where the declaration put them.
+        let (content_type, body) = form_with_media(
+            &[
+                ("models", "artwork,nudity"),
+                ("api_user", "u"),
+                ("api_secret", &key),
+            ],
+            Some(("upload.bin", "application/octet-stream", &testimage(image))),
+        );
+        let (status, _, sightengine) = post(
+            &server.url("/1.0/check.json"),
+            &[("Content-Type", &content_type)],
+            &body,
+        );
+        assert_eq!(status, 200, "{sightengine}");
+        assert_schema("SightengineAnswer", &sightengine);
+        assert_eq!(sightengine["request"]["operations"], 2);
+        let drawing = sightengine["artwork"]["classes"]["drawing"].as_f64();
+        assert!(
+            drawing.is_some_and(|d| (d - artwork).abs() < 1e-9),
+            "{sightengine}"
+        );
+        let explicit = sightengine["artwork"]["explicit"].as_f64();
+        assert!(
+            explicit.is_some_and(|e| (e - score(&own, "explicit")).abs() < 1e-9),
+            "{sightengine}"
+        );
         let caffe = check(&server, &key, "own_bgr", image);
         let open = check(&server, &key, "shipped_open", image);
         let (a, b) = (score(&caffe, "nudity"), score(&open, "nudity"));
@@ -333,6 +363,23 @@ fn a_model_that_does_not_match_its_declaration_stops_the_start() {
         &declaration(&file, &format!("sha256 = \"{}\"", "0".repeat(64))),
     );
     assert!(stderr.contains("sha256"), "{stderr}");
+    // A Sightengine model this server answers itself, or a field of no category of the model.
+    let stderr = refused_start(
+        dir.path(),
+        &declaration(
+            &file,
+            r#"sightengine = { model = "nudity", fields = { "raw" = "explicit" } }"#,
+        ),
+    );
+    assert!(stderr.contains("sightengine model 'nudity'"), "{stderr}");
+    let stderr = refused_start(
+        dir.path(),
+        &declaration(
+            &file,
+            r#"sightengine = { model = "weapon", fields = { "classes.knife" = "knife" } }"#,
+        ),
+    );
+    assert!(stderr.contains("models.custom[0].sightengine"), "{stderr}");
     // A category of another kind of check.
     let stderr = refused_start(
         dir.path(),

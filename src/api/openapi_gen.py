@@ -1752,7 +1752,12 @@ schemas["SightengineAnswer"] = {
         "the other classes of those versions have no model here and are absent)."
     ),
     "required": ["status", "request", "media"],
-    "additionalProperties": False,
+    "additionalProperties": {
+        "type": "object",
+        "description": "A model the operator's own classifier answers (`[[models.custom]]` with "
+                       "`sightengine`): its declared fields, each a score in [0, 1] at its "
+                       "dotted path (`classes.firearm` is `{\"classes\": {\"firearm\": ...}}`).",
+    },
     "properties": {
         **properties_fields,
         "status": {"const": "success"},
@@ -1787,8 +1792,9 @@ schemas["SightengineAnswer"] = {
 }
 p_models = qparam("models", {"type": "string"},
                   "Comma list of `nudity`, `nudity-2.0` or `nudity-2.1` (one version), `type`, "
-                  "`properties` and `qr-content`. Any other model is 400 `bad_request` naming it and the supported "
-                  "ones.", required=True)
+                  "`properties` and `qr-content`, and the models the operator's own classifiers answer "
+                  "(`[[models.custom]]` with `sightengine`). Any other model is 400 `bad_request` naming it "
+                  "and the supported ones.", required=True)
 paths["/1.0/check.json"] = {
     "post": {
         "operationId": "sightengineCheck",

@@ -21,6 +21,10 @@
 //!   payload as `/1.0/text/check.json` lists them (`type`, `match`, and `intensity` for
 //!   profanity; no positions). Sightengine's `category` of a link (unsafe sites) and its `spam`
 //!   list have nothing behind them here and are absent.
+//! - a model an operator's own classifier answers (`[[models.custom]]` with `sightengine`,
+//!   [`custom::SightengineModel`]): its object holds the declared fields, each a dotted path
+//!   read from one of that model's categories, and nothing else. A declaration cannot take
+//!   over one of the models above ([`check_declared_models`], at start).
 //!
 //! Only the checks the models need run: `properties` alone decodes the image and runs no model.
 //! `models` is read once the image is received (a refusal of it comes after the upload or the
@@ -36,6 +40,7 @@ use super::image::score_image_with;
 use super::sightengine_text::RuleMatches;
 use super::{scored, CheckSummary, RequestNotes};
 use crate::checks::categories::ILLUSTRATION;
+use crate::checks::custom::{self, SightengineAnswer};
 use crate::checks::{nsfwjs, qr, registry};
 use crate::decision::decide;
 use crate::error::{ApiError, ApiResult};
@@ -61,8 +66,29 @@ enum Nudity {
     V2,
 }
 
+/// Refuses a declared model (`[[models.custom]]`'s `sightengine`) that would answer one of
+/// this route's own models: checked once at start.
+pub fn check_declared_models() -> Result<(), String> {
+    match custom::sightengine_models().find(|model| SUPPORTED_MODELS.contains(model)) {
+        Some(model) => Err(format!(
+            "models.custom: sightengine model '{model}' is answered by this server's own models"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Every model this route answers: its own, then the declared ones.
+fn answered_models() -> String {
+    SUPPORTED_MODELS
+        .iter()
+        .copied()
+        .chain(custom::sightengine_models())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The models a request asks for.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 struct Asked {
     nudity: Option<Nudity>,
     properties: bool,
@@ -70,6 +96,27 @@ struct Asked {
     kind: bool,
     /// `qr-content`: what the QR codes carry.
     qr: bool,
+    /// Models the operator's own classifiers answer.
+    declared: Vec<&'static SightengineAnswer>,
+}
+
+impl PartialEq for Asked {
+    fn eq(&self, other: &Self) -> bool {
+        let names = |asked: &Asked| asked.declared.iter().map(|d| d.model).collect::<Vec<_>>();
+        (
+            self.nudity,
+            self.properties,
+            self.kind,
+            self.qr,
+            names(self),
+        ) == (
+            other.nudity,
+            other.properties,
+            other.kind,
+            other.qr,
+            names(other),
+        )
+    }
 }
 
 impl Asked {
@@ -79,6 +126,7 @@ impl Asked {
             + u32::from(self.properties)
             + u32::from(self.kind)
             + u32::from(self.qr)
+            + self.declared.len() as u32
     }
 
     /// The image checks that answer them: the workflow's for `nudity`, nsfwjs for `type`, the
@@ -96,6 +144,11 @@ impl Asked {
         }
         if self.qr {
             checks.push(qr::SOURCE.to_owned());
+        }
+        for declared in &self.declared {
+            if !checks.iter().any(|check| check == declared.check) {
+                checks.push(declared.check.to_owned());
+            }
         }
         checks
     }
@@ -154,6 +207,9 @@ struct Answer<'a> {
     /// answers them.
     #[serde(flatten)]
     properties: Option<&'a Properties>,
+    /// The declared models' objects, by model name.
+    #[serde(flatten)]
+    declared: Fields,
     media: Media<'a>,
 }
 
@@ -218,6 +274,13 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
         false => None,
     };
     let qr = qr_codes.map(|codes| qr_answer(cx, codes));
+    let mut declared = Fields::default();
+    for answer in &asked.declared {
+        declared.0.push((
+            answer.model,
+            Field::Object(declared_answer(&board, answer)?),
+        ));
+    }
     let request_id = exchange.request_id.as_str();
     let media_id = format!("med_{request_id}");
     Ok(json_response(
@@ -233,6 +296,7 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
             kind,
             qr,
             properties,
+            declared,
             media: Media {
                 id: &media_id,
                 uri: received.uri.as_deref(),
@@ -266,12 +330,77 @@ fn qr_answer<'a>(cx: &Context, codes: &'a [crate::image::qr::QrCode]) -> QrAnswe
     answer
 }
 
+/// A field of a declared model's object: a score, or an object of fields.
+#[derive(Debug)]
+enum Field {
+    Score(f64),
+    Object(Fields),
+}
+
+/// Fields by name, in the order they were declared.
+#[derive(Debug, Default)]
+struct Fields(Vec<(&'static str, Field)>);
+
+impl Serialize for Field {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Field::Score(score) => serializer.serialize_f64(*score),
+            Field::Object(fields) => fields.serialize(serializer),
+        }
+    }
+}
+
+impl Serialize for Fields {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, field) in &self.0 {
+            map.serialize_entry(name, field)?;
+        }
+        map.end()
+    }
+}
+
+/// A declared model's object: each field's category score at its path. A category the model
+/// could not score here (a failed run) is an error, not a made-up number.
+fn declared_answer(
+    board: &crate::checks::board::ScoreBoard,
+    answer: &SightengineAnswer,
+) -> ApiResult<Fields> {
+    let mut root = Fields::default();
+    for (path, category) in &answer.fields {
+        let score = scored(board, category)?;
+        let Some((last, parents)) = path.split_last() else {
+            continue;
+        };
+        let mut node = &mut root;
+        for parent in parents {
+            let at = match node.0.iter().position(|(name, _)| name == parent) {
+                Some(at) => at,
+                None => {
+                    node.0.push((parent, Field::Object(Fields::default())));
+                    node.0.len() - 1
+                }
+            };
+            // Validated at start: a path is never both a score and an object.
+            let Field::Object(next) = &mut node.0[at].1 else {
+                return Err(ApiError::internal(
+                    "a declared Sightengine field is both a score and an object",
+                ));
+            };
+            node = next;
+        }
+        node.0.push((last, Field::Score(score)));
+    }
+    Ok(root)
+}
+
 /// The `models` asked for.
 fn parse_models(models: Option<&str>) -> ApiResult<Asked> {
     let models = models.ok_or_else(|| {
         ApiError::bad_request(format!(
             "`models` is required: this server answers {}",
-            SUPPORTED_MODELS.join(", ")
+            answered_models()
         ))
     })?;
     let mut asked = Asked::default();
@@ -292,10 +421,20 @@ fn parse_models(models: Option<&str>) -> ApiResult<Asked> {
                 continue;
             }
             other => {
+                if let Some(declared) = custom::sightengine_answer(other) {
+                    if !asked
+                        .declared
+                        .iter()
+                        .any(|known| known.model == declared.model)
+                    {
+                        asked.declared.push(declared);
+                    }
+                    continue;
+                }
                 let shown: String = other.chars().take(40).collect();
                 return Err(ApiError::bad_request(format!(
                     "model `{shown}` is not available on this server: it answers {}",
-                    SUPPORTED_MODELS.join(", ")
+                    answered_models()
                 )));
             }
         };

@@ -74,6 +74,36 @@ pub struct CustomModel {
     /// Label -> category: the labels that are categories, and the category each scores (a
     /// new id, or a shipped one such as `nudity`, where the best model wins).
     pub categories: BTreeMap<String, String>,
+    /// The Sightengine `check.json` model this one answers, if any.
+    #[serde(default)]
+    pub sightengine: Option<SightengineModel>,
+}
+
+/// `sightengine`: the model of Sightengine's `/1.0/check.json` a declared model answers
+/// (`weapon`, `gore-2.0`, ...), and for each field of that model's object (a dotted path,
+/// `classes.firearm`) the category of this model that scores it. Fields without a category
+/// are absent from the answer, never made up.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SightengineModel {
+    pub model: String,
+    pub fields: BTreeMap<String, String>,
+}
+
+/// Fields of one Sightengine model's answer, at most.
+pub const SIGHTENGINE_FIELDS_MAX: usize = 64;
+/// Levels of a field's path, at most (`firearm_action.aiming_threat` is 2).
+pub const SIGHTENGINE_PATH_DEPTH_MAX: usize = 3;
+
+/// A declared model's Sightengine answer, for the life of the process.
+#[derive(Debug)]
+pub struct SightengineAnswer {
+    /// The model's name in `models=`.
+    pub model: &'static str,
+    /// The check that scores it.
+    pub check: &'static str,
+    /// Each field's path and the category it reads.
+    pub fields: Vec<(Vec<&'static str>, &'static str)>,
 }
 
 fn unit_scale() -> [f32; 3] {
@@ -262,8 +292,94 @@ pub fn validate(models: &[CustomModel]) -> Result<(), String> {
                 ));
             }
         }
+        if let Some(answer) = &model.sightengine {
+            validate_sightengine(answer, model, &models[..at])
+                .map_err(|error| format!("{}: {error}", field("sightengine")))?;
+        }
     }
     Ok(())
+}
+
+fn validate_sightengine(
+    answer: &SightengineModel,
+    model: &CustomModel,
+    earlier: &[CustomModel],
+) -> Result<(), String> {
+    let name_ok = !answer.model.is_empty()
+        && answer.model.len() <= CUSTOM_NAME_BYTES_MAX
+        && answer.model.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-' | b'.')
+        });
+    if !name_ok {
+        return Err(format!(
+            "model '{}' is not 1 to {CUSTOM_NAME_BYTES_MAX} of [a-z0-9_.-]",
+            answer.model
+        ));
+    }
+    let taken = earlier
+        .iter()
+        .filter_map(|other| other.sightengine.as_ref())
+        .any(|other| other.model == answer.model);
+    if taken {
+        return Err(format!(
+            "model '{}' is answered by an earlier model",
+            answer.model
+        ));
+    }
+    if answer.fields.is_empty() || answer.fields.len() > SIGHTENGINE_FIELDS_MAX {
+        return Err(format!("fields: 1 to {SIGHTENGINE_FIELDS_MAX}"));
+    }
+    for (path, category) in &answer.fields {
+        let segments: Vec<&str> = path.split('.').collect();
+        let plain = segments.len() <= SIGHTENGINE_PATH_DEPTH_MAX
+            && segments.iter().all(|segment| {
+                !segment.is_empty()
+                    && segment.len() <= CUSTOM_NAME_BYTES_MAX
+                    && segment
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            });
+        if !plain {
+            return Err(format!(
+                "field '{path}' is not 1 to {SIGHTENGINE_PATH_DEPTH_MAX} dotted names of [a-z0-9_]"
+            ));
+        }
+        // `classes` and `classes.knife` cannot both be: one is a number, the other an object.
+        let nested = answer.fields.keys().any(|other| {
+            other.len() > path.len()
+                && other.starts_with(path.as_str())
+                && other.as_bytes()[path.len()] == b'.'
+        });
+        if nested {
+            return Err(format!("field '{path}' is both a score and an object"));
+        }
+        if !model.categories.values().any(|scored| scored == category) {
+            return Err(format!(
+                "field '{path}': '{category}' is not one of this model's categories"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The Sightengine models the declared models answer.
+static SIGHTENGINE: OnceLock<Vec<SightengineAnswer>> = OnceLock::new();
+
+/// The declared model that answers Sightengine's `model`, if any.
+pub fn sightengine_answer(model: &str) -> Option<&'static SightengineAnswer> {
+    SIGHTENGINE
+        .get()?
+        .iter()
+        .find(|answer| answer.model == model)
+}
+
+/// The Sightengine models the declared models answer, by name.
+pub fn sightengine_models() -> impl Iterator<Item = &'static str> {
+    SIGHTENGINE
+        .get()
+        .into_iter()
+        .flatten()
+        .map(|answer| answer.model)
 }
 
 /// The categories the shipped image models score, which a declared model may score too.
@@ -301,10 +417,32 @@ pub fn register(models: &[CustomModel]) -> Result<(), String> {
     }
     let _ = REGISTERED.set(models.to_vec());
     let mut described = Vec::new();
-    let checks = models
+    let checks: Vec<&'static Check> = models
         .iter()
         .map(|model| leak_check(model, &mut described))
         .collect();
+    let answers = models
+        .iter()
+        .zip(&checks)
+        .filter_map(|(model, check)| {
+            let answer = model.sightengine.as_ref()?;
+            let fields = answer
+                .fields
+                .iter()
+                .filter_map(|(path, category)| {
+                    // Validated: the category is one of the check's.
+                    let category = check.categories.iter().find(|id| *id == category)?;
+                    Some((path.split('.').map(leak).collect(), *category))
+                })
+                .collect();
+            Some(SightengineAnswer {
+                model: leak(&answer.model),
+                check: check.name,
+                fields,
+            })
+        })
+        .collect();
+    let _ = SIGHTENGINE.set(answers);
     categories::declare(described);
     registry::declare(checks);
     Ok(())
@@ -454,6 +592,27 @@ mod tests {
             ("categories", |m| {
                 m.categories.insert("gun".into(), "known_image".into());
             }),
+            ("sightengine", |m| {
+                m.sightengine = Some(answers("Weapon!", &[("classes.knife", "weapon")]))
+            }),
+            ("sightengine", |m| {
+                m.sightengine = Some(answers("weapon", &[]))
+            }),
+            ("sightengine", |m| {
+                m.sightengine = Some(answers("weapon", &[("classes..knife", "weapon")]))
+            }),
+            ("sightengine", |m| {
+                m.sightengine = Some(answers("weapon", &[("a.b.c.d", "weapon")]))
+            }),
+            ("sightengine", |m| {
+                m.sightengine = Some(answers("weapon", &[("classes.knife", "gore")]))
+            }),
+            ("sightengine", |m| {
+                m.sightengine = Some(answers(
+                    "weapon",
+                    &[("classes", "weapon"), ("classes.knife", "weapon")],
+                ))
+            }),
         ];
         for (field, spoil) in cases {
             let mut model = declared();
@@ -470,6 +629,34 @@ mod tests {
         assert!(validate(&many)
             .expect_err("too many")
             .starts_with("models.custom:"));
+    }
+
+    fn answers(model: &str, fields: &[(&str, &str)]) -> SightengineModel {
+        SightengineModel {
+            model: model.into(),
+            fields: fields
+                .iter()
+                .map(|(path, category)| ((*path).into(), (*category).into()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_sightengine_model_is_answered_once() {
+        let mut first = declared();
+        first.sightengine = Some(answers(
+            "weapon",
+            &[("classes.knife", "weapon"), ("classes.firearm", "weapon")],
+        ));
+        validate(std::slice::from_ref(&first)).expect("valid");
+        let mut second = declared();
+        second.name = "weapons_2".into();
+        second.sightengine = first.sightengine.clone();
+        let error = validate(&[first, second]).expect_err("twice");
+        assert!(
+            error.starts_with("models.custom[1].sightengine:"),
+            "{error}"
+        );
     }
 
     fn label_score(output: Output) -> LabelScore {
