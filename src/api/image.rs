@@ -43,27 +43,19 @@ pub struct ImageQuery {
 impl ImageQuery {
     pub fn parse(raw: &str) -> ApiResult<ImageQuery> {
         let mut parsed = ImageQuery::default();
-        for pair in query::pairs(raw) {
-            let (name, value) = pair.map_err(ApiError::bad_request)?;
-            let slot = match name.as_ref() {
-                "workflow" => &mut parsed.workflow,
-                "ref" => &mut parsed.reference,
-                "url" => &mut parsed.url,
-                "api_secret" => &mut parsed.api_secret,
-                "models" => &mut parsed.models,
-                "media" => {
-                    parsed.media = true;
-                    continue;
-                }
-                _ => continue, // api_user and others: accepted and ignored
-            };
-            if slot.is_some() {
-                return Err(ApiError::bad_request(format!(
-                    "query parameter `{name}` given twice"
-                )));
+        query::fill(raw, &mut parsed, |parsed, name| match name {
+            "workflow" => Some(&mut parsed.workflow),
+            "ref" => Some(&mut parsed.reference),
+            "url" => Some(&mut parsed.url),
+            "api_secret" => Some(&mut parsed.api_secret),
+            "models" => Some(&mut parsed.models),
+            "media" => {
+                parsed.media = true;
+                None
             }
-            *slot = Some(value.into_owned());
-        }
+            _ => None, // api_user and others: accepted and ignored
+        })
+        .map_err(ApiError::bad_request)?;
         Ok(parsed)
     }
 }

@@ -289,21 +289,13 @@ struct EntryQuery {
 impl EntryQuery {
     fn parse(raw: &str) -> ApiResult<EntryQuery> {
         let mut parsed = EntryQuery::default();
-        for pair in query::pairs(raw) {
-            let (name, value) = pair.map_err(ApiError::bad_request)?;
-            let slot = match name.as_ref() {
-                "label" => &mut parsed.label,
-                "id" => &mut parsed.id,
-                "url" => &mut parsed.url,
-                _ => continue,
-            };
-            if slot.is_some() {
-                return Err(ApiError::bad_request(format!(
-                    "query parameter `{name}` given twice"
-                )));
-            }
-            *slot = Some(value.into_owned());
-        }
+        query::fill(raw, &mut parsed, |parsed, name| match name {
+            "label" => Some(&mut parsed.label),
+            "id" => Some(&mut parsed.id),
+            "url" => Some(&mut parsed.url),
+            _ => None,
+        })
+        .map_err(ApiError::bad_request)?;
         Ok(parsed)
     }
 }

@@ -24,6 +24,27 @@ pub fn pairs(query: &str) -> impl Iterator<Item = Result<(Cow<'_, str>, Cow<'_, 
         })
 }
 
+/// Reads `query` into `parsed`: `slot` gives the field a parameter fills (`None`: ignored,
+/// or handled by `slot` itself). A parameter given twice is refused, as is a pair that does
+/// not decode.
+pub fn fill<T>(
+    query: &str,
+    parsed: &mut T,
+    slot: for<'t> fn(&'t mut T, &str) -> Option<&'t mut Option<String>>,
+) -> Result<(), String> {
+    for pair in pairs(query) {
+        let (name, value) = pair?;
+        let Some(field) = slot(parsed, &name) else {
+            continue;
+        };
+        if field.is_some() {
+            return Err(format!("query parameter `{name}` given twice"));
+        }
+        *field = Some(value.into_owned());
+    }
+    Ok(())
+}
+
 fn truncate(text: &str) -> &str {
     match text.char_indices().nth(32) {
         Some((at, _)) => &text[..at],
@@ -62,6 +83,43 @@ pub fn decode(text: &str) -> Option<Cow<'_, str>> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[derive(Default)]
+    struct Two {
+        a: Option<String>,
+        b: Option<String>,
+        flag: bool,
+    }
+
+    fn slot<'t>(two: &'t mut Two, name: &str) -> Option<&'t mut Option<String>> {
+        match name {
+            "a" => Some(&mut two.a),
+            "b" => Some(&mut two.b),
+            "flag" => {
+                two.flag = true;
+                None
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn fill_sets_each_named_field_once() {
+        let mut two = Two::default();
+        fill("a=x%20y&other=1&flag&b=+", &mut two, slot).unwrap();
+        assert_eq!(
+            (two.a.as_deref(), two.b.as_deref(), two.flag),
+            (Some("x y"), Some(" "), true)
+        );
+        let mut two = Two::default();
+        let error = fill("a=1&a=2", &mut two, slot).unwrap_err();
+        assert_eq!(error, "query parameter `a` given twice");
+        let mut two = Two::default();
+        assert!(fill("a=%FF", &mut two, slot).is_err());
+        // Ignored names may repeat.
+        let mut two = Two::default();
+        fill("x=1&x=2", &mut two, slot).unwrap();
+    }
 
     fn collect(query: &str) -> Vec<(String, String)> {
         pairs(query)
