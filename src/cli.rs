@@ -213,9 +213,9 @@ struct EvalArgs {
     /// Workflow file (default: the shipped workflows).
     #[arg(long, value_name = "FILE")]
     workflows: Option<PathBuf>,
-    /// Models directory.
-    #[arg(long, value_name = "DIR", default_value = "models")]
-    models: PathBuf,
+    /// Models directory (default: server.models_dir of --config, else `models`).
+    #[arg(long, value_name = "DIR")]
+    models: Option<PathBuf>,
     /// Give each line's `context` to the models (as on paid plans).
     #[arg(long)]
     context: bool,
@@ -679,7 +679,12 @@ fn eval(args: EvalArgs) -> anyhow::Result<()> {
     let definition = workflows
         .remove(&args.workflow)
         .ok_or_else(|| anyhow!("no workflow '{}'", args.workflow))?;
-    let library = args.models.join(&config.models.onnxruntime_library);
+    let models_dir = match (&args.models, &args.config) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(_)) => config.server.models_dir.clone(),
+        (None, None) => PathBuf::from("models"),
+    };
+    let library = models_dir.join(&config.models.onnxruntime_library);
     let input = match (&args.texts, &args.images) {
         (Some(texts), _) => crate::eval::Input::Texts(texts),
         (None, Some(images)) => crate::eval::Input::Images(images),
@@ -689,7 +694,7 @@ fn eval(args: EvalArgs) -> anyhow::Result<()> {
         input,
         workflow_name: &args.workflow,
         workflow: definition,
-        models_dir: &args.models,
+        models_dir: &models_dir,
         library: &library,
         with_context: args.context,
         limit: args.limit,
