@@ -32,9 +32,14 @@ pub const ROTATION_GRACE_MS_MAX: i64 = 24 * 3600 * 1000;
 
 /// Whether `name` is 1 to `bytes_max` of `[a-z0-9_-]`: the names of workflows and lists.
 pub fn is_plain_name(name: &str, bytes_max: usize) -> bool {
+    is_name_of(name, bytes_max, b"_-")
+}
+
+/// Whether `name` is 1 to `bytes_max` of lowercase ASCII letters, digits and `punctuation`.
+pub fn is_name_of(name: &str, bytes_max: usize, punctuation: &[u8]) -> bool {
     !name.is_empty()
         && name.len() <= bytes_max
         && name
             .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || punctuation.contains(&b))
 }

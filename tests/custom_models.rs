@@ -99,10 +99,7 @@ fn declaration(file: &Path, extra: &str) -> String {
         let (name, value) = line.split_once('=').expect("name = value");
         let name = name.trim();
         fields.retain(|(known, _)| *known != name);
-        fields.push((
-            Box::leak(name.to_owned().into_boxed_str()),
-            value.trim().to_owned(),
-        ));
+        fields.push((name, value.trim().to_owned()));
     }
     let mut table = "\n[[models.custom]]\n".to_owned();
     for (name, value) in fields {

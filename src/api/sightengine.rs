@@ -88,7 +88,7 @@ fn answered_models() -> String {
 }
 
 /// The models a request asks for.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 struct Asked {
     nudity: Option<Nudity>,
     properties: bool,
@@ -98,25 +98,6 @@ struct Asked {
     qr: bool,
     /// Models the operator's own classifiers answer.
     declared: Vec<&'static SightengineAnswer>,
-}
-
-impl PartialEq for Asked {
-    fn eq(&self, other: &Self) -> bool {
-        let names = |asked: &Asked| asked.declared.iter().map(|d| d.model).collect::<Vec<_>>();
-        (
-            self.nudity,
-            self.properties,
-            self.kind,
-            self.qr,
-            names(self),
-        ) == (
-            other.nudity,
-            other.properties,
-            other.kind,
-            other.qr,
-            names(other),
-        )
-    }
 }
 
 impl Asked {

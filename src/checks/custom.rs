@@ -23,7 +23,9 @@ use serde::Deserialize;
 use super::board::ScoreBoard;
 use super::categories;
 use super::registry::{self, Check, ImageScore, Runner};
+use crate::bounds::is_name_of;
 use crate::content::ContentKind;
+use crate::image::hashes::parse_hex;
 use crate::image::tensor::{ColourOrder, Fit, Layout, TensorRecipe};
 use crate::inference::{ImageModelSpec, ModelSpec, Prepare};
 
@@ -96,7 +98,7 @@ pub const SIGHTENGINE_FIELDS_MAX: usize = 64;
 pub const SIGHTENGINE_PATH_DEPTH_MAX: usize = 3;
 
 /// A declared model's Sightengine answer, for the life of the process.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub struct SightengineAnswer {
     /// The model's name in `models=`.
     pub model: &'static str,
@@ -190,8 +192,7 @@ pub fn validate(models: &[CustomModel]) -> Result<(), String> {
     }
     for (at, model) in models.iter().enumerate() {
         let field = |name: &str| format!("models.custom[{at}].{name}");
-        let plain = |text: &str| crate::bounds::is_plain_name(text, CUSTOM_NAME_BYTES_MAX);
-        if !plain(&model.name) {
+        if !crate::bounds::is_plain_name(&model.name, CUSTOM_NAME_BYTES_MAX) {
             return Err(format!(
                 "{}: '{}' is not 1 to {CUSTOM_NAME_BYTES_MAX} of [a-z0-9_-]",
                 field("name"),
@@ -214,11 +215,9 @@ pub fn validate(models: &[CustomModel]) -> Result<(), String> {
         if model.file.as_os_str().is_empty() || model.file.to_str().is_none() {
             return Err(format!("{}: a UTF-8 path is needed", field("file")));
         }
-        let hex = model.sha256.len() == 64
-            && model
-                .sha256
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        // Lowercase: the file's digest is compared as text (`inference::verify_model`).
+        let hex = parse_hex::<32>(&model.sha256).is_some()
+            && !model.sha256.bytes().any(|b| b.is_ascii_uppercase());
         if !hex {
             return Err(format!(
                 "{}: 64 lowercase hex digits are needed",
@@ -250,6 +249,7 @@ pub fn validate(models: &[CustomModel]) -> Result<(), String> {
                 field("labels")
             ));
         }
+        let mut seen = std::collections::HashSet::new();
         for (i, label) in model.labels.iter().enumerate() {
             if label.is_empty() || label.len() > CUSTOM_NAME_BYTES_MAX {
                 return Err(format!(
@@ -257,7 +257,7 @@ pub fn validate(models: &[CustomModel]) -> Result<(), String> {
                     field("labels")
                 ));
             }
-            if model.labels[..i].contains(label) {
+            if !seen.insert(label) {
                 return Err(format!("{}: '{label}' twice", field("labels")));
             }
         }
@@ -274,8 +274,7 @@ pub fn validate(models: &[CustomModel]) -> Result<(), String> {
                     field("categories")
                 ));
             }
-            let id_like = plain(category) && !category.contains('-');
-            if !id_like {
+            if !is_name_of(category, CUSTOM_NAME_BYTES_MAX, b"_") {
                 return Err(format!(
                     "{}: category '{category}' is not 1 to {CUSTOM_NAME_BYTES_MAX} of [a-z0-9_]",
                     field("categories")
@@ -305,12 +304,7 @@ fn validate_sightengine(
     model: &CustomModel,
     earlier: &[CustomModel],
 ) -> Result<(), String> {
-    let name_ok = !answer.model.is_empty()
-        && answer.model.len() <= CUSTOM_NAME_BYTES_MAX
-        && answer.model.bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-' | b'.')
-        });
-    if !name_ok {
+    if !is_name_of(&answer.model, CUSTOM_NAME_BYTES_MAX, b"_-.") {
         return Err(format!(
             "model '{}' is not 1 to {CUSTOM_NAME_BYTES_MAX} of [a-z0-9_.-]",
             answer.model
@@ -332,13 +326,9 @@ fn validate_sightengine(
     for (path, category) in &answer.fields {
         let segments: Vec<&str> = path.split('.').collect();
         let plain = segments.len() <= SIGHTENGINE_PATH_DEPTH_MAX
-            && segments.iter().all(|segment| {
-                !segment.is_empty()
-                    && segment.len() <= CUSTOM_NAME_BYTES_MAX
-                    && segment
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-            });
+            && segments
+                .iter()
+                .all(|segment| is_name_of(segment, CUSTOM_NAME_BYTES_MAX, b"_"));
         if !plain {
             return Err(format!(
                 "field '{path}' is not 1 to {SIGHTENGINE_PATH_DEPTH_MAX} dotted names of [a-z0-9_]"

@@ -168,7 +168,11 @@ impl Engine {
         }
         let terms = checks.iter().any(|name| name == registry::TERMLIST.name);
         if terms {
-            hide_allowed_terms(lists, &mut normalised, &mut board);
+            // Hidden from the checks that read the normalised text (the word list, the
+            // block lists); each allow list's first match goes on the board.
+            blank_allowed_terms(lists, &mut normalised, |found| {
+                board.list_matches.push(found)
+            });
         }
         let input = TextInput {
             raw: text,
@@ -326,17 +330,6 @@ impl Engine {
         }
         Ok(true)
     }
-}
-
-/// Blanks out of `normalised` the terms of the allow lists among `lists`, so that the checks
-/// that read it (the word list, the block lists) do not count them; the first match of each
-/// list goes on the board.
-fn hide_allowed_terms(
-    lists: &[Arc<CompiledList>],
-    normalised: &mut String,
-    board: &mut ScoreBoard,
-) {
-    blank_allowed_terms(lists, normalised, |found| board.list_matches.push(found));
 }
 
 /// Replaces with spaces, byte for byte, the terms of the allow lists among `lists` found in

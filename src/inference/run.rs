@@ -29,32 +29,9 @@ pub fn toxblock_probs(session: &mut Session, ids: Vec<i32>) -> Result<Vec<[f32; 
         .collect())
 }
 
-/// Runs an image model over `inputs` (whole images of `spec.input_len()` floats each): its
-/// output, `spec.output_columns` values per image. A model whose batch is fixed at 1 (a common
-/// export) is run once per image.
+/// Runs an image model over `inputs` (whole images of `spec.input_len()` floats each), in one
+/// batch: its output, `spec.output_columns` values per image.
 pub fn image_rows(
-    session: &mut Session,
-    spec: &ImageModelSpec,
-    inputs: Vec<f32>,
-) -> Result<Vec<f32>, String> {
-    let rows = inputs.len() / spec.input_len();
-    if rows > 1 && batch_of_one(session, spec) {
-        let mut values = Vec::with_capacity(rows * spec.output_columns);
-        for image in inputs.chunks_exact(spec.input_len()) {
-            values.extend(run_image_rows(session, spec, image.to_vec())?);
-        }
-        return Ok(values);
-    }
-    run_image_rows(session, spec, inputs)
-}
-
-/// Whether the model's input takes exactly one image.
-fn batch_of_one(session: &Session, spec: &ImageModelSpec) -> bool {
-    float_outlet(session.inputs(), spec.input_name, "input")
-        .is_ok_and(|(_, shape)| shape.first() == Some(&1))
-}
-
-fn run_image_rows(
     session: &mut Session,
     spec: &ImageModelSpec,
     inputs: Vec<f32>,
@@ -69,6 +46,26 @@ fn run_image_rows(
         ));
     }
     Ok(values)
+}
+
+/// [`image_rows`] one image at a time, for a model whose batch is fixed at 1 (a common
+/// export; [`takes_one_image`]).
+pub fn image_rows_one_by_one(
+    session: &mut Session,
+    spec: &ImageModelSpec,
+    inputs: Vec<f32>,
+) -> Result<Vec<f32>, String> {
+    let mut values = Vec::with_capacity(inputs.len() / spec.input_len() * spec.output_columns);
+    for image in inputs.chunks_exact(spec.input_len()) {
+        values.extend(image_rows(session, spec, image.to_vec())?);
+    }
+    Ok(values)
+}
+
+/// Whether the model's input takes exactly one image (read once, when its session opens).
+pub fn takes_one_image(session: &Session, spec: &ImageModelSpec) -> bool {
+    float_outlet(session.inputs(), spec.input_name, "input")
+        .is_ok_and(|(_, shape)| shape.first() == Some(&1))
 }
 
 /// The model's output over `inputs`, whatever its length.
@@ -115,8 +112,8 @@ pub fn outlet_name(
 
 /// Checks a session's input and output against `spec`, naming the declaration's field
 /// (`input_size`, `layout`, `input_name`, `output_name`, `labels`) that does not match: from
-/// the model's declared shapes, then by a trial run over blank images (one, and two when the
-/// batch is dynamic), since a shape may leave the number of outputs open.
+/// the model's declared shapes, and where the output's shape leaves its length open, by a
+/// trial run over blank images (one, and two when the batch is dynamic).
 pub fn check_outlets(session: &mut Session, spec: &ImageModelSpec) -> Result<(), String> {
     let (input_name, input_shape) = float_outlet(session.inputs(), spec.input_name, "input")?;
     let [height, width, channels] = spec.input_hwc;
@@ -148,6 +145,9 @@ pub fn check_outlets(session: &mut Session, spec: &ImageModelSpec) -> Result<(),
             spec.output_columns,
             if known { columns.to_string() } else { "an unknown number of".into() }
         ));
+    }
+    if known {
+        return Ok(());
     }
     let trial_images = if input_shape[0] == 1 { 1 } else { 2 };
     let values = run_raw(session, spec, vec![0.0; trial_images * spec.input_len()])

@@ -20,7 +20,7 @@ use futures_channel::oneshot;
 use ort::environment::Environment;
 use ort::session::Session;
 
-use super::run::{image_rows, toxblock_probs};
+use super::run::{image_rows, image_rows_one_by_one, takes_one_image, toxblock_probs};
 use super::{open_session, ImageModelSpec, ModelSpec};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::image::decode::decode;
@@ -240,6 +240,8 @@ pub fn busy() -> ApiError {
 struct Sessions {
     toxblock: Option<Session>,
     images: Vec<Option<Session>>,
+    /// By slot: the model's batch is fixed at 1, so it runs one image at a time.
+    one_by_one: Vec<bool>,
 }
 
 impl Sessions {
@@ -250,16 +252,23 @@ impl Sessions {
                 .map(|path| open_session(&models.environment, path))
                 .transpose()
         };
+        let images: Vec<Option<Session>> = config
+            .image_models
+            .iter()
+            .map(|spec| open(&spec.model))
+            .collect::<Result<_, _>>()?;
+        let one_by_one = images
+            .iter()
+            .zip(&config.image_models)
+            .map(|(session, spec)| session.as_ref().is_some_and(|s| takes_one_image(s, spec)))
+            .collect();
         Ok(Sessions {
             toxblock: match &config.text_model {
                 Some(spec) => open(spec)?,
                 None => None,
             },
-            images: config
-                .image_models
-                .iter()
-                .map(|spec| open(&spec.model))
-                .collect::<Result<_, _>>()?,
+            images,
+            one_by_one,
         })
     }
 }
@@ -391,7 +400,12 @@ fn run_image_batch(
             continue;
         };
         let started = Instant::now();
-        let result = image_rows(session, spec, std::mem::take(&mut inputs[slot]));
+        let run = if sessions.one_by_one[slot] {
+            image_rows_one_by_one
+        } else {
+            image_rows
+        };
+        let result = run(session, spec, std::mem::take(&mut inputs[slot]));
         let share_us = started.elapsed().as_micros() as u64 / images;
         for (row, &index) in images_of[slot].iter().enumerate() {
             let target = &mut prepared[index];

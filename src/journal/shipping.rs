@@ -13,6 +13,8 @@ use heed::byteorder::BigEndian;
 use heed::types::{Bytes, Str, U64};
 use heed::{Database, Env, RwTxn};
 
+use super::JournalRecord;
+
 /// Records read for one batch at most.
 pub const SHIP_BATCH_RECORDS_MAX: usize = 1_000;
 
@@ -79,6 +81,16 @@ pub struct ShipBatch {
 }
 
 impl ShipBatch {
+    fn push(&mut self, request_id: &str, record: &JournalRecord<'_>, json: &str) {
+        self.request_ids.push(Some(request_id));
+        self.unix_ms.push(record.unix_ms);
+        self.orgs.push(record.org.as_deref());
+        self.key_ids.push(record.key_id.as_deref());
+        self.refs.push(record.reference.as_deref());
+        self.json.push(Some(json));
+        self.charged_months.push(record.charged_month());
+    }
+
     pub fn len(&self) -> usize {
         self.request_ids.len()
     }
@@ -86,6 +98,14 @@ impl ShipBatch {
     pub fn is_empty(&self) -> bool {
         self.request_ids.is_empty()
     }
+}
+
+/// A stored record, decoded, and as JSON.
+fn as_json(value: &[u8]) -> Result<(JournalRecord<'static>, String), String> {
+    use heed::BytesDecode;
+    let record = super::RecordCodec::bytes_decode(value).map_err(|error| error.to_string())?;
+    let json = simd_json::to_string(&record).map_err(|error| error.to_string())?;
+    Ok((record, json))
 }
 
 impl ShipIndex {
@@ -123,41 +143,22 @@ impl ShipIndex {
     /// decoded and encoded as JSON by the calling thread. A record that cannot be read is
     /// logged and left out (the local journal keeps it; only the fleet's copy misses it).
     pub fn unshipped(&self, env: &Env, records: Database<Str, Bytes>) -> heed::Result<ShipBatch> {
-        use heed::BytesDecode;
         let txn = env.read_txn()?;
         let from = self.meta.get(&txn, "shipped")?.unwrap_or(0) + 1;
         let mut batch = ShipBatch::default();
-        let mut json = Vec::new();
         let mut read = 0;
         for entry in self.order.range(&txn, &(from..))? {
             let (seq, request_id) = entry?;
             batch.last_seq = seq;
             read += 1;
             if let Some(value) = records.get(&txn, request_id)? {
-                json.clear();
-                let encoded = super::RecordCodec::bytes_decode(value)
-                    .map_err(|error| error.to_string())
-                    .and_then(|record| {
-                        simd_json::to_writer(&mut json, &record)
-                            .map_err(|error| error.to_string())?;
-                        Ok(record)
-                    });
-                match (encoded, std::str::from_utf8(&json)) {
-                    (Ok(record), Ok(text)) => {
-                        batch.request_ids.push(Some(request_id));
-                        batch.unix_ms.push(record.unix_ms);
-                        batch.orgs.push(record.org.as_deref());
-                        batch.key_ids.push(record.key_id.as_deref());
-                        batch.refs.push(record.reference.as_deref());
-                        batch.json.push(Some(text));
-                        batch.charged_months.push(record.charged_month());
-                    }
-                    (Err(error), _) => {
-                        tracing::error!(request_id, %error, "a journal record could not be read for shipping; skipped");
-                    }
-                    (_, Err(error)) => {
-                        tracing::error!(request_id, %error, "a journal record's JSON is not UTF-8; skipped");
-                    }
+                match as_json(value) {
+                    Ok((record, json)) => batch.push(request_id, &record, &json),
+                    Err(error) => tracing::error!(
+                        request_id,
+                        %error,
+                        "a journal record could not be read for shipping; skipped"
+                    ),
                 }
             }
             if read >= SHIP_BATCH_RECORDS_MAX {
