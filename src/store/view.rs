@@ -64,11 +64,24 @@ impl StoreView {
         }
     }
 
+    /// A read transaction for filling the cache. LMDB writes a commit's meta page (what
+    /// [`Store::last_txn_id`] reads) a moment before new readers get its snapshot: a read begun
+    /// in between is older than the id [`StoreView::sync`] saw. Such a read lowers the id the
+    /// cache counts as filled under, so the next sync drops what it cached, instead of keeping
+    /// (say) a key revoked by that commit until the next one.
+    fn read_txn(&self) -> heed::Result<heed::RoTxn<'_, heed::WithTls>> {
+        let txn = self.store.env().read_txn()?;
+        if txn.id() < self.seen_txn_id.get() {
+            self.seen_txn_id.set(txn.id());
+        }
+        Ok(txn)
+    }
+
     pub fn key(&self, id: &str) -> heed::Result<Option<Rc<KeyRecord>>> {
         if let Some(record) = self.keys.borrow().get(id) {
             return Ok(Some(record.clone()));
         }
-        let txn = self.store.env().read_txn()?;
+        let txn = self.read_txn()?;
         let Some(record) = self.store.keys.get(&txn, id)? else {
             return Ok(None);
         };
@@ -81,7 +94,7 @@ impl StoreView {
         if let Some(entry) = self.orgs.borrow().get(name) {
             return Ok(Some(entry.clone()));
         }
-        let txn = self.store.env().read_txn()?;
+        let txn = self.read_txn()?;
         let Some(record) = self.store.orgs.get(&txn, name)? else {
             return Ok(None);
         };
@@ -99,7 +112,7 @@ impl StoreView {
         if let Some(workflows) = self.workflows.borrow().as_ref() {
             return Ok(workflows.clone());
         }
-        let txn = self.store.env().read_txn()?;
+        let txn = self.read_txn()?;
         let mut workflows = Workflows::new();
         for entry in self.store.workflows.iter(&txn)? {
             let (name, record) = entry?;
