@@ -641,20 +641,22 @@ fn fleet_status(path: &Path, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     say!(
-        "control plane: revision {} (schema {}), postgres {}, redis {}",
+        "control plane: revision {} (schema {}), list log: revision {}, postgres {}, redis {}",
         status.revision,
         status.schema_version,
+        status.list_revision,
         status.postgres,
         status.redis
     );
-    say!("node\tlive\tapplied\tbehind\theartbeat_ms\tjournal_unshipped\tversion");
+    say!("node\tlive\tapplied\tbehind\tlists_behind\theartbeat_ms\tjournal_unshipped\tversion");
     for node in &status.nodes {
         say!(
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             node.node_id,
             if node.live { "yes" } else { "no" },
             node.applied_revision,
             node.behind,
+            node.lists_behind,
             node.heartbeat_age_ms,
             node.journal_unshipped,
             node.version
@@ -1025,13 +1027,55 @@ fn workflow_command(command: WorkflowCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Lists live in the local store only: a fleet's PostgreSQL does not keep them yet.
-fn list_store(args: &StoreArgs) -> anyhow::Result<Store> {
-    let (dir, config) = resolve(args)?;
-    if config.cluster.is_some() {
-        bail!("lists are not kept in a fleet's PostgreSQL yet: manage them on single nodes");
+/// Where the list commands act: the local store, or a fleet's list log in PostgreSQL, with a
+/// copy of the fleet's lists kept in the data directory's store (a node's own, when the CLI
+/// runs beside one), brought up to the log's end by each command.
+struct ListsAt {
+    store: Store,
+    cluster: Option<crate::config::ClusterConfig>,
+}
+
+impl ListsAt {
+    fn open(args: &StoreArgs) -> anyhow::Result<ListsAt> {
+        let (dir, config) = resolve(args)?;
+        let store = Store::open(&dir)?;
+        if let Some(cluster) = &config.cluster {
+            crate::fleet::lists::replay_for_cli(cluster, &store)?;
+        }
+        Ok(ListsAt {
+            store,
+            cluster: config.cluster,
+        })
     }
-    Store::open(&dir)
+
+    /// Carries out `change`; in a fleet, then waits (as admin commands do) until every live
+    /// node has replayed it, and names those that have not.
+    fn write(
+        &self,
+        org: &str,
+        change: crate::store::lists::ListWrite,
+    ) -> anyhow::Result<crate::store::lists::ListWritten> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(self.store.write_list(org, &change)?);
+        };
+        crate::fleet::runtime()?.block_on(async {
+            let (written, revision) =
+                crate::fleet::lists::write(cluster, &self.store, org, &change).await?;
+            if let Some(revision) = revision {
+                let wait = crate::fleet::control::ADMIN_WAIT;
+                let lists = crate::fleet::control::Revision::Lists(revision);
+                let behind = crate::fleet::control::wait_for_nodes(cluster, lists, wait).await?;
+                if !behind.is_empty() {
+                    eprintln!(
+                        "modgate: list revision {revision} is committed, but these live nodes had not replayed it after {} s: {}",
+                        wait.as_secs(),
+                        behind.join(", ")
+                    );
+                }
+            }
+            Ok(written)
+        })
+    }
 }
 
 /// The entries of an image file: its PDQ hash (when its quality allows), MD5 and SHA-256.
@@ -1058,17 +1102,42 @@ fn image_file_entries(path: &Path) -> anyhow::Result<Vec<crate::lists::EntryHash
     Ok(entries)
 }
 
-fn say_added(added: &crate::store::lists::Added) {
-    for entry in &added.added {
-        say!("{}	{}	{}", entry.id, entry.hash.kind(), entry.hash.value());
-    }
-    for id in &added.existing {
-        eprintln!("already in the list as entry {id}");
+/// What a list command did, as it says it.
+fn say_written(written: &crate::store::lists::ListWritten) {
+    use crate::store::lists::ListWritten;
+    match written {
+        ListWritten::Created(record) => say!(
+            "created list {} ({} {}, PDQ distance {})",
+            record.name,
+            record.content.as_str(),
+            record.kind.as_str(),
+            record.distance_max
+        ),
+        ListWritten::Deleted(record) => say!(
+            "deleted list {} and its {} entries",
+            record.name,
+            record.entries
+        ),
+        ListWritten::Added(added) => {
+            for entry in &added.added {
+                say!("{}	{}	{}", entry.id, entry.hash.kind(), entry.hash.value());
+            }
+            for id in &added.existing {
+                eprintln!("already in the list as entry {id}");
+            }
+        }
+        ListWritten::Removed(entry) => say!(
+            "removed entry {} ({} {})",
+            entry.id,
+            entry.hash.kind(),
+            entry.hash.value()
+        ),
     }
 }
 
 fn list_command(command: ListCommand) -> anyhow::Result<()> {
     use crate::lists::{EntryHash, ListContent, ListKind, NewEntry};
+    use crate::store::lists::{ListWrite, ListWritten};
     match command {
         ListCommand::Create {
             org,
@@ -1082,27 +1151,16 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
                 .ok_or_else(|| anyhow!("--kind {kind}: expected block or allow"))?;
             let content = ListContent::parse(&content)
                 .ok_or_else(|| anyhow!("--content {content}: expected image or text"))?;
-            let record =
-                list_store(&store)?.create_list(&org, &name, kind, content, distance, now_ms())?;
-            say!(
-                "created list {} ({} {}, PDQ distance {})",
-                record.name,
-                record.content.as_str(),
-                record.kind.as_str(),
-                record.distance_max
-            );
+            let change = ListWrite::create(&name, kind, content, distance, now_ms())?;
+            say_written(&ListsAt::open(&store)?.write(&org, change)?);
         }
         ListCommand::Delete { org, name, store } => {
-            let record = list_store(&store)?.delete_list(&org, &name)?;
-            say!(
-                "deleted list {} and its {} entries",
-                record.name,
-                record.entries
-            );
+            let change = ListWrite::Delete { name };
+            say_written(&ListsAt::open(&store)?.write(&org, change)?);
         }
         ListCommand::Show { org, store } => {
             say!("name	kind	distance	entries	created");
-            for record in list_store(&store)?.lists_of(&org)? {
+            for record in ListsAt::open(&store)?.store.lists_of(&org)? {
                 say!(
                     "{}	{}	{}	{}	{}",
                     record.name,
@@ -1142,7 +1200,12 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
                     caller_id: id.clone(),
                 })
                 .collect();
-            say_added(&list_store(&store)?.add_entries(&org, &name, &new, now_ms())?);
+            let change = ListWrite::Add {
+                name,
+                entries: new,
+                added_ms: now_ms(),
+            };
+            say_written(&ListsAt::open(&store)?.write(&org, change)?);
         }
         ListCommand::Remove {
             org,
@@ -1150,13 +1213,8 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
             entry_id,
             store,
         } => {
-            let entry = list_store(&store)?.remove_entry(&org, &name, entry_id)?;
-            say!(
-                "removed entry {} ({} {})",
-                entry.id,
-                entry.hash.kind(),
-                entry.hash.value()
-            );
+            let change = ListWrite::Remove { name, id: entry_id };
+            say_written(&ListsAt::open(&store)?.write(&org, change)?);
         }
         ListCommand::Entries {
             org,
@@ -1165,7 +1223,9 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
             limit,
             store,
         } => {
-            let (_, entries) = list_store(&store)?.entries(&org, &name, after, limit)?;
+            let (_, entries) = ListsAt::open(&store)?
+                .store
+                .entries(&org, &name, after, limit)?;
             say!("entry_id	hash_type	hash	label	id	added");
             for entry in entries {
                 say!(
@@ -1187,9 +1247,9 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
         } => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
-            let store = list_store(&store)?;
+            let lists = ListsAt::open(&store)?;
             let entries_max = crate::lists::LIST_ENTRIES_MAX as usize;
-            let parsed = match store.list(&org, &name)?.content {
+            let parsed = match lists.store.list(&org, &name)?.content {
                 ListContent::Image => crate::lists::csv::parse(&text, entries_max),
                 ListContent::Text => crate::lists::csv::parse_terms(&text, entries_max),
             }
@@ -1202,16 +1262,32 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
                     skipped.reason
                 );
             }
-            let added = store.add_entries(&org, &name, &parsed.entries, now_ms())?;
+            // One write on a single node (all or none); in a fleet, writes of at most
+            // LOG_ENTRIES_MAX entries, each all or none.
+            let part = match lists.cluster {
+                Some(_) => crate::fleet::lists::LOG_ENTRIES_MAX,
+                None => usize::MAX,
+            };
+            let (mut added, mut existing) = (0, 0);
+            for entries in parsed.entries.chunks(part) {
+                let change = ListWrite::Add {
+                    name: name.clone(),
+                    entries: entries.to_vec(),
+                    added_ms: now_ms(),
+                };
+                let ListWritten::Added(done) = lists.write(&org, change)? else {
+                    bail!("the store answered an import with something else than entries added");
+                };
+                added += done.added.len();
+                existing += done.existing.len();
+            }
             say!(
-                "added {} entries; {} were already in the list; {} rows skipped",
-                added.added.len(),
-                added.existing.len(),
+                "added {added} entries; {existing} were already in the list; {} rows skipped",
                 parsed.skipped_count
             );
         }
         ListCommand::Export { org, name, store } => {
-            let (list, entries) = list_store(&store)?.list_since(&org, &name, 0)?;
+            let (list, entries) = ListsAt::open(&store)?.store.list_since(&org, &name, 0)?;
             let text = crate::lists::csv::export(list.content, &entries);
             use std::io::Write as _;
             if std::io::stdout().write_all(text.as_bytes()).is_err() {

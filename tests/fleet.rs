@@ -42,7 +42,7 @@ fn serve_refuses_a_database_without_the_schema_and_migrate_is_idempotent() {
     assert!(stderr.contains("modgate db migrate"), "{stderr}");
     let first = fleet_admin_ok(&config, &["db", "migrate"]);
     assert!(
-        first.contains("applied schema versions [1, 2, 3]"),
+        first.contains("applied schema versions [1, 2, 3, 4]"),
         "{first}"
     );
     let second = fleet_admin_ok(&config, &["db", "migrate"]);

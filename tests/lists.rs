@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{json, Value};
@@ -187,16 +186,6 @@ fn altered_copy() -> Vec<u8> {
         .encode_image(&small)
         .expect("encodes");
     out
-}
-
-/// A change is matched by every shard once the follower (polling every 100 ms) has read it;
-/// 20 s is a bound for a loaded test machine (each try is a whole check), not the latency.
-fn eventually(what: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !what() {
-        assert!(Instant::now() < deadline, "not seen within 20 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

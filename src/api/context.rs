@@ -29,6 +29,7 @@ use crate::limits::ShardLimits;
 use crate::lists::CompiledList;
 use crate::metrics::Metrics;
 use crate::request_id::RequestId;
+use crate::store::lists::ListWriter;
 use crate::store::lists_follower::ListsView;
 use crate::store::view::{StoreView, Workflows};
 
@@ -51,6 +52,8 @@ pub struct Context {
     store: StoreView,
     /// The organizations' compiled lists, as this shard last saw them.
     lists: ListsView,
+    /// Who carries out writes to the lists: the store, or a fleet's list log.
+    list_writer: Arc<dyn ListWriter>,
     /// Rate, concurrency and quota of the plans, leased by this shard.
     pub limits: ShardLimits,
     pub checks: Engine,
@@ -76,6 +79,7 @@ pub struct ContextParts {
     pub panic_path: Option<String>,
     pub store: StoreView,
     pub lists: ListsView,
+    pub list_writer: Arc<dyn ListWriter>,
     pub limits: ShardLimits,
     pub checks: Engine,
     pub journal: Rc<Journal>,
@@ -95,6 +99,7 @@ impl Context {
             panic_path,
             store,
             lists,
+            list_writer,
             limits,
             checks,
             journal,
@@ -110,6 +115,7 @@ impl Context {
             panic_path,
             store,
             lists,
+            list_writer,
             limits,
             checks,
             journal,
@@ -143,6 +149,11 @@ impl Context {
     }
 
     /// The store, for the list routes' writes (on a blocking thread, never on the reactor).
+    /// Who carries out writes to the lists.
+    pub fn list_writer(&self) -> &Arc<dyn ListWriter> {
+        &self.list_writer
+    }
+
     pub fn store(&self) -> &crate::store::Store {
         self.store.store()
     }

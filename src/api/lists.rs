@@ -16,8 +16,9 @@
 //! Each request takes one rate token of the key; none is a check (no quota, no journal
 //! record). Writes go to the store on the shard's blocking threads, never on the reactor, and
 //! every shard matches an added entry within the lists follower's poll
-//! ([`crate::store::lists_follower`]). In a fleet, lists are not kept in PostgreSQL yet:
-//! the routes refuse writes there rather than keep them on one node.
+//! ([`crate::store::lists_follower`]). In a fleet a write goes to PostgreSQL's list log and
+//! is answered once this node has replayed it; the other nodes replay it on the notification
+//! ([`crate::fleet::lists`]). Reads answer from this node's store.
 
 use futures_lite::{AsyncRead, AsyncWrite};
 use serde::{Deserialize, Serialize};
@@ -33,7 +34,9 @@ use crate::http::head::Method;
 use crate::http::query;
 use crate::http::response::Response;
 use crate::lists::{csv, Entry, EntryHash, ListContent, ListKind, PDQ_DISTANCE_DEFAULT};
-use crate::store::lists::{Added, ListError, ListRecord, NewEntry, ENTRIES_PAGE_MAX};
+use crate::store::lists::{
+    Added, ListError, ListRecord, ListWrite, ListWritten, NewEntry, ENTRIES_PAGE_MAX,
+};
 
 /// A request body: an image, a CSV import, or JSON entries.
 pub const BODY_BYTES_MAX: usize = 16 * 1024 * 1024;
@@ -114,24 +117,17 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
             Ok(list_answer(200, &list))
         }
         (Method::Delete, Target::List(name)) => {
-            refuse_in_fleet(cx)?;
-            let name = name.to_owned();
-            let list = blocking(cx, move |store| store.delete_list(&org, &name)).await?;
-            Ok(list_answer(200, &list))
+            let change = ListWrite::Delete { name: name.into() };
+            Ok(written_answer(write(cx, org, change).await?, Vec::new()))
         }
         (Method::Post, Target::Entries(name)) => add(cx, exchange, &caller, name).await,
         (Method::Get | Method::Head, Target::Entries(name)) => page(cx, &org, name, &query).await,
         (Method::Delete, Target::Entry(name, id)) => {
-            refuse_in_fleet(cx)?;
-            let name = name.to_owned();
-            let entry = blocking(cx, move |store| store.remove_entry(&org, &name, id)).await?;
-            Ok(json_response(
-                200,
-                &Removed {
-                    status: "success",
-                    removed: EntryView::of(&entry),
-                },
-            ))
+            let change = ListWrite::Remove {
+                name: name.into(),
+                id,
+            };
+            Ok(written_answer(write(cx, org, change).await?, Vec::new()))
         }
         (Method::Post, Target::Import(name)) => import(cx, exchange, &caller, name).await,
         (Method::Get | Method::Head, Target::Export(name)) => {
@@ -174,27 +170,39 @@ async fn blocking<T: Send + 'static>(
         .map_err(list_error)
 }
 
+/// Carries out `change` to the lists of `org` with the node's writer (the store, or the
+/// fleet's list log), on the shard's blocking threads.
+async fn write(cx: &Context, org: String, change: ListWrite) -> ApiResult<ListWritten> {
+    let writer = cx.list_writer().clone();
+    blocking(cx, move |store| writer.write(store, &org, &change)).await
+}
+
+/// The answer to a write: the list (created, 201, or deleted), the entries added (with the
+/// rows of an import `skipped`), or the entry removed.
+fn written_answer(written: ListWritten, skipped: Vec<csv::Skipped>) -> Response {
+    match written {
+        ListWritten::Created(list) => list_answer(201, &list),
+        ListWritten::Deleted(list) => list_answer(200, &list),
+        ListWritten::Added(added) => added_answer(&added, skipped),
+        ListWritten::Removed(entry) => json_response(
+            200,
+            &Removed {
+                status: "success",
+                removed: EntryView::of(&entry),
+            },
+        ),
+    }
+}
+
 fn list_error(error: ListError) -> ApiError {
     match error {
         ListError::NotFound(why) => ApiError::new(ErrorKind::NotFound, why),
         ListError::Exists(why) => ApiError::new(ErrorKind::Conflict, why),
         ListError::Invalid(why) => ApiError::bad_request(why),
+        ListError::Unavailable(why) => ApiError::new(ErrorKind::Busy, why).with_retry_after(1),
         ListError::Store(error) => {
             tracing::error!(error = format!("{error:#}"), "a list operation failed");
             ApiError::internal("the list store could not be written")
-        }
-    }
-}
-
-fn refuse_in_fleet(cx: &Context) -> ApiResult<()> {
-    match cx.store().revision() {
-        Ok(None) => Ok(()),
-        Ok(Some(_)) => Err(ApiError::bad_request(
-            "this node is part of a fleet, whose lists are not kept in PostgreSQL yet: lists can be written on single nodes only",
-        )),
-        Err(error) => {
-            tracing::error!(error = format!("{error:#}"), "reading the store's revision");
-            Err(ApiError::internal("the store could not be read"))
         }
     }
 }
@@ -226,7 +234,6 @@ async fn create<S: AsyncRead + AsyncWrite + Unpin>(
     exchange: &mut Exchange<'_, S>,
     caller: &Caller,
 ) -> ApiResult<Response> {
-    refuse_in_fleet(cx)?;
     require_json(exchange.head.content_type.as_deref())?;
     let mut body = read_body(cx, exchange).await?;
     let request: CreateRequest = parse_object(
@@ -242,13 +249,10 @@ async fn create<S: AsyncRead + AsyncWrite + Unpin>(
             .ok_or_else(|| ApiError::bad_request("`content` is \"image\" or \"text\""))?,
     };
     let distance = request.distance.unwrap_or(PDQ_DISTANCE_DEFAULT);
+    let change = ListWrite::create(&request.name, kind, content, distance, cx.now_ms())
+        .map_err(list_error)?;
     let org = caller.org.record.name.clone();
-    let now_ms = cx.now_ms();
-    let list = blocking(cx, move |store| {
-        store.create_list(&org, &request.name, kind, content, distance, now_ms)
-    })
-    .await?;
-    Ok(list_answer(201, &list))
+    Ok(written_answer(write(cx, org, change).await?, Vec::new()))
 }
 
 #[derive(Deserialize)]
@@ -308,7 +312,6 @@ async fn add<S: AsyncRead + AsyncWrite + Unpin>(
     caller: &Caller,
     name: &str,
 ) -> ApiResult<Response> {
-    refuse_in_fleet(cx)?;
     let json = exchange
         .head
         .content_type
@@ -357,12 +360,13 @@ async fn add_entries(
     new: Vec<NewEntry>,
     skipped: Vec<csv::Skipped>,
 ) -> ApiResult<Response> {
-    let (org, name, now_ms) = (caller.org.record.name.clone(), name.to_owned(), cx.now_ms());
-    let added = blocking(cx, move |store| {
-        store.add_entries(&org, &name, &new, now_ms)
-    })
-    .await?;
-    Ok(added_answer(&added, skipped))
+    let change = ListWrite::Add {
+        name: name.into(),
+        entries: new,
+        added_ms: cx.now_ms(),
+    };
+    let org = caller.org.record.name.clone();
+    Ok(written_answer(write(cx, org, change).await?, skipped))
 }
 
 /// The entries of one image: its PDQ hash (if it has enough detail), MD5 and SHA-256, made
@@ -403,7 +407,6 @@ async fn import<S: AsyncRead + AsyncWrite + Unpin>(
     caller: &Caller,
     name: &str,
 ) -> ApiResult<Response> {
-    refuse_in_fleet(cx)?;
     let body = read_body(cx, exchange).await?;
     let text = std::str::from_utf8(&body)
         .map_err(|_| ApiError::bad_request("the CSV body is not UTF-8"))?;

@@ -2119,15 +2119,21 @@ def list_errors(extra=None):
             "`bad_request`: a malformed request (JSON, CSV with its line, a hash that is not "
             "its type's hex, a name outside [a-z0-9_-]{1,64}, a distance over 63, over 200,000 "
             "entries a request, over 100 lists an organization, over 10,000,000 entries a "
-            "list); or this node is part of a fleet, whose lists are not kept in PostgreSQL "
-            "yet. 404 (also `bad_request`): no such list or entry. 409 (also `bad_request`): a "
-            "list of that name exists."
+            "list). 404 (also `bad_request`): no such list or entry. 409 (also `bad_request`): "
+            "a list of that name exists."
         ), ["bad_request"], "maybe"),
         "401": status_401(False),
         "403": err_response(403, False, "`forbidden`: the key has no `lists` scope; or "
                             + ORIGIN_COND, ["forbidden"], "maybe"),
         "429": status_429(False, check=False),
         "500": status_500(False),
+        "503": err_response(503, False, (
+            "`busy`: this node is part of a fleet and its PostgreSQL could not take a write "
+            "(nothing was written; after 30 s without an answer the write may or may not be "
+            "made: read the list to know). A connection over the shard's connection cap is "
+            "answered 503 `busy` at once, before its request is read, and closed. "
+            "`Retry-After` is sent."
+        ), ["busy"], "maybe", ["Retry-After"]),
     }
     if extra:
         r.update(extra)

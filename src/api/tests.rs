@@ -81,6 +81,7 @@ fn with_context(test: impl FnOnce(Rc<Context>, Keys) -> LocalFuture + Send + 'st
                 lists: crate::store::lists_follower::ListsView::new(
                     crate::store::lists_follower::start(store.clone()).expect("lists"),
                 ),
+                list_writer: Arc::new(crate::store::lists::LocalLists),
                 store: StoreView::new(store),
                 limits: ShardLimits::new(Sources::local(leases), 1),
                 checks: Engine {

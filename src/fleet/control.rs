@@ -78,23 +78,35 @@ pub async fn transact<T>(
     Ok((value, Some(revision)))
 }
 
+/// A revision nodes apply: of the control plane's change log, or of the lists' log
+/// ([`super::lists`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Revision {
+    Control(i64),
+    Lists(i64),
+}
+
 /// The live nodes that have not applied `revision` after `timeout` (empty: all have).
 pub async fn wait_for_nodes(
     cluster: &ClusterConfig,
-    revision: i64,
+    revision: Revision,
     timeout: Duration,
 ) -> anyhow::Result<Vec<String>> {
     let client = connect(cluster).await?;
     let deadline = Instant::now() + timeout;
+    let (column, revision) = match revision {
+        Revision::Control(revision) => ("applied_revision", revision),
+        Revision::Lists(revision) => ("applied_list_revision", revision),
+    };
+    let query = format!(
+        "SELECT node_id FROM nodes
+         WHERE heartbeat_at > now() - make_interval(secs => $1::float8 / 1000)
+           AND {column} < $2
+         ORDER BY node_id"
+    );
     loop {
         let behind: Vec<String> = client
-            .query(
-                "SELECT node_id FROM nodes
-                 WHERE heartbeat_at > now() - make_interval(secs => $1::float8 / 1000)
-                   AND applied_revision < $2
-                 ORDER BY node_id",
-                &[&(NODE_LIVE_MS as f64), &revision],
-            )
+            .query(&query, &[&(NODE_LIVE_MS as f64), &revision])
             .await?
             .iter()
             .map(|row| row.get(0))
@@ -114,6 +126,10 @@ pub struct NodeStatus {
     pub applied_revision: i64,
     /// Revisions the node still has to apply.
     pub behind: i64,
+    /// The list log's revision the node has replayed ([`super::lists`]).
+    pub applied_list_revision: i64,
+    /// List-log revisions the node still has to replay.
+    pub lists_behind: i64,
     pub heartbeat_age_ms: i64,
     /// Journal records committed on the node and not in the fleet's table yet.
     pub journal_unshipped: i64,
@@ -124,6 +140,8 @@ pub struct NodeStatus {
 #[derive(Debug, Serialize)]
 pub struct FleetStatus {
     pub revision: i64,
+    /// The list log's latest revision.
+    pub list_revision: i64,
     pub schema_version: i32,
     pub postgres: String,
     pub redis: String,
@@ -140,11 +158,15 @@ pub async fn status(cluster: &ClusterConfig) -> anyhow::Result<FleetStatus> {
         )
         .await?
         .get(0);
+    let list_revision: i64 = client
+        .query_one("SELECT coalesce(max(revision), 0) FROM list_log", &[])
+        .await?
+        .get(0);
     let nodes = client
         .query(
             "SELECT node_id, applied_revision,
                     (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint, version,
-                    journal_unshipped
+                    journal_unshipped, applied_list_revision
              FROM nodes ORDER BY node_id",
             &[],
         )
@@ -153,11 +175,14 @@ pub async fn status(cluster: &ClusterConfig) -> anyhow::Result<FleetStatus> {
         .map(|row| {
             let applied: i64 = row.get(1);
             let age: i64 = row.get(2);
+            let lists: i64 = row.get(5);
             NodeStatus {
                 node_id: row.get(0),
                 live: age < NODE_LIVE_MS,
                 applied_revision: applied,
                 behind: (revision - applied).max(0),
+                applied_list_revision: lists,
+                lists_behind: (list_revision - lists).max(0),
                 heartbeat_age_ms: age,
                 journal_unshipped: row.get(4),
                 version: row.get(3),
@@ -166,6 +191,7 @@ pub async fn status(cluster: &ClusterConfig) -> anyhow::Result<FleetStatus> {
         .collect();
     Ok(FleetStatus {
         revision,
+        list_revision,
         schema_version: schema::current_version(),
         postgres: "ok".to_owned(),
         redis: match &cluster.redis_url {
@@ -252,7 +278,7 @@ pub fn run_admin<T>(
     runtime.block_on(async {
         let (value, revision) = transact(cluster, op).await?;
         if let Some(revision) = revision {
-            let behind = wait_for_nodes(cluster, revision, ADMIN_WAIT).await?;
+            let behind = wait_for_nodes(cluster, Revision::Control(revision), ADMIN_WAIT).await?;
             if !behind.is_empty() {
                 let message = format!(
                     "revision {revision} is committed, but these live nodes had not applied it after {} s: {}",

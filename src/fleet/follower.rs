@@ -6,7 +6,8 @@
 //! Then [`spawn`] starts the follower thread: it listens on [`CHANGES_CHANNEL`], applies the
 //! changes after its revision whenever a notification comes and at least every
 //! [`HEARTBEAT_MS`] (so a lost notification costs at most that), and heartbeats its applied
-//! revision into `nodes`. After a lost connection it reconnects and catches up from its last
+//! revision into `nodes`. The organizations' lists follow the same way, from their own log
+//! ([`super::lists::catch_up`]). After a lost connection it reconnects and catches up from its last
 //! applied revision, so a missed notification is never a missed change.
 //!
 //! While PostgreSQL cannot be reached the node keeps answering from its last applied state;
@@ -98,9 +99,10 @@ pub fn initial_sync(
                 snapshot(&mut client, store).await?
             }
         };
-        heartbeat(&client, &cluster.node_id(), revision, true).await?;
+        let lists = super::lists::catch_up(&client, store).await?;
+        heartbeat(&client, &cluster.node_id(), (revision, lists), true).await?;
         status.contact(revision, Clock::System.now_ms());
-        tracing::info!(revision, node = %cluster.node_id(), "control plane synchronised");
+        tracing::info!(revision, lists, node = %cluster.node_id(), "control plane synchronised");
         Ok(())
     })
 }
@@ -172,7 +174,8 @@ async fn follow_once(
         // One round, bounded: a partitioned network ends it and the loop reconnects.
         revision = tokio::time::timeout(super::ROUND_TIMEOUT, async {
             let revision = catch_up_or_snapshot(&mut client, store, revision).await?;
-            heartbeat(&client, &node_id, revision, false).await?;
+            let lists = super::lists::catch_up(&client, store).await?;
+            heartbeat(&client, &node_id, (revision, lists), false).await?;
             anyhow::Ok(revision)
         })
         .await
@@ -314,10 +317,11 @@ async fn catch_up(
     }
 }
 
+/// Records the node as live, with the control-plane and list-log revisions it has applied.
 async fn heartbeat(
     client: &tokio_postgres::Client,
     node_id: &str,
-    revision: i64,
+    (revision, lists): (i64, i64),
     starting: bool,
 ) -> anyhow::Result<()> {
     let started = if starting {
@@ -328,12 +332,14 @@ async fn heartbeat(
     client
         .execute(
             &format!(
-                "INSERT INTO nodes (node_id, applied_revision, started_at, heartbeat_at, version)
-                 VALUES ($1, $2, now(), now(), $3)
+                "INSERT INTO nodes (node_id, applied_revision, applied_list_revision, started_at,
+                    heartbeat_at, version)
+                 VALUES ($1, $2, $4, now(), now(), $3)
                  ON CONFLICT (node_id) DO UPDATE SET applied_revision = EXCLUDED.applied_revision,
+                    applied_list_revision = EXCLUDED.applied_list_revision,
                     heartbeat_at = now(), version = EXCLUDED.version, started_at = {started}"
             ),
-            &[&node_id, &revision, &env!("CARGO_PKG_VERSION")],
+            &[&node_id, &revision, &env!("CARGO_PKG_VERSION"), &lists],
         )
         .await?;
     Ok(())

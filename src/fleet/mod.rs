@@ -13,7 +13,8 @@
 //! ([`follower::ControlPlaneStatus`]). glommio's executors cannot drive tokio's I/O, and a
 //! client on its own thread keeps a slow or dead PostgreSQL away from every request.
 //!
-//! Journals ship to one table ([`shipper`]), on a thread of their own too.
+//! Organizations' lists are a log of writes every node replays ([`lists`]), followed by the
+//! same thread. Journals ship to one table ([`shipper`]), on a thread of their own too.
 //!
 //! Rate and concurrency budgets live in Redis/Valkey ([`budgets`]), the monthly quota in a
 //! PostgreSQL ledger ([`quota`]).
@@ -21,6 +22,7 @@
 pub mod budgets;
 pub mod control;
 pub mod follower;
+pub mod lists;
 pub mod quota;
 pub mod schema;
 pub mod shipper;

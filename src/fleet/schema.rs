@@ -19,6 +19,9 @@
 //! - `quota_ledger`: each organization's units leased per month (the quota's one count);
 //!   `quota_leases`: per node, organization and month, the units it leased, returned, and the
 //!   checks it is known to have spent (counted as their records ship) ([`super::quota`]).
+//! - `list_log`: every write to the organizations' lists, under revisions drawn from
+//!   `list_revision` under the lists' lock; each node replays it into its store and reports
+//!   the revision it reached in `nodes.applied_list_revision` ([`super::lists`]).
 
 use anyhow::{bail, Context as _};
 
@@ -88,6 +91,17 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
         spent bigint NOT NULL DEFAULT 0,
         PRIMARY KEY (node_id, org, month)
     );",
+    ),
+    (
+        4,
+        "CREATE SEQUENCE list_revision;
+    CREATE TABLE list_log (
+        revision bigint PRIMARY KEY,
+        org text NOT NULL,
+        change bytea NOT NULL,
+        written_at timestamptz NOT NULL DEFAULT now()
+    );
+    ALTER TABLE nodes ADD COLUMN applied_list_revision bigint NOT NULL DEFAULT 0;",
     ),
 ];
 

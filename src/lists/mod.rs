@@ -211,7 +211,7 @@ pub struct Entry {
 }
 
 /// An entry to add (the store gives it its id).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewEntry {
     pub hash: EntryHash,
     pub label: Option<String>,

@@ -208,6 +208,12 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
     let leases = budgets(&config, control_plane.as_ref(), shipper.as_ref(), shards)?;
     let lists = crate::store::lists_follower::start(store.clone())
         .context("compiling the organizations' lists")?;
+    let list_writer: Arc<dyn crate::store::lists::ListWriter> = match &config.cluster {
+        Some(cluster) => Arc::new(fleet::lists::FleetLists {
+            cluster: cluster.clone(),
+        }),
+        None => Arc::new(crate::store::lists::LocalLists),
+    };
     let stopping_leases = leases.clone();
     let config = Arc::new(config);
     let mut pool = LocalExecutorPoolBuilder::new(placement)
@@ -235,6 +241,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
                 worker_config: worker_config.clone(),
                 shipper: shipper.clone(),
                 lists: lists.clone(),
+                list_writer: list_writer.clone(),
                 cpu: Some(cpus[index % cpus.len()]),
             });
             async move {

@@ -43,6 +43,7 @@ use crate::limits::{ShardLimits, IDLE_RETURN_MS};
 use crate::metrics::scrape::{answer_scrapes, MetricsHub, ProcessState};
 use crate::metrics::{Gauges, Metrics, ShardSnapshot};
 use crate::request_id::{RequestId, RequestIdGen};
+use crate::store::lists::ListWriter;
 use crate::store::lists_follower::{ListsHub, ListsView};
 use crate::store::view::StoreView;
 use crate::store::Store;
@@ -187,6 +188,8 @@ pub struct ShardResources {
     pub shipper: Option<Shipper>,
     /// The organizations' compiled lists, published by the lists follower.
     pub lists: Arc<ListsHub>,
+    /// Who carries out writes to the lists.
+    pub list_writer: Arc<dyn ListWriter>,
 }
 
 /// A shard: what its connections need (ids, dates, slots, the stop signal) and the request
@@ -265,6 +268,7 @@ pub async fn run(
     let shipper = resources.shipper.clone();
     let downloader = resources.downloader.clone();
     let lists = ListsView::new(resources.lists.clone());
+    let list_writer = resources.list_writer.clone();
     let metrics = Metrics::new(config.metrics.enabled());
     let journal = match Journal::start(
         &config.server.data_dir,
@@ -324,6 +328,7 @@ pub async fn run(
             panic_path: config.testing.panic_path.clone(),
             store: StoreView::new(store),
             lists,
+            list_writer,
             limits,
             checks: engine,
             journal,
@@ -500,6 +505,7 @@ async fn start_engine(
         cpu,
         shipper: _,
         lists: _,
+        list_writer: _,
     } = resources;
     let toxblock_loaded = match (&worker_models, &worker_config.text_model) {
         (Some(models), Some(spec)) => models.path_of(spec).is_some(),

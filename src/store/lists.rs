@@ -57,15 +57,18 @@ pub enum ListError {
     Exists(String),
     /// Bad input, or a limit reached.
     Invalid(String),
+    /// The engine that keeps a fleet's lists could not take the write (nothing was written).
+    Unavailable(String),
     Store(anyhow::Error),
 }
 
 impl std::fmt::Display for ListError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ListError::NotFound(why) | ListError::Exists(why) | ListError::Invalid(why) => {
-                f.write_str(why)
-            }
+            ListError::NotFound(why)
+            | ListError::Exists(why)
+            | ListError::Invalid(why)
+            | ListError::Unavailable(why) => f.write_str(why),
             ListError::Store(error) => write!(f, "the store failed: {error:#}"),
         }
     }
@@ -143,6 +146,108 @@ fn hash_key(org: &str, name: &str, hash: &EntryHash) -> Vec<u8> {
     key
 }
 
+/// A change to an organization's lists, as the routes and the CLI ask for it.
+///
+/// It carries everything its outcome depends on besides the lists themselves (the new list's
+/// `uid`, the time), so applying the same changes in the same order to the same lists gives
+/// the same lists, entry ids included: how a fleet keeps lists, as a log of these in
+/// PostgreSQL that every node replays (`crate::fleet::lists`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ListWrite {
+    Create {
+        name: String,
+        kind: ListKind,
+        content: ListContent,
+        distance_max: u32,
+        created_ms: i64,
+        uid: u64,
+    },
+    Delete {
+        name: String,
+    },
+    /// Entries added all or none; a hash already in the list is not added again.
+    Add {
+        name: String,
+        entries: Vec<NewEntry>,
+        added_ms: i64,
+    },
+    Remove {
+        name: String,
+        id: u64,
+    },
+}
+
+impl ListWrite {
+    /// The creation of an empty list, with a fresh random `uid`: a list deleted and made again
+    /// under its name is another list to the follower, even within one millisecond.
+    pub fn create(
+        name: &str,
+        kind: ListKind,
+        content: ListContent,
+        distance_max: u32,
+        now_ms: i64,
+    ) -> ListResult<ListWrite> {
+        let mut uid = [0u8; 8];
+        getrandom::fill(&mut uid)
+            .map_err(|error| ListError::Store(anyhow::anyhow!("drawing a list id: {error}")))?;
+        Ok(ListWrite::Create {
+            name: name.to_owned(),
+            kind,
+            content,
+            distance_max,
+            created_ms: now_ms,
+            uid: u64::from_le_bytes(uid),
+        })
+    }
+
+    /// The list it changes.
+    pub fn list_name(&self) -> &str {
+        match self {
+            ListWrite::Create { name, .. }
+            | ListWrite::Delete { name }
+            | ListWrite::Add { name, .. }
+            | ListWrite::Remove { name, .. } => name,
+        }
+    }
+}
+
+/// What a [`ListWrite`] did.
+#[derive(Debug, PartialEq)]
+pub enum ListWritten {
+    Created(ListRecord),
+    Deleted(ListRecord),
+    Added(Added),
+    Removed(Entry),
+}
+
+impl ListWritten {
+    /// Whether the store changed (an addition of hashes all in the list already did not).
+    pub fn changed(&self) -> bool {
+        match self {
+            ListWritten::Added(added) => !added.added.is_empty(),
+            _ => true,
+        }
+    }
+}
+
+/// Who carries out list writes: the store itself on a single node, the fleet's list log in a
+/// fleet. The routes hold one and run it on a blocking thread.
+pub trait ListWriter: Send + Sync {
+    fn write(&self, store: &Store, org: &str, change: &ListWrite) -> ListResult<ListWritten>;
+}
+
+/// A single node's writer: the change applied to the store.
+pub struct LocalLists;
+
+impl ListWriter for LocalLists {
+    fn write(&self, store: &Store, org: &str, change: &ListWrite) -> ListResult<ListWritten> {
+        store.write_list(org, change)
+    }
+}
+
+/// The key under which `meta` holds the last list-log revision applied to the store.
+const LIST_REVISION: &str = "list_revision";
+
 impl Store {
     fn list_tables(&self) -> &ListTables {
         &self.list_tables
@@ -155,6 +260,65 @@ impl Store {
             .ok_or_else(|| ListError::NotFound(format!("no list '{name}'")))
     }
 
+    /// Applies `change` to the lists of `org` (an existing organization, for a creation).
+    pub fn write_list(&self, org: &str, change: &ListWrite) -> ListResult<ListWritten> {
+        let mut txn = self.env().write_txn()?;
+        if matches!(change, ListWrite::Create { .. }) && self.orgs.get(&txn, org)?.is_none() {
+            return Err(ListError::NotFound(format!("no organization '{org}'")));
+        }
+        let written = self.apply_list_write(&mut txn, org, change)?;
+        if written.changed() {
+            txn.commit()?;
+        }
+        Ok(written)
+    }
+
+    /// What `change` would do, found by applying it in a transaction that is then dropped:
+    /// the fleet's writer learns a write's answer (or refusal) before it appends it to the log.
+    pub fn try_list_write(&self, org: &str, change: &ListWrite) -> ListResult<ListWritten> {
+        let mut txn = self.env().write_txn()?;
+        self.apply_list_write(&mut txn, org, change)
+    }
+
+    /// Applies `change` in `txn`. Everything it checks is in the lists and the change itself
+    /// (not the organizations, which a fleet's nodes learn on another path), so a replay on
+    /// every node decides alike. On an error `txn` holds part of the change: drop it.
+    fn apply_list_write(
+        &self,
+        txn: &mut RwTxn,
+        org: &str,
+        change: &ListWrite,
+    ) -> ListResult<ListWritten> {
+        Ok(match change {
+            ListWrite::Create {
+                name,
+                kind,
+                content,
+                distance_max,
+                created_ms,
+                uid,
+            } => ListWritten::Created(self.create_list_in(
+                txn,
+                org,
+                name,
+                (*kind, *content, *distance_max),
+                *created_ms,
+                *uid,
+            )?),
+            ListWrite::Delete { name } => {
+                ListWritten::Deleted(self.delete_list_in(txn, org, name)?)
+            }
+            ListWrite::Add {
+                name,
+                entries,
+                added_ms,
+            } => ListWritten::Added(self.add_entries_in(txn, org, name, entries, *added_ms)?),
+            ListWrite::Remove { name, id } => {
+                ListWritten::Removed(self.remove_entry_in(txn, org, name, *id)?)
+            }
+        })
+    }
+
     /// Creates an empty list.
     pub fn create_list(
         &self,
@@ -165,6 +329,22 @@ impl Store {
         distance_max: u32,
         now_ms: i64,
     ) -> ListResult<ListRecord> {
+        let change = ListWrite::create(name, kind, content, distance_max, now_ms)?;
+        match self.write_list(org, &change)? {
+            ListWritten::Created(record) => Ok(record),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn create_list_in(
+        &self,
+        txn: &mut RwTxn,
+        org: &str,
+        name: &str,
+        (kind, content, distance_max): (ListKind, ListContent, u32),
+        created_ms: i64,
+        uid: u64,
+    ) -> ListResult<ListRecord> {
         lists::validate_name(name).map_err(ListError::Invalid)?;
         if distance_max > lists::pdq_index::DISTANCE_MAX {
             return Err(ListError::Invalid(format!(
@@ -173,35 +353,27 @@ impl Store {
             )));
         }
         let tables = self.list_tables();
-        let mut txn = self.env().write_txn()?;
-        if self.orgs.get(&txn, org)?.is_none() {
-            return Err(ListError::NotFound(format!("no organization '{org}'")));
-        }
-        if tables.lists.get(&txn, &list_key(org, name))?.is_some() {
+        if tables.lists.get(txn, &list_key(org, name))?.is_some() {
             return Err(ListError::Exists(format!("list '{name}' already exists")));
         }
-        if self.org_lists(&txn, org)?.len() >= LISTS_PER_ORG_MAX {
+        if self.org_lists(txn, org)?.len() >= LISTS_PER_ORG_MAX {
             return Err(ListError::Invalid(format!(
                 "the organization has {LISTS_PER_ORG_MAX} lists, the most it may have"
             )));
         }
-        let mut uid = [0u8; 8];
-        getrandom::fill(&mut uid)
-            .map_err(|error| ListError::Store(anyhow::anyhow!("drawing a list id: {error}")))?;
         let record = ListRecord {
             org: org.to_owned(),
             name: name.to_owned(),
             kind,
             content,
             distance_max,
-            created_ms: now_ms,
-            uid: u64::from_le_bytes(uid),
+            created_ms,
+            uid,
             entries: 0,
             next_id: 1,
             removals: 0,
         };
-        tables.lists.put(&mut txn, &list_key(org, name), &record)?;
-        txn.commit()?;
+        tables.lists.put(txn, &list_key(org, name), &record)?;
         Ok(record)
     }
 
@@ -220,14 +392,20 @@ impl Store {
         self.org_lists(&txn, org)
     }
 
-    /// Every list of every organization (what the follower compiles).
+    /// Every list of every organization.
     pub fn all_lists(&self) -> ListResult<Vec<ListRecord>> {
+        Ok(self.all_lists_read()?.1)
+    }
+
+    /// Every list of every organization (what the follower compiles), with the id of the
+    /// transaction they were read in: the last one committed when the read began.
+    pub fn all_lists_read(&self) -> ListResult<(usize, Vec<ListRecord>)> {
         let txn = self.env().read_txn()?;
         let mut out = Vec::new();
         for entry in self.list_tables().lists.iter(&txn)? {
             out.push(entry?.1);
         }
-        Ok(out)
+        Ok((txn.id(), out))
     }
 
     pub fn list(&self, org: &str, name: &str) -> ListResult<ListRecord> {
@@ -237,15 +415,21 @@ impl Store {
 
     /// Deletes a list and its entries.
     pub fn delete_list(&self, org: &str, name: &str) -> ListResult<ListRecord> {
+        let change = ListWrite::Delete { name: name.into() };
+        match self.write_list(org, &change)? {
+            ListWritten::Deleted(record) => Ok(record),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn delete_list_in(&self, txn: &mut RwTxn, org: &str, name: &str) -> ListResult<ListRecord> {
         let tables = self.list_tables();
-        let mut txn = self.env().write_txn()?;
-        let record = self.list_record(&txn, org, name)?;
+        let record = self.list_record(txn, org, name)?;
         let prefix = entries_prefix(org, name);
-        delete_prefix(&mut txn, tables.entries.remap_data_type::<Bytes>(), &prefix)?;
-        delete_prefix(&mut txn, tables.hashes, &prefix)?;
-        delete_prefix(&mut txn, tables.removals, &prefix)?;
-        tables.lists.delete(&mut txn, &list_key(org, name))?;
-        txn.commit()?;
+        delete_prefix(txn, tables.entries.remap_data_type::<Bytes>(), &prefix)?;
+        delete_prefix(txn, tables.hashes, &prefix)?;
+        delete_prefix(txn, tables.removals, &prefix)?;
+        tables.lists.delete(txn, &list_key(org, name))?;
         Ok(record)
     }
 
@@ -257,13 +441,31 @@ impl Store {
         new: &[NewEntry],
         now_ms: i64,
     ) -> ListResult<Added> {
+        let change = ListWrite::Add {
+            name: name.into(),
+            entries: new.to_vec(),
+            added_ms: now_ms,
+        };
+        match self.write_list(org, &change)? {
+            ListWritten::Added(added) => Ok(added),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn add_entries_in(
+        &self,
+        txn: &mut RwTxn,
+        org: &str,
+        name: &str,
+        new: &[NewEntry],
+        now_ms: i64,
+    ) -> ListResult<Added> {
         for entry in new {
             validate_entry_text("label", &entry.label).map_err(ListError::Invalid)?;
             validate_entry_text("id", &entry.caller_id).map_err(ListError::Invalid)?;
         }
         let tables = self.list_tables();
-        let mut txn = self.env().write_txn()?;
-        let mut record = self.list_record(&txn, org, name)?;
+        let mut record = self.list_record(txn, org, name)?;
         if let Some(entry) = new
             .iter()
             .find(|entry| entry.hash.content() != record.content)
@@ -279,7 +481,7 @@ impl Store {
         }
         let mut out = Added::default();
         let mut org_entries: u64 = self
-            .org_lists(&txn, org)?
+            .org_lists(txn, org)?
             .iter()
             .map(|list| list.entries)
             .sum();
@@ -289,7 +491,7 @@ impl Store {
         };
         for entry in new {
             let hash_key = hash_key(org, name, &entry.hash);
-            if let Some(id) = tables.hashes.get(&txn, &hash_key)? {
+            if let Some(id) = tables.hashes.get(txn, &hash_key)? {
                 out.existing.push(id_of(id)?);
                 continue;
             }
@@ -314,45 +516,134 @@ impl Store {
             };
             tables
                 .entries
-                .put(&mut txn, &entry_key(org, name, stored.id), &stored)?;
+                .put(txn, &entry_key(org, name, stored.id), &stored)?;
             tables
                 .hashes
-                .put(&mut txn, &hash_key, &stored.id.to_be_bytes())?;
+                .put(txn, &hash_key, &stored.id.to_be_bytes())?;
             record.next_id += 1;
             record.entries += 1;
             out.added.push(stored);
         }
         if !out.added.is_empty() {
-            tables.lists.put(&mut txn, &list_key(org, name), &record)?;
-            txn.commit()?;
+            tables.lists.put(txn, &list_key(org, name), &record)?;
         }
         Ok(out)
     }
 
     /// Removes the entry `id`.
     pub fn remove_entry(&self, org: &str, name: &str, id: u64) -> ListResult<Entry> {
+        let change = ListWrite::Remove {
+            name: name.into(),
+            id,
+        };
+        match self.write_list(org, &change)? {
+            ListWritten::Removed(entry) => Ok(entry),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn remove_entry_in(
+        &self,
+        txn: &mut RwTxn,
+        org: &str,
+        name: &str,
+        id: u64,
+    ) -> ListResult<Entry> {
         let tables = self.list_tables();
-        let mut txn = self.env().write_txn()?;
-        let mut record = self.list_record(&txn, org, name)?;
+        let mut record = self.list_record(txn, org, name)?;
         let key = entry_key(org, name, id);
         let entry = tables
             .entries
-            .get(&txn, &key)?
+            .get(txn, &key)?
             .ok_or_else(|| ListError::NotFound(format!("no entry {id} in list '{name}'")))?;
-        tables.entries.delete(&mut txn, &key)?;
+        tables.entries.delete(txn, &key)?;
         tables
             .hashes
-            .delete(&mut txn, &hash_key(org, name, &entry.hash))?;
+            .delete(txn, &hash_key(org, name, &entry.hash))?;
         tables.removals.put(
-            &mut txn,
+            txn,
             &entry_key(org, name, record.removals),
             &id.to_be_bytes(),
         )?;
         record.entries -= 1;
         record.removals += 1;
-        tables.lists.put(&mut txn, &list_key(org, name), &record)?;
-        txn.commit()?;
+        tables.lists.put(txn, &list_key(org, name), &record)?;
         Ok(entry)
+    }
+
+    /// The last revision of a fleet's list log applied here; `None` for a store whose lists
+    /// never followed one.
+    pub fn list_revision(&self) -> ListResult<Option<i64>> {
+        let txn = self.env().read_txn()?;
+        self.list_revision_in(&txn)
+    }
+
+    fn list_revision_in(&self, txn: &RoTxn) -> ListResult<Option<i64>> {
+        Ok(self
+            .meta
+            .get(txn, LIST_REVISION)?
+            .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+            .map(i64::from_le_bytes))
+    }
+
+    /// Drops every list and sets the list revision to 0: a store about to replay a fleet's
+    /// list log from its start.
+    pub fn reset_lists(&self) -> ListResult<()> {
+        let tables = self.list_tables();
+        let mut txn = self.env().write_txn()?;
+        tables.lists.clear(&mut txn)?;
+        tables.entries.clear(&mut txn)?;
+        tables.hashes.clear(&mut txn)?;
+        tables.removals.clear(&mut txn)?;
+        self.meta
+            .put(&mut txn, LIST_REVISION, &0i64.to_le_bytes())?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Applies the changes of a fleet's list log (`(revision, org, change)`, in revision order)
+    /// that come after the store's list revision, in one transaction, and returns the revision
+    /// now applied. Each change is all or none (a nested transaction). A change the store
+    /// refuses (it was refused alike where it was written, or a build that decides otherwise
+    /// wrote it), or one this build cannot read (`None`), is logged and passed over, alike on
+    /// every node. Two processes replaying at once apply each change once: the revision is
+    /// read inside the write transaction.
+    pub fn apply_list_log(&self, log: &[(i64, String, Option<ListWrite>)]) -> ListResult<i64> {
+        let mut txn = self.env().write_txn()?;
+        let mut applied = self.list_revision_in(&txn)?.unwrap_or(0);
+        for (revision, org, change) in log {
+            if *revision <= applied {
+                continue;
+            }
+            applied = *revision;
+            let Some(change) = change else {
+                tracing::error!(
+                    revision,
+                    org,
+                    "a change of the fleet's list log cannot be read by this build: passed over"
+                );
+                continue;
+            };
+            let mut nested = self.env().nested_write_txn(&mut txn)?;
+            match self.apply_list_write(&mut nested, org, change) {
+                Ok(_) => nested.commit()?,
+                Err(ListError::Store(error)) => return Err(ListError::Store(error)),
+                Err(refused) => {
+                    drop(nested);
+                    tracing::warn!(
+                        revision,
+                        org,
+                        list = change.list_name(),
+                        reason = %refused,
+                        "a change of the fleet's list log was refused here and passed over"
+                    );
+                }
+            }
+        }
+        self.meta
+            .put(&mut txn, LIST_REVISION, &applied.to_le_bytes())?;
+        txn.commit()?;
+        Ok(applied)
     }
 
     /// The entry holding `hash`, if any.
@@ -413,6 +704,12 @@ impl Store {
     ) -> ListResult<(ListRecord, Vec<Entry>)> {
         self.entries(org, name, after, usize::MAX)
     }
+}
+
+/// A write answered with another kind of outcome than it asked for: a bug, reported as a store
+/// failure rather than a panic.
+fn unexpected(written: &ListWritten) -> ListError {
+    ListError::Store(anyhow::anyhow!("a list write answered {written:?}"))
 }
 
 fn id_of(bytes: &[u8]) -> ListResult<u64> {
@@ -637,5 +934,127 @@ mod tests {
             Err(ListError::Invalid(_))
         ));
         assert!(store.list_since("acme", "l", 0).unwrap().1.is_empty());
+    }
+
+    /// What a list holds, as comparable rows: record and entries.
+    fn contents(store: &Store, name: &str) -> (ListRecord, Vec<Entry>) {
+        store.list_since("acme", name, 0).unwrap()
+    }
+
+    #[test]
+    fn a_replayed_log_gives_every_store_the_same_lists_once() {
+        let (_a, a) = store_with_org();
+        let (_b, b) = store_with_org();
+        let create =
+            ListWrite::create("known", ListKind::Block, ListContent::Image, 31, 5).unwrap();
+        let full = |n: u8| ListWrite::Add {
+            name: "known".into(),
+            entries: (0..n).map(pdq_entry).collect(),
+            added_ms: 7,
+        };
+        let log = vec![
+            (1, "acme".to_owned(), Some(create.clone())),
+            (2, "acme".to_owned(), Some(full(3))),
+            // Refused alike everywhere (the list exists): passed over.
+            (3, "acme".to_owned(), Some(create)),
+            (
+                4,
+                "acme".to_owned(),
+                Some(ListWrite::Remove {
+                    name: "known".into(),
+                    id: 2,
+                }),
+            ),
+            // Unreadable by this build: passed over.
+            (5, "acme".to_owned(), None),
+            (6, "acme".to_owned(), Some(full(5))),
+        ];
+        assert_eq!(a.list_revision().unwrap(), None);
+        assert_eq!(a.apply_list_log(&log).unwrap(), 6);
+        // In two parts, one of them applied twice: the same lists.
+        assert_eq!(b.apply_list_log(&log[..3]).unwrap(), 3);
+        assert_eq!(b.apply_list_log(&log).unwrap(), 6);
+        assert_eq!(b.apply_list_log(&log).unwrap(), 6);
+        let (record, entries) = contents(&a, "known");
+        assert_eq!(contents(&b, "known"), (record.clone(), entries.clone()));
+        assert_eq!((record.entries, record.next_id, record.removals), (5, 7, 1));
+        // The hash removed at revision 4 came back at 6 under a new id (4).
+        assert_eq!(
+            entries.iter().map(|e| e.id).collect::<Vec<_>>(),
+            [1, 3, 4, 5, 6]
+        );
+        a.reset_lists().unwrap();
+        assert!(a.all_lists().unwrap().is_empty());
+        assert_eq!(a.list_revision().unwrap(), Some(0));
+    }
+
+    #[test]
+    fn a_change_refused_half_way_leaves_nothing_of_itself() {
+        let (_dir, store) = store_with_org();
+        let log = vec![
+            (
+                1,
+                "acme".to_owned(),
+                Some(
+                    ListWrite::create("known", ListKind::Block, ListContent::Image, 31, 0).unwrap(),
+                ),
+            ),
+            // Two hashes, then a term: refused after the hashes were written.
+            (
+                2,
+                "acme".to_owned(),
+                Some(ListWrite::Add {
+                    name: "known".into(),
+                    entries: vec![
+                        pdq_entry(1),
+                        pdq_entry(2),
+                        NewEntry {
+                            hash: EntryHash::term("grapefruit").unwrap(),
+                            label: None,
+                            caller_id: None,
+                        },
+                    ],
+                    added_ms: 0,
+                }),
+            ),
+            (
+                3,
+                "acme".to_owned(),
+                Some(ListWrite::Add {
+                    name: "known".into(),
+                    entries: vec![pdq_entry(9)],
+                    added_ms: 0,
+                }),
+            ),
+        ];
+        assert_eq!(store.apply_list_log(&log).unwrap(), 3);
+        let (record, entries) = contents(&store, "known");
+        assert_eq!((record.entries, record.next_id), (1, 2));
+        assert_eq!(entries[0].hash, pdq_entry(9).hash);
+        assert_eq!(
+            store
+                .entry_with_hash("acme", "known", &pdq_entry(1).hash)
+                .unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_dry_run_answers_and_changes_nothing() {
+        let (_dir, store) = store_with_org();
+        store
+            .create_list("acme", "known", ListKind::Block, ListContent::Image, 31, 0)
+            .unwrap();
+        let add = ListWrite::Add {
+            name: "known".into(),
+            entries: vec![pdq_entry(1)],
+            added_ms: 0,
+        };
+        let tried = store.try_list_write("acme", &add).unwrap();
+        assert!(tried.changed());
+        assert_eq!(store.list("acme", "known").unwrap().entries, 0);
+        assert_eq!(store.write_list("acme", &add).unwrap(), tried);
+        let again = store.try_list_write("acme", &add).unwrap();
+        assert!(!again.changed(), "{again:?}");
     }
 }

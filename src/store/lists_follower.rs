@@ -74,8 +74,7 @@ pub fn start(store: Store) -> anyhow::Result<Arc<ListsHub>> {
         lists: Mutex::new(Arc::default()),
     });
     let mut followed = BTreeMap::new();
-    let mut seen_txn = store.last_txn_id();
-    refresh(&store, &mut followed, &hub)?;
+    let mut seen_txn = refresh(&store, &mut followed, &hub)?;
     let weak: Weak<ListsHub> = Arc::downgrade(&hub);
     std::thread::Builder::new()
         .name("modgate-lists".into())
@@ -84,25 +83,29 @@ pub fn start(store: Store) -> anyhow::Result<Arc<ListsHub>> {
             let Some(hub) = weak.upgrade() else {
                 return;
             };
-            let txn = store.last_txn_id();
-            if txn == seen_txn {
+            // What was read, not what LMDB's meta page said before the read: a commit's
+            // meta page is written a moment before new readers see its snapshot, so a read
+            // begun in between is older than the id the poll saw, and would be taken for it
+            // until the next commit.
+            if store.last_txn_id() == seen_txn {
                 continue;
             }
             match refresh(&store, &mut followed, &hub) {
-                Ok(()) => seen_txn = txn,
+                Ok(read) => seen_txn = read,
                 Err(error) => tracing::error!(%error, "reading the lists failed; retrying"),
             }
         })?;
     Ok(hub)
 }
 
-/// Brings `followed` up to the store and publishes it if anything changed.
+/// Brings `followed` up to the store and publishes it if anything changed; returns the id of
+/// the transaction the list records were read in.
 fn refresh(
     store: &Store,
     followed: &mut BTreeMap<(String, String), Followed>,
     hub: &ListsHub,
-) -> anyhow::Result<()> {
-    let records = store.all_lists()?;
+) -> anyhow::Result<usize> {
+    let (read, records) = store.all_lists_read()?;
     let mut changed = records.len() != followed.len();
     let mut next = BTreeMap::new();
     for record in records {
@@ -151,7 +154,7 @@ fn refresh(
         }
         hub.publish(set);
     }
-    Ok(())
+    Ok(read)
 }
 
 /// A shard's copy of the compiled lists, refreshed when the follower publishes.

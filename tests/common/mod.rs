@@ -644,6 +644,17 @@ pub mod http_headers {
     }
 }
 
+/// Waits until `what` holds: a change to the lists is matched by every shard once the lists
+/// follower (polling every 100 ms) has read it, and in a fleet once the node has replayed it;
+/// 20 s is a bound for a loaded test machine (each try may be a whole check), not the latency.
+pub fn eventually(what: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !what() {
+        assert!(Instant::now() < deadline, "not seen within 20 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The repository's test images (`models/image/testimages`).
 pub fn testimage(name: &str) -> Vec<u8> {
     std::fs::read(format!("{MODELS}/image/testimages/{name}"))
