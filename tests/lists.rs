@@ -4,7 +4,6 @@
 
 mod common;
 
-
 use common::*;
 use serde_json::{json, Value};
 
