@@ -27,6 +27,14 @@ reject = 1.0
 review = 0.5
 reject = 0.9
 
+[workflows.screened]
+description = "Nudity models and the banned list."
+image_checks = ["open_nsfw", "nsfwjs", "hashlist"]
+lists = ["banned"]
+[workflows.screened.categories.known_image]
+review = 0.5
+reject = 0.9
+
 [workflows.chat]
 description = "The word list and our own terms."
 text_checks = ["wordlist", "termlist"]
@@ -616,4 +624,88 @@ fn text_lists_block_their_terms_and_allow_lists_hide_words() {
     let (status, page) = send(&setup, "GET", "/v1/lists/slang/entries", "", b"");
     assert_eq!(status, 200);
     assert_schema("EntriesPage", &page);
+}
+
+/// Sightengine's `check.json`: `add_to_list` (and `custom_id`) as Sightengine documents them,
+/// `lists` and the answer's `list_matches` and `added_to_list` as modgate's own.
+#[test]
+fn check_json_adds_images_to_lists_and_looks_them_up() {
+    let setup = setup();
+    create_list(&setup, "banned", "block");
+    let cat = testimage("jpeg_baseline_chelsea_451x300.jpg");
+    let send = |key: &str, fields: &[(&str, &str)]| -> (u16, Value) {
+        let mut fields = fields.to_vec();
+        fields.push(("api_secret", key));
+        let (content_type, body) = form_with_media(&fields, Some(("cat.jpg", "image/jpeg", &cat)));
+        let (status, _, answer) = post(
+            &setup.server.url("/1.0/check.json"),
+            &[("Content-Type", &content_type)],
+            &body,
+        );
+        (status, answer)
+    };
+    // A key without the `lists` scope may check, not add.
+    let image_only = setup
+        .server
+        .new_key("acme", "pro", &["--scopes", "image"])
+        .0;
+    let (status, answer) = send(&image_only, &[("add_to_list", "banned")]);
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["status"], "failure", "{answer}");
+    assert_eq!(answer["error"]["type"], "forbidden", "{answer}");
+    let (status, answer) = send(&setup.key, &[("add_to_list", "nothing")]);
+    assert_eq!(status, 404, "{answer}");
+    let (status, answer) = send(&setup.key, &[("custom_id", "u-1")]);
+    assert_eq!(status, 400, "{answer}");
+    let (status, answer) = send(&setup.key, &[("lists", "Bad Name")]);
+    assert_eq!(status, 400, "{answer}");
+
+    // Added, without `models`, under the caller's id; again: nothing new.
+    let (status, answer) = send(
+        &setup.key,
+        &[("add_to_list", "banned"), ("custom_id", "upload-7")],
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("SightengineAnswer", &answer);
+    assert_eq!(answer["added_to_list"]["list"], "banned");
+    let added = answer["added_to_list"]["added"].as_array().unwrap();
+    assert_eq!(added.len(), 3, "{answer}");
+    assert!(added.iter().all(|entry| entry["id"] == "upload-7"));
+    assert!(answer.get("nudity").is_none() && answer.get("list_matches").is_none());
+    let (status, answer) = send(&setup.key, &[("add_to_list", "banned")]);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["added_to_list"]["existing"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    // Looked up by `lists`, with or without models; by the workflow's lists when its hashlist
+    // check runs for `nudity`; and not at all otherwise.
+    eventually(|| {
+        let (_, answer) = send(&setup.key, &[("lists", "banned")]);
+        answer["list_matches"][0]["list"] == "banned"
+    });
+    let (status, answer) = send(
+        &setup.key,
+        &[("lists", "banned,safe"), ("models", "nudity")],
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("SightengineAnswer", &answer);
+    let matches = answer["list_matches"].as_array().unwrap();
+    assert_eq!(matches.len(), 1, "no list `safe`: {answer}");
+    assert_eq!(matches[0]["id"], "upload-7");
+    assert_eq!(matches[0]["distance"], 0);
+    assert!(answer["nudity"]["raw"].as_f64().is_some());
+    let (_, answer) = send(
+        &setup.key,
+        &[("workflow", "screened"), ("models", "nudity")],
+    );
+    assert_eq!(answer["list_matches"][0]["list"], "banned", "{answer}");
+    let (_, answer) = send(&setup.key, &[("models", "nudity")]);
+    assert!(answer.get("list_matches").is_none(), "{answer}");
+    let (_, answer) = send(&setup.key, &[("workflow", "screened"), ("models", "type")]);
+    assert!(answer.get("list_matches").is_none(), "{answer}");
 }

@@ -129,7 +129,8 @@ impl Serialize for MatchedReason<'_> {
     }
 }
 
-struct Matches<'a>(&'a [ListMatch]);
+/// Lists' matches, serialized as `list_matches` (also on `/1.0/check.json`).
+pub(super) struct Matches<'a>(pub(super) &'a [ListMatch]);
 
 impl Serialize for Matches<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

@@ -38,6 +38,8 @@ pub struct Received<'c> {
     /// The workflow named (or `default`), which the key may use for images.
     pub workflow: Rc<WorkflowRecord>,
     pub models: Option<String>,
+    /// `/1.0/check.json`'s list fields (ignored by `check-workflow`, like `models`).
+    pub list_fields: super::form::ListFields,
     /// The `url` the image came from, or the uploaded file's name.
     pub uri: Option<String>,
 }
@@ -122,6 +124,7 @@ async fn receive_form<'c, S: AsyncRead + AsyncWrite + Unpin>(
         bytes,
         workflow,
         models: form.models,
+        list_fields: form.list_fields,
         uri,
     })
 }
@@ -158,6 +161,7 @@ async fn receive_query<'c, S: AsyncRead + AsyncWrite + Unpin>(
         bytes,
         workflow,
         models: query.models,
+        list_fields: query.list_fields,
         uri: Some(url),
     })
 }

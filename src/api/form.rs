@@ -36,7 +36,19 @@ pub const KNOWN_FIELDS: &[&str] = &[
     "lang",
     "categories",
     "opt_countries",
+    "lists",
+    "add_to_list",
+    "custom_id",
 ];
+
+/// The fields of `/1.0/check.json` about the organization's lists, in a form or a query:
+/// `lists` (modgate's: list names to consult) and Sightengine's `add_to_list` and `custom_id`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ListFields {
+    pub lists: Option<String>,
+    pub add_to_list: Option<String>,
+    pub custom_id: Option<String>,
+}
 
 /// The small fields of a form, and whether the payload field was present.
 #[derive(Debug, Default)]
@@ -51,6 +63,8 @@ pub struct Form {
     pub lang: Option<String>,
     pub categories: Option<String>,
     pub opt_countries: Option<String>,
+    /// `/1.0/check.json`'s list fields ([`ListFields`]).
+    pub list_fields: ListFields,
     pub payload_present: bool,
     /// The payload part's declared content type and file name (informational only).
     pub payload_info: Option<PartInfo>,
@@ -151,6 +165,9 @@ impl PartSink for FormSink<'_> {
                 "lang" => &mut self.form.lang,
                 "categories" => &mut self.form.categories,
                 "opt_countries" => &mut self.form.opt_countries,
+                "lists" => &mut self.form.list_fields.lists,
+                "add_to_list" => &mut self.form.list_fields.add_to_list,
+                "custom_id" => &mut self.form.list_fields.custom_id,
                 _ => return Ok(()), // api_user: accepted and ignored
             };
             if slot.is_some() {

@@ -36,6 +36,8 @@ pub struct ImageQuery {
     pub api_secret: Option<String>,
     /// Sightengine's `models` (on `/1.0/check.json`).
     pub models: Option<String>,
+    /// `/1.0/check.json`'s list fields.
+    pub list_fields: super::form::ListFields,
     /// `media` given in a query (the GET compatible route refuses it).
     pub media: bool,
 }
@@ -49,6 +51,9 @@ impl ImageQuery {
             "url" => Some(&mut parsed.url),
             "api_secret" => Some(&mut parsed.api_secret),
             "models" => Some(&mut parsed.models),
+            "lists" => Some(&mut parsed.list_fields.lists),
+            "add_to_list" => Some(&mut parsed.list_fields.add_to_list),
+            "custom_id" => Some(&mut parsed.list_fields.custom_id),
             "media" => {
                 parsed.media = true;
                 None

@@ -88,11 +88,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
     notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
     let caller = notes.authenticate(cx, &exchange.head, None)?;
-    if !caller.key.scopes.lists {
-        return Err(ApiError::forbidden(
-            "this key has no `lists` scope (create one with --scopes lists)",
-        ));
-    }
+    require_lists_scope(&caller)?;
     cx.limits.take_rate(&caller, cx.now_ms()).await?;
     let path = exchange.head.path.clone();
     let method = exchange.head.method;
@@ -558,12 +554,28 @@ struct Removed<'a> {
     removed: EntryView<'a>,
 }
 
+/// Entries added: the new ones with their ids, and the ids that already held a hash given
+/// (on `/v1/lists/{name}/entries`, and in `/1.0/check.json`'s `added_to_list`).
+#[derive(Serialize)]
+pub(super) struct AddedView<'a> {
+    added: Vec<EntryView<'a>>,
+    existing: &'a [u64],
+}
+
+impl AddedView<'_> {
+    pub(super) fn of(added: &Added) -> AddedView<'_> {
+        AddedView {
+            added: added.added.iter().map(EntryView::of).collect(),
+            existing: &added.existing,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct AddedAnswer<'a> {
     status: &'static str,
-    added: Vec<EntryView<'a>>,
-    /// Entry ids that already held a hash given.
-    existing: &'a [u64],
+    #[serde(flatten)]
+    added: AddedView<'a>,
     /// Lines of an import that were not entries (a header, a comment, an unknown kind).
     skipped: Vec<csv::Skipped>,
 }
@@ -573,11 +585,51 @@ fn added_answer(added: &Added, skipped: Vec<csv::Skipped>) -> Response {
         201,
         &AddedAnswer {
             status: "success",
-            added: added.added.iter().map(EntryView::of).collect(),
-            existing: &added.existing,
+            added: AddedView::of(added),
             skipped,
         },
     )
+}
+
+/// Adds the entries of one image's hashes to the caller's list `name` (the key needs the
+/// `lists` scope): `/1.0/check.json`'s `add_to_list`.
+pub(super) async fn add_image_hashes(
+    cx: &Context,
+    caller: &Caller,
+    name: &str,
+    hashes: &crate::image::hashes::ImageHashes,
+    caller_id: Option<String>,
+) -> ApiResult<Added> {
+    let entries = crate::lists::image_entry_hashes(hashes)
+        .into_iter()
+        .map(|hash| NewEntry {
+            hash,
+            label: None,
+            caller_id: caller_id.clone(),
+        })
+        .collect();
+    let change = ListWrite::Add {
+        name: name.into(),
+        entries,
+        added_ms: cx.now_ms(),
+    };
+    match write(cx, caller.org.record.name.clone(), change).await? {
+        ListWritten::Added(added) => Ok(added),
+        other => Err(ApiError::internal(format!(
+            "adding to a list answered {other:?}"
+        ))),
+    }
+}
+
+/// Refuses a key without the `lists` scope.
+pub(super) fn require_lists_scope(caller: &Caller) -> ApiResult<()> {
+    if caller.key.scopes.lists {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(
+            "this key has no `lists` scope (create one with --scopes lists)",
+        ))
+    }
 }
 
 #[cfg(test)]

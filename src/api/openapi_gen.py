@@ -1741,6 +1741,13 @@ schemas["ImageProperties"] = {
     "additionalProperties": False,
     "properties": properties_fields,
 }
+# What an addition to a list did (`/v1/lists/{name}/entries`, check.json's `add_to_list`).
+added_entries_fields = {
+    "added": {"type": "array", "items": sref("ListEntry")},
+    "existing": {"type": "array", "items": {"type": "integer"},
+                 "description": "Entry ids that already held a hash given (a hash is in a "
+                                "list once)."},
+}
 schemas["SightengineAnswer"] = {
     "type": "object",
     "description": (
@@ -1788,13 +1795,41 @@ schemas["SightengineAnswer"] = {
                   "properties": {"id": {"type": "string", "pattern": "^med_"},
                                  "uri": {"type": ["string", "null"],
                                          "description": "The `url`, or the uploaded file's name."}}},
+        "list_matches": {
+            "type": "array", "items": sref("ListMatch"),
+            "description": (
+                "modgate's own field, present when lists were consulted (`lists`, or the "
+                "workflow's when its `hashlist` check runs for `nudity`): each list's best match "
+                "(`[]`: none), as on `/v1/image`. Scores are not changed by a match."
+            ),
+        },
+        "added_to_list": {
+            "type": "object", "additionalProperties": False,
+            "required": ["list", "added", "existing"],
+            "description": "modgate's own field: what `add_to_list` added.",
+            "properties": {"list": {"type": "string"}, **added_entries_fields},
+        },
     },
 }
 p_models = qparam("models", {"type": "string"},
                   "Comma list of `nudity`, `nudity-2.0` or `nudity-2.1` (one version), `type`, "
                   "`properties` and `qr-content`, and the models the operator's own classifiers answer "
                   "(`[[models.custom]]` with `sightengine`). Any other model is 400 `bad_request` naming it "
-                  "and the supported ones.", required=True)
+                  "and the supported ones. Required unless `add_to_list` or `lists` is given.")
+check_json_list_fields = {
+    "lists": {"type": "string", "description": (
+        "modgate's own: a comma list of at most 16 of the organization's list names to look "
+        "the image up in (answered in `list_matches`).")},
+    "add_to_list": {"type": "string", "pattern": "^[a-z0-9_-]{1,64}$", "description": (
+        "As Sightengine documents it: adds the image's hashes (PDQ when its detail allows, MD5, "
+        "SHA-256) to the organization's list of this name (modgate's list names, not "
+        "Sightengine's `ili_` ids). The key needs the `lists` scope (403 `forbidden`); no such "
+        "list: 404.")},
+    "custom_id": {"type": "string", "maxLength": 256,
+                  "description": "With `add_to_list`: the entries' `id`."},
+}
+p_check_json_lists = [qparam(name, schema, schema["description"])
+                      for name, schema in check_json_list_fields.items()]
 paths["/1.0/check.json"] = {
     "post": {
         "operationId": "sightengineCheck",
@@ -1807,8 +1842,9 @@ paths["/1.0/check.json"] = {
         ),
         "security": SEC_COMPAT,
         "requestBody": {"required": True, "content": {"multipart/form-data": {
-            "schema": {"allOf": [sref("CompatImageForm"), {"type": "object", "required": ["models"],
-                       "properties": {"models": {"type": "string"}}}]}}}},
+            "schema": {"allOf": [sref("CompatImageForm"), {"type": "object",
+                       "properties": {"models": {"type": "string"},
+                                      **check_json_list_fields}}]}}}},
         "responses": {
             "200": {"description": "The scores.",
                     "content": {"application/json": {"schema": sref("SightengineAnswer")}}},
@@ -1821,7 +1857,7 @@ paths["/1.0/check.json"] = {
         "summary": "Sightengine's check.json by `url`",
         "description": "As the POST, the image downloaded from `url`.",
         "security": SEC_COMPAT,
-        "parameters": [p_models, p_url_compat, p_api_user, p_api_secret],
+        "parameters": [p_models, p_url_compat, p_api_user, p_api_secret, *p_check_json_lists],
         "responses": {
             "200": {"description": "The scores.",
                     "content": {"application/json": {"schema": sref("SightengineAnswer")}}},
@@ -1829,6 +1865,17 @@ paths["/1.0/check.json"] = {
         },
     },
 }
+
+for _method in ("post", "get"):
+    _responses = paths["/1.0/check.json"][_method]["responses"]
+    _responses["403"] = err_response(403, True, (
+        status_403(True, "image")["description"].split("\n\nError types:")[0]
+        + "\n\n`forbidden` also: `add_to_list` with a key that lacks the `lists` scope."
+    ), ["forbidden", "organization_suspended"], "maybe")
+    _responses["404"] = err_response(
+        404, True, "`bad_request`: `add_to_list` names no list of the organization.",
+        ["bad_request"], "maybe")
+    paths["/1.0/check.json"][_method]["responses"] = dict(sorted(_responses.items()))
 
 # --------------------------------------------------------------------------------------------
 # Sightengine's text/check.json (src/api/sightengine_text.rs)
@@ -2076,10 +2123,7 @@ schemas["EntriesAdded"] = {
     "required": ["status", "added", "existing", "skipped"],
     "properties": {
         "status": {"const": "success"},
-        "added": {"type": "array", "items": sref("ListEntry")},
-        "existing": {"type": "array", "items": {"type": "integer"},
-                     "description": "Entry ids that already held a hash given (a hash is "
-                                    "in a list once)."},
+        **added_entries_fields,
         "skipped": {"type": "array", "maxItems": 100, "items": {
             "type": "object", "additionalProperties": False, "required": ["line", "reason"],
             "properties": {"line": {"type": "integer", "minimum": 1},

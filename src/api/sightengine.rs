@@ -26,6 +26,22 @@
 //!   read from one of that model's categories, and nothing else. A declaration cannot take
 //!   over one of the models above ([`check_declared_models`], at start).
 //!
+//! The organization's lists (`ListAsks`):
+//!
+//! - `add_to_list=NAME` (with an optional `custom_id`), as Sightengine documents it, adds the
+//!   image's hashes to the organization's list `NAME` (the key needs the `lists` scope; names
+//!   are modgate's list names, not Sightengine's `ili_` ids). The answer's `added_to_list`
+//!   (modgate's own field: Sightengine's answer to it is not documented where this was
+//!   written) says what was added, as `/v1/lists/{name}/entries` does.
+//! - `lists=a,b` (modgate's own) names lists to look the image up in; the workflow's lists
+//!   are consulted too when its `hashlist` check runs (for `nudity`). The answer's
+//!   `list_matches` (modgate's own field) gives each list's best match, as `/v1/image` does;
+//!   the scores are not changed by a match (the caller decides what a block or allow match
+//!   means for them). Sightengine's own way to match its lists is not known here, so none is
+//!   imitated.
+//!
+//! With `add_to_list` or `lists`, `models` may be left out.
+//!
 //! Only the checks the models need run: `properties` alone decodes the image and runs no model.
 //! `models` is read once the image is received (a refusal of it comes after the upload or the
 //! download). `request.operations` counts the models answered; the quota counts the request
@@ -33,10 +49,13 @@
 
 use serde::Serialize;
 
+use super::answer::Matches;
 use super::compat_image::receive;
 use super::context::Context;
 use super::envelope::{json_response, CompatRequest};
+use super::form::ListFields;
 use super::image::score_image_with;
+use super::lists::{add_image_hashes, require_lists_scope, AddedView};
 use super::sightengine_text::RuleMatches;
 use super::{scored, CheckSummary, RequestNotes};
 use crate::checks::categories::ILLUSTRATION;
@@ -191,6 +210,13 @@ struct Answer<'a> {
     /// The declared models' objects, by model name.
     #[serde(flatten)]
     declared: Fields,
+    /// modgate's: each consulted list's best match, as on `/v1/image` (present when lists
+    /// were consulted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    list_matches: Option<Matches<'a>>,
+    /// modgate's: what `add_to_list` added.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    added_to_list: Option<AddedToList<'a>>,
     media: Media<'a>,
 }
 
@@ -200,16 +226,127 @@ struct Media<'a> {
     uri: Option<&'a str>,
 }
 
+/// Lists a request names in `lists` at most.
+pub const LISTS_PER_REQUEST_MAX: usize = 16;
+
+/// What a request asks of the organization's lists: the lists to consult (those of `lists`,
+/// then the workflow's when its `hashlist` check runs for `nudity`) and the list to add the
+/// image to.
+#[derive(Debug, Default, PartialEq)]
+struct ListAsks {
+    consult: Vec<String>,
+    add_to: Option<String>,
+    custom_id: Option<String>,
+}
+
+impl ListAsks {
+    fn parse(
+        fields: &ListFields,
+        asked: &Asked,
+        workflow: &crate::workflow::WorkflowDef,
+    ) -> ApiResult<ListAsks> {
+        let mut consult = Vec::new();
+        if let Some(names) = &fields.lists {
+            for name in names.split(',').map(str::trim) {
+                crate::lists::validate_name(name)
+                    .map_err(|why| ApiError::bad_request(format!("`lists`: {why}")))?;
+                if !consult.iter().any(|known| known == name) {
+                    consult.push(name.to_owned());
+                }
+            }
+            if consult.len() > LISTS_PER_REQUEST_MAX {
+                return Err(ApiError::bad_request(format!(
+                    "`lists` names at most {LISTS_PER_REQUEST_MAX} lists"
+                )));
+            }
+        }
+        let hashlist = registry::HASHLIST.name;
+        if asked.nudity.is_some() && workflow.image_checks.iter().any(|check| check == hashlist) {
+            for name in &workflow.lists {
+                if !consult.contains(name) {
+                    consult.push(name.clone());
+                }
+            }
+        }
+        if let Some(name) = &fields.add_to_list {
+            crate::lists::validate_name(name)
+                .map_err(|why| ApiError::bad_request(format!("`add_to_list`: {why}")))?;
+        }
+        if let Some(id) = &fields.custom_id {
+            if fields.add_to_list.is_none() {
+                return Err(ApiError::bad_request(
+                    "`custom_id` names the entry `add_to_list` adds: send both",
+                ));
+            }
+            crate::lists::validate_entry_text("custom_id", &Some(id.clone()))
+                .map_err(ApiError::bad_request)?;
+        }
+        Ok(ListAsks {
+            consult,
+            add_to: fields.add_to_list.clone(),
+            custom_id: fields.custom_id.clone(),
+        })
+    }
+
+    /// Whether the image must be hashed.
+    fn hashes(&self) -> bool {
+        !self.consult.is_empty() || self.add_to.is_some()
+    }
+}
+
+/// `added_to_list`: what `add_to_list` added.
+#[derive(Serialize)]
+struct AddedToList<'a> {
+    list: &'a str,
+    #[serde(flatten)]
+    entries: AddedView<'a>,
+}
+
 pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     cx: &Context,
     exchange: &mut Exchange<'_, S>,
     notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
     let received = receive(cx, exchange, notes).await?;
-    let asked = parse_models(received.models.as_deref())?;
+    let fields = &received.list_fields;
+    let lists_only = fields.add_to_list.is_some() || fields.lists.is_some();
+    let asked = match (received.models.as_deref(), lists_only) {
+        // Adding an image to a list, or looking it up in lists, asks for no model.
+        (None, true) => Asked::default(),
+        (models, _) => parse_models(models)?,
+    };
     let workflow = received.workflow.clone();
-    let checks = asked.checks(&workflow.definition.image_checks);
-    let board = score_image_with(cx, &received.caller, &checks, &[], received.bytes).await?;
+    let lists = ListAsks::parse(&received.list_fields, &asked, &workflow.definition)?;
+    if lists.add_to.is_some() {
+        require_lists_scope(&received.caller)?;
+    }
+    let mut checks = asked.checks(&workflow.definition.image_checks);
+    let hashlist = registry::HASHLIST.name;
+    if lists.hashes() && !checks.iter().any(|check| check == hashlist) {
+        checks.push(hashlist.to_owned());
+    }
+    let board = score_image_with(
+        cx,
+        &received.caller,
+        &checks,
+        &lists.consult,
+        received.bytes,
+    )
+    .await?;
+    let added = match &lists.add_to {
+        Some(name) => {
+            let hashes = board
+                .measured
+                .hashes
+                .as_ref()
+                .ok_or_else(|| ApiError::internal("the image was not hashed"))?;
+            Some(
+                add_image_hashes(cx, &received.caller, name, hashes, lists.custom_id.clone())
+                    .await?,
+            )
+        }
+        None => None,
+    };
     let decision = decide(&workflow.definition, &board);
     notes.check = Some(CheckSummary::of(&workflow, &decision));
     let nudity = match asked.nudity {
@@ -278,6 +415,14 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
             qr,
             properties,
             declared,
+            list_matches: (!lists.consult.is_empty()).then(|| Matches(&board.list_matches)),
+            added_to_list: match (&lists.add_to, &added) {
+                (Some(list), Some(added)) => Some(AddedToList {
+                    list,
+                    entries: AddedView::of(added),
+                }),
+                _ => None,
+            },
             media: Media {
                 id: &media_id,
                 uri: received.uri.as_deref(),
@@ -463,10 +608,77 @@ mod tests {
         refused(Some(&"é".repeat(100)), "is not available");
     }
 
+    /// A workflow whose hashlist check consults `known` and `a`.
+    fn listing_workflow() -> crate::workflow::WorkflowDef {
+        crate::workflow::parse_workflows(
+            "[workflows.w]\ndescription = 'w'\nimage_checks = ['hashlist']\nlists = ['known', 'a']\n[workflows.w.categories.known_image]\nreview = 0.5\nreject = 0.9\n",
+        )
+        .unwrap()
+        .remove("w")
+        .unwrap()
+    }
+
+    #[test]
+    fn list_fields_are_read_or_refused() {
+        let workflow = listing_workflow();
+        let fields = |lists: Option<&str>, add: Option<&str>, id: Option<&str>| ListFields {
+            lists: lists.map(str::to_owned),
+            add_to_list: add.map(str::to_owned),
+            custom_id: id.map(str::to_owned),
+        };
+        let none = Asked::default();
+        let nudity = parse_models(Some("nudity")).unwrap();
+        let read = |fields: &ListFields, asked: &Asked| ListAsks::parse(fields, asked, &workflow);
+        let asks = read(&fields(Some("a, b,a"), None, None), &none).unwrap();
+        assert_eq!(asks.consult, ["a", "b"]);
+        assert!(asks.hashes());
+        // The workflow's lists join when its hashlist check runs, for `nudity`.
+        let asks = read(&fields(Some("b"), None, None), &nudity).unwrap();
+        assert_eq!(asks.consult, ["b", "known", "a"]);
+        assert!(!read(&fields(None, None, None), &none).unwrap().hashes());
+        let asks = read(&fields(None, Some("known"), Some("u-1")), &none).unwrap();
+        assert_eq!(
+            (asks.add_to.as_deref(), asks.custom_id.as_deref()),
+            (Some("known"), Some("u-1"))
+        );
+        assert!(asks.hashes() && asks.consult.is_empty());
+        for (fields, says) in [
+            (fields(Some("Bad"), None, None), "`lists`"),
+            (fields(Some("a,,b"), None, None), "`lists`"),
+            (fields(None, Some("x y"), None), "`add_to_list`"),
+            (fields(None, None, Some("u-1")), "send both"),
+            (fields(None, Some("k"), Some("a\u{7}")), "custom_id"),
+        ] {
+            let message = read(&fields, &none).unwrap_err().message;
+            assert!(message.contains(says), "{message}");
+        }
+        let many = (0..17)
+            .map(|n| format!("l{n}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let message = read(&fields(Some(&many), None, None), &none)
+            .unwrap_err()
+            .message;
+        assert!(message.contains("at most 16"), "{message}");
+    }
+
     proptest! {
         #[test]
         fn any_models_are_read_or_refused(models in "\\PC{0,64}") {
             let _ = parse_models(Some(&models));
+        }
+
+        #[test]
+        fn any_list_fields_are_read_or_refused(
+            lists in proptest::option::of("\\PC{0,80}"),
+            add in proptest::option::of("\\PC{0,80}"),
+            id in proptest::option::of("\\PC{0,300}"),
+        ) {
+            let workflow = listing_workflow();
+            let fields = ListFields { lists, add_to_list: add, custom_id: id };
+            if let Ok(asks) = ListAsks::parse(&fields, &Asked::default(), &workflow) {
+                prop_assert!(asks.consult.len() <= LISTS_PER_REQUEST_MAX);
+            }
         }
     }
 }
