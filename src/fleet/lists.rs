@@ -37,8 +37,11 @@ use crate::store::Store;
 
 /// Serialises list writes across the fleet (a `pg_advisory_xact_lock` key).
 pub const LISTS_LOCK: i64 = 0x006d_6f64_6c69_7374; // "modlist" in ASCII
-/// Log rows read per query while replaying (a row holds at most one request's entries).
+/// Log rows replayed in one store transaction at most.
 pub const REPLAY_ROWS: i64 = 64;
+/// Bytes of log rows held in memory while replaying, at most (one row is read whatever its
+/// size: a write of [`LOG_ENTRIES_MAX`] entries is about 20 MB).
+pub const REPLAY_BYTES_MAX: i64 = 64 << 20;
 /// Entries one write of the log adds at most (a route's request is below it; the CLI imports
 /// a larger file in writes of this size).
 pub const LOG_ENTRIES_MAX: usize = 200_000;
@@ -182,11 +185,29 @@ pub async fn catch_up(
         }
     };
     while applied < latest {
-        let rows = client
+        // First the sizes (read from the rows' headers, not their values), then as many rows
+        // as fit in REPLAY_BYTES_MAX.
+        let sizes = client
             .query(
-                "SELECT revision, org, change FROM list_log WHERE revision > $1
+                "SELECT revision, octet_length(change)::bigint FROM list_log WHERE revision > $1
                  ORDER BY revision LIMIT $2",
                 &[&applied, &REPLAY_ROWS],
+            )
+            .await
+            .map_err(unavailable)?;
+        let (mut upto, mut bytes) = (applied, 0i64);
+        for row in &sizes {
+            let size: i64 = row.get(1);
+            if upto > applied && bytes + size > REPLAY_BYTES_MAX {
+                break;
+            }
+            (upto, bytes) = (row.get(0), bytes + size);
+        }
+        let rows = client
+            .query(
+                "SELECT revision, org, change FROM list_log WHERE revision > $1 AND revision <= $2
+                 ORDER BY revision",
+                &[&applied, &upto],
             )
             .await
             .map_err(unavailable)?;
