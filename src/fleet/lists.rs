@@ -18,8 +18,10 @@
 //!
 //! Following ([`catch_up`]): the control plane's follower replays the log after its store's
 //! list revision at start, on every notification and at every heartbeat, as it does the
-//! control plane. A store that never followed a fleet's lists, or one ahead of the log (the
-//! database was restored from a backup), drops its lists and replays the log from its start.
+//! control plane. A store that never followed a fleet's lists, or whose last replayed row is
+//! not in the log as it replayed it (the database was restored from a backup, maybe written on
+//! since: each row's `written_at` marks it), drops its lists and replays the log from its
+//! start.
 //!
 //! The log is never compacted: a node that joins replays every write since the fleet began
 //! (an addition of 200,000 hashes replays in about a second).
@@ -32,7 +34,7 @@ use heed::{BytesDecode, BytesEncode};
 
 use super::{schema, CHANGES_CHANNEL};
 use crate::config::ClusterConfig;
-use crate::store::lists::{ListError, ListResult, ListWrite, ListWriter, ListWritten};
+use crate::store::lists::{ListError, ListResult, ListWrite, ListWriter, ListWritten, LoggedWrite};
 use crate::store::Store;
 
 /// Serialises list writes across the fleet (a `pg_advisory_xact_lock` key).
@@ -164,12 +166,17 @@ pub async fn catch_up(
         .map_err(unavailable)?
         .get(0);
     let mut applied = match store.list_revision()? {
-        Some(applied) if applied <= latest => applied,
+        Some(0) => 0,
+        Some(applied)
+            if applied <= latest && mark_of(client, applied).await? == store.list_mark()? =>
+        {
+            applied
+        }
         Some(applied) => {
             tracing::warn!(
                 applied,
                 latest,
-                "the fleet's list log is behind this store (restored or replaced): replaying it from its start"
+                "the fleet's list log is not the one this store replayed (restored from a backup, or replaced): replaying it from its start"
             );
             store.reset_lists()?;
             0
@@ -205,8 +212,10 @@ pub async fn catch_up(
         }
         let rows = client
             .query(
-                "SELECT revision, org, change FROM list_log WHERE revision > $1 AND revision <= $2
-                 ORDER BY revision",
+                &format!(
+                    "SELECT revision, org, change, {MARK} FROM list_log
+                     WHERE revision > $1 AND revision <= $2 ORDER BY revision"
+                ),
                 &[&applied, &upto],
             )
             .await
@@ -214,16 +223,36 @@ pub async fn catch_up(
         if rows.is_empty() {
             break;
         }
-        let mut log = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let revision: i64 = row.get(0);
-            let bytes: &[u8] = row.get(2);
-            let change = SerdeBincode::<ListWrite>::bytes_decode(bytes).ok();
-            log.push((revision, row.get::<_, String>(1), change));
-        }
+        let log: Vec<LoggedWrite> = rows
+            .iter()
+            .map(|row| LoggedWrite {
+                revision: row.get(0),
+                org: row.get(1),
+                change: SerdeBincode::<ListWrite>::bytes_decode(row.get::<_, &[u8]>(2)).ok(),
+                mark: row.get(3),
+            })
+            .collect();
         applied = store.apply_list_log(&log)?;
     }
     Ok(applied)
+}
+
+/// A log row's mark ([`LoggedWrite::mark`]), in SQL.
+const MARK: &str = "(extract(epoch FROM written_at) * 1000000)::bigint";
+
+/// The mark of the log's row `revision`, if it has one.
+async fn mark_of(
+    client: &impl tokio_postgres::GenericClient,
+    revision: i64,
+) -> ListResult<Option<i64>> {
+    Ok(client
+        .query_opt(
+            &format!("SELECT {MARK} FROM list_log WHERE revision = $1"),
+            &[&revision],
+        )
+        .await
+        .map_err(unavailable)?
+        .map(|row| row.get(0)))
 }
 
 /// The CLI's side: `store` (a working copy in the CLI's data directory) brought up to the

@@ -247,6 +247,22 @@ impl ListWriter for LocalLists {
 
 /// The key under which `meta` holds the last list-log revision applied to the store.
 const LIST_REVISION: &str = "list_revision";
+/// The key under which `meta` holds the mark of that revision's row (when it was written, in
+/// the fleet's microseconds): a log restored from a backup and written on since has the
+/// revision again under another mark.
+const LIST_MARK: &str = "list_mark";
+
+/// One change of a fleet's list log, as a store replays it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoggedWrite {
+    pub revision: i64,
+    /// When the row was written (Unix microseconds): what tells it from another row of the
+    /// same revision in a log restored from a backup.
+    pub mark: i64,
+    pub org: String,
+    /// `None`: a change this build cannot read.
+    pub change: Option<ListWrite>,
+}
 
 impl Store {
     fn list_tables(&self) -> &ListTables {
@@ -597,6 +613,7 @@ impl Store {
         tables.removals.clear(&mut txn)?;
         self.meta
             .put(&mut txn, LIST_REVISION, &0i64.to_le_bytes())?;
+        self.meta.delete(&mut txn, LIST_MARK)?;
         txn.commit()?;
         Ok(())
     }
@@ -608,14 +625,22 @@ impl Store {
     /// wrote it), or one this build cannot read (`None`), is logged and passed over, alike on
     /// every node. Two processes replaying at once apply each change once: the revision is
     /// read inside the write transaction.
-    pub fn apply_list_log(&self, log: &[(i64, String, Option<ListWrite>)]) -> ListResult<i64> {
+    pub fn apply_list_log(&self, log: &[LoggedWrite]) -> ListResult<i64> {
         let mut txn = self.env().write_txn()?;
         let mut applied = self.list_revision_in(&txn)?.unwrap_or(0);
-        for (revision, org, change) in log {
+        let mut mark = None;
+        for LoggedWrite {
+            revision,
+            mark: row_mark,
+            org,
+            change,
+        } in log
+        {
             if *revision <= applied {
                 continue;
             }
             applied = *revision;
+            mark = Some(*row_mark);
             let Some(change) = change else {
                 tracing::error!(
                     revision,
@@ -640,10 +665,23 @@ impl Store {
                 }
             }
         }
-        self.meta
-            .put(&mut txn, LIST_REVISION, &applied.to_le_bytes())?;
-        txn.commit()?;
+        if let Some(mark) = mark {
+            self.meta
+                .put(&mut txn, LIST_REVISION, &applied.to_le_bytes())?;
+            self.meta.put(&mut txn, LIST_MARK, &mark.to_le_bytes())?;
+            txn.commit()?;
+        }
         Ok(applied)
+    }
+
+    /// The mark of the last list-log revision applied here ([`LoggedWrite::mark`]).
+    pub fn list_mark(&self) -> ListResult<Option<i64>> {
+        let txn = self.env().read_txn()?;
+        Ok(self
+            .meta
+            .get(&txn, LIST_MARK)?
+            .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+            .map(i64::from_le_bytes))
     }
 
     /// The entry holding `hash`, if any.
@@ -952,25 +990,22 @@ mod tests {
             entries: (0..n).map(pdq_entry).collect(),
             added_ms: 7,
         };
-        let log = vec![
-            (1, "acme".to_owned(), Some(create.clone())),
-            (2, "acme".to_owned(), Some(full(3))),
+        let log = logged(vec![
+            Some(create.clone()),
+            Some(full(3)),
             // Refused alike everywhere (the list exists): passed over.
-            (3, "acme".to_owned(), Some(create)),
-            (
-                4,
-                "acme".to_owned(),
-                Some(ListWrite::Remove {
-                    name: "known".into(),
-                    id: 2,
-                }),
-            ),
+            Some(create),
+            Some(ListWrite::Remove {
+                name: "known".into(),
+                id: 2,
+            }),
             // Unreadable by this build: passed over.
-            (5, "acme".to_owned(), None),
-            (6, "acme".to_owned(), Some(full(5))),
-        ];
+            None,
+            Some(full(5)),
+        ]);
         assert_eq!(a.list_revision().unwrap(), None);
         assert_eq!(a.apply_list_log(&log).unwrap(), 6);
+        assert_eq!(a.list_mark().unwrap(), Some(600));
         // In two parts, one of them applied twice: the same lists.
         assert_eq!(b.apply_list_log(&log[..3]).unwrap(), 3);
         assert_eq!(b.apply_list_log(&log).unwrap(), 6);
@@ -986,47 +1021,48 @@ mod tests {
         a.reset_lists().unwrap();
         assert!(a.all_lists().unwrap().is_empty());
         assert_eq!(a.list_revision().unwrap(), Some(0));
+        assert_eq!(a.list_mark().unwrap(), None);
+    }
+
+    /// Changes as a log holds them: revisions from 1, marks 100 apart.
+    fn logged(changes: Vec<Option<ListWrite>>) -> Vec<LoggedWrite> {
+        changes
+            .into_iter()
+            .enumerate()
+            .map(|(at, change)| LoggedWrite {
+                revision: at as i64 + 1,
+                mark: (at as i64 + 1) * 100,
+                org: "acme".into(),
+                change,
+            })
+            .collect()
     }
 
     #[test]
     fn a_change_refused_half_way_leaves_nothing_of_itself() {
         let (_dir, store) = store_with_org();
-        let log = vec![
-            (
-                1,
-                "acme".to_owned(),
-                Some(
-                    ListWrite::create("known", ListKind::Block, ListContent::Image, 31, 0).unwrap(),
-                ),
-            ),
+        let log = logged(vec![
+            Some(ListWrite::create("known", ListKind::Block, ListContent::Image, 31, 0).unwrap()),
             // Two hashes, then a term: refused after the hashes were written.
-            (
-                2,
-                "acme".to_owned(),
-                Some(ListWrite::Add {
-                    name: "known".into(),
-                    entries: vec![
-                        pdq_entry(1),
-                        pdq_entry(2),
-                        NewEntry {
-                            hash: EntryHash::term("grapefruit").unwrap(),
-                            label: None,
-                            caller_id: None,
-                        },
-                    ],
-                    added_ms: 0,
-                }),
-            ),
-            (
-                3,
-                "acme".to_owned(),
-                Some(ListWrite::Add {
-                    name: "known".into(),
-                    entries: vec![pdq_entry(9)],
-                    added_ms: 0,
-                }),
-            ),
-        ];
+            Some(ListWrite::Add {
+                name: "known".into(),
+                entries: vec![
+                    pdq_entry(1),
+                    pdq_entry(2),
+                    NewEntry {
+                        hash: EntryHash::term("grapefruit").unwrap(),
+                        label: None,
+                        caller_id: None,
+                    },
+                ],
+                added_ms: 0,
+            }),
+            Some(ListWrite::Add {
+                name: "known".into(),
+                entries: vec![pdq_entry(9)],
+                added_ms: 0,
+            }),
+        ]);
         assert_eq!(store.apply_list_log(&log).unwrap(), 3);
         let (record, entries) = contents(&store, "known");
         assert_eq!((record.entries, record.next_id), (1, 2));
