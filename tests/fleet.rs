@@ -300,6 +300,19 @@ fn journals_ship_to_one_table_exactly_once_even_across_a_kill() {
 /// change made after the restore reaches it and what the restore took away is gone from it.
 #[test]
 fn a_node_follows_a_control_plane_restored_behind_it() {
+    restored_control_plane_is_followed(1);
+}
+
+/// The same, with the restored control plane written on past the node's revision before the
+/// node sees it: the node's last change is not in it as the node applied it, so the node takes
+/// a snapshot rather than the changes after its revision (which would mix two histories).
+#[test]
+fn a_node_follows_a_control_plane_restored_and_written_on_since() {
+    restored_control_plane_is_followed(1_000);
+}
+
+/// A restore whose next revision is `next_revision`.
+fn restored_control_plane_is_followed(next_revision: i64) {
     let postgres = Postgres::start();
     let dir = tempfile::tempdir().unwrap();
     let config = migrated(&postgres, dir.path(), ROOMY_PLANS);
@@ -312,9 +325,9 @@ fn a_node_follows_a_control_plane_restored_behind_it() {
     }
     assert_eq!(status_on(&node, &old_keys[0]), 200);
     // The "restore": an empty control plane with its revisions starting over.
-    postgres.psql(
-        "DELETE FROM control_changes; DELETE FROM control_records; SELECT setval('control_revision', 1, false);",
-    );
+    postgres.psql(&format!(
+        "DELETE FROM control_changes; DELETE FROM control_records; SELECT setval('control_revision', {next_revision}, false);"
+    ));
     fleet_admin_ok(&config, &["db", "migrate"]);
     fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
     let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])

@@ -33,7 +33,7 @@ pub async fn transact<T>(
     let records = super::read_records(&tx).await?;
     let dir = tempfile::tempdir().context("a directory for the control plane's working copy")?;
     let store = Store::open(dir.path())?;
-    store.replace_all(&records, 0)?;
+    store.replace_all(&records, 0, None)?;
     let before = store.dump()?;
     let value = op(&store)?;
     let changes = Store::diff(&before, &store.dump()?);

@@ -1,5 +1,10 @@
 //! The node side of the control plane: follow the change log into the local LMDB store.
 //!
+//! The store keeps the revision it applied and that revision's mark (its commit time, as the
+//! change log holds it, [`Mark`]); a node whose revision is past the log's end, or whose
+//! marked change is not in the log as it applied it (a database restored from a backup,
+//! maybe written on since), takes a snapshot instead of the changes after its revision.
+//!
 //! At start ([`initial_sync`], before any shard serves) a node whose store has never been
 //! synchronised takes a snapshot of `control_records` as of the latest revision, read in one
 //! repeatable-read transaction; a node that has applied revision R takes the changes after R.
@@ -23,7 +28,7 @@ use tokio_postgres::AsyncMessage;
 use super::{schema, CHANGES_CHANNEL, HEARTBEAT_MS};
 use crate::clock::Clock;
 use crate::config::ClusterConfig;
-use crate::store::replica::RawChange;
+use crate::store::replica::{Mark, RawChange};
 use crate::store::Store;
 
 /// Revisions applied in one LMDB transaction at most while catching up.
@@ -233,8 +238,12 @@ async fn snapshot(client: &mut tokio_postgres::Client, store: &Store) -> anyhow:
         .await?
         .get(0);
     let records = super::read_records(&tx).await?;
+    let mark = match revision {
+        0 => None,
+        _ => mark_of(&tx, revision).await?,
+    };
     tx.commit().await?;
-    store.replace_all(&records, revision)?;
+    store.replace_all(&records, revision, mark)?;
     Ok(revision)
 }
 
@@ -255,6 +264,13 @@ async fn catch_up_or_snapshot(
             );
             snapshot(client, store).await
         }
+        CaughtUp::NotFollowed => {
+            tracing::warn!(
+                applied = revision,
+                "the control plane is not the one this node followed (restored from a backup and written on since, or replaced): taking a snapshot"
+            );
+            snapshot(client, store).await
+        }
     }
 }
 
@@ -267,6 +283,30 @@ enum CaughtUp {
     DatabaseBehind {
         latest: i64,
     },
+    /// The change this node applied last is not in the database as it applied it (or the
+    /// node kept no mark of it): the database was restored from a backup and written on
+    /// since, or replaced. Applying "the changes after our revision" would mix two histories.
+    NotFollowed,
+}
+
+/// A change-log row's mark ([`Mark::at_us`]), in SQL.
+const MARK: &str = "(extract(epoch FROM changed_at) * 1000000)::bigint";
+
+/// The mark of revision `revision` in the change log, if it has rows.
+async fn mark_of(
+    client: &impl tokio_postgres::GenericClient,
+    revision: i64,
+) -> anyhow::Result<Option<Mark>> {
+    Ok(client
+        .query_opt(
+            &format!("SELECT {MARK} FROM control_changes WHERE revision = $1 LIMIT 1"),
+            &[&revision],
+        )
+        .await?
+        .map(|row| Mark {
+            revision,
+            at_us: row.get(0),
+        }))
 }
 
 /// Applies the changes after `revision`, a bounded range of revisions per LMDB transaction.
@@ -287,18 +327,31 @@ async fn catch_up(
         if first && latest < revision {
             return Ok(CaughtUp::DatabaseBehind { latest });
         }
+        if first && revision > 0 {
+            let kept = store.control_mark()?;
+            let found = match kept {
+                Some(mark) => mark_of(client, mark.revision).await?,
+                None => None,
+            };
+            if kept.is_none() || found != kept {
+                return Ok(CaughtUp::NotFollowed);
+            }
+        }
         first = false;
         if latest <= revision {
             return Ok(CaughtUp::At(revision));
         }
         let upto = latest.min(revision + CATCH_UP_REVISIONS_MAX);
-        let changes: Vec<RawChange> = client
+        let rows = client
             .query(
-                "SELECT tbl, key, value FROM control_changes
-                 WHERE revision > $1 AND revision <= $2 ORDER BY revision, seq",
+                &format!(
+                    "SELECT tbl, key, value, revision, {MARK} FROM control_changes
+                     WHERE revision > $1 AND revision <= $2 ORDER BY revision, seq"
+                ),
                 &[&revision, &upto],
             )
-            .await?
+            .await?;
+        let changes: Vec<RawChange> = rows
             .iter()
             .map(|row| RawChange {
                 table: row.get(0),
@@ -306,7 +359,11 @@ async fn catch_up(
                 value: row.get(2),
             })
             .collect();
-        store.apply_changes(&changes, upto)?;
+        let mark = rows.last().map(|row| Mark {
+            revision: row.get(3),
+            at_us: row.get(4),
+        });
+        store.apply_changes(&changes, upto, mark)?;
         tracing::debug!(
             from = revision,
             to = upto,

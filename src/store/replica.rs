@@ -14,6 +14,9 @@ use heed::{Database, RwTxn};
 
 use super::Store;
 
+/// The key under which `meta` holds the [`Mark`] of the last change applied.
+const CONTROL_MARK: &str = "control_mark";
+
 /// The tables that make up the control plane.
 pub const TABLES: [&str; 4] = ["orgs", "plans", "keys", "workflows"];
 
@@ -23,6 +26,16 @@ pub struct RawRecord {
     pub table: String,
     pub key: String,
     pub value: Vec<u8>,
+}
+
+/// Which change-log revision a store last applied, as the log itself tells it from another
+/// log's revision of the same number: when that revision was committed (Unix microseconds). A
+/// control plane restored from a backup and written on since has the number again, under
+/// another time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    pub revision: i64,
+    pub at_us: i64,
 }
 
 /// A change: a record written (`value`) or deleted (`None`).
@@ -84,8 +97,14 @@ impl Store {
         changes
     }
 
-    /// Replaces the whole control plane with `records`, as of `revision`, in one transaction.
-    pub fn replace_all(&self, records: &[RawRecord], revision: i64) -> anyhow::Result<()> {
+    /// Replaces the whole control plane with `records`, as of `revision` (whose row is
+    /// `mark`), in one transaction.
+    pub fn replace_all(
+        &self,
+        records: &[RawRecord],
+        revision: i64,
+        mark: Option<Mark>,
+    ) -> anyhow::Result<()> {
         let mut txn = self.env().write_txn()?;
         for table in TABLES {
             self.raw_table(table)?.clear(&mut txn)?;
@@ -95,12 +114,24 @@ impl Store {
                 .put(&mut txn, &record.key, &record.value)?;
         }
         self.set_revision(&mut txn, revision)?;
+        match mark {
+            Some(mark) => self.set_mark(&mut txn, mark)?,
+            None => {
+                self.meta.delete(&mut txn, CONTROL_MARK)?;
+            }
+        }
         txn.commit()?;
         Ok(())
     }
 
-    /// Applies `changes` and records `revision`, in one transaction.
-    pub fn apply_changes(&self, changes: &[RawChange], revision: i64) -> anyhow::Result<()> {
+    /// Applies `changes` and records `revision`, in one transaction; `mark`: the last of
+    /// them (none: keep the one before, for a range of revisions without changes).
+    pub fn apply_changes(
+        &self,
+        changes: &[RawChange],
+        revision: i64,
+        mark: Option<Mark>,
+    ) -> anyhow::Result<()> {
         let mut txn = self.env().write_txn()?;
         for change in changes {
             let table = self.raw_table(&change.table)?;
@@ -112,7 +143,29 @@ impl Store {
             }
         }
         self.set_revision(&mut txn, revision)?;
+        if let Some(mark) = mark {
+            self.set_mark(&mut txn, mark)?;
+        }
         txn.commit()?;
+        Ok(())
+    }
+
+    /// The mark of the last change applied here; `None` for a store never synchronised, or
+    /// synchronised by a build that kept none.
+    pub fn control_mark(&self) -> anyhow::Result<Option<Mark>> {
+        let txn = self.env().read_txn()?;
+        Ok(self.meta.get(&txn, CONTROL_MARK)?.and_then(|bytes| {
+            let revision = i64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+            let at_us = i64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
+            Some(Mark { revision, at_us })
+        }))
+    }
+
+    fn set_mark(&self, txn: &mut RwTxn<'_>, mark: Mark) -> anyhow::Result<()> {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&mark.revision.to_le_bytes());
+        bytes[8..].copy_from_slice(&mark.at_us.to_le_bytes());
+        self.meta.put(txn, CONTROL_MARK, &bytes)?;
         Ok(())
     }
 
@@ -160,7 +213,7 @@ mod tests {
         let empty = BTreeMap::new();
         let first = source.dump().unwrap();
         replica
-            .apply_changes(&Store::diff(&empty, &first), 1)
+            .apply_changes(&Store::diff(&empty, &first), 1, None)
             .unwrap();
         assert_eq!(replica.dump().unwrap(), first);
         let issued = source
@@ -170,9 +223,20 @@ mod tests {
         let second = source.dump().unwrap();
         let changes = Store::diff(&first, &second);
         assert!(!changes.is_empty());
-        replica.apply_changes(&changes, 2).unwrap();
+        let mark = Mark {
+            revision: 2,
+            at_us: 7,
+        };
+        replica.apply_changes(&changes, 2, Some(mark)).unwrap();
+        assert_eq!(replica.control_mark().unwrap(), Some(mark));
         assert_eq!(replica.dump().unwrap(), second);
         assert_eq!(replica.revision().unwrap(), Some(2));
+        replica.apply_changes(&[], 3, None).unwrap();
+        assert_eq!(
+            replica.control_mark().unwrap(),
+            Some(mark),
+            "kept over a gap"
+        );
         // A full replacement drops what is not in the snapshot.
         let records: Vec<RawRecord> = first
             .iter()
@@ -182,7 +246,8 @@ mod tests {
                 value: value.clone(),
             })
             .collect();
-        replica.replace_all(&records, 3).unwrap();
+        replica.replace_all(&records, 3, None).unwrap();
+        assert_eq!(replica.control_mark().unwrap(), None);
         assert_eq!(replica.dump().unwrap(), first);
     }
 }
