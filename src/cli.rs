@@ -1102,6 +1102,39 @@ fn image_file_entries(path: &Path) -> anyhow::Result<Vec<crate::lists::EntryHash
     Ok(entries)
 }
 
+/// Entries split into writes a fleet's list log takes: at most
+/// [`crate::fleet::lists::LOG_ENTRIES_MAX`] entries and, by a generous estimate of their
+/// encoded size, half of [`crate::fleet::lists::LOG_WRITE_BYTES_MAX`].
+fn fleet_write_parts(entries: Vec<crate::lists::NewEntry>) -> Vec<Vec<crate::lists::NewEntry>> {
+    use crate::fleet::lists::{LOG_ENTRIES_MAX, LOG_WRITE_BYTES_MAX};
+    let size = |entry: &crate::lists::NewEntry| {
+        let text = |field: &Option<String>| field.as_ref().map_or(0, String::len);
+        let term = match &entry.hash {
+            crate::lists::EntryHash::Term(term) => term.len(),
+            _ => 0,
+        };
+        64 + term + text(&entry.label) + text(&entry.caller_id)
+    };
+    let mut parts = vec![Vec::new()];
+    let mut bytes = 0;
+    for entry in entries {
+        let entry_bytes = size(&entry);
+        let full = parts.last().is_some_and(|part| {
+            part.len() >= LOG_ENTRIES_MAX || bytes + entry_bytes > LOG_WRITE_BYTES_MAX / 2
+        });
+        if full {
+            parts.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += entry_bytes;
+        if let Some(part) = parts.last_mut() {
+            part.push(entry);
+        }
+    }
+    parts.retain(|part| !part.is_empty());
+    parts
+}
+
 /// What a list command did, as it says it.
 fn say_written(written: &crate::store::lists::ListWritten) {
     use crate::store::lists::ListWritten;
@@ -1262,17 +1295,17 @@ fn list_command(command: ListCommand) -> anyhow::Result<()> {
                     skipped.reason
                 );
             }
-            // One write on a single node (all or none); in a fleet, writes of at most
-            // LOG_ENTRIES_MAX entries, each all or none.
-            let part = match lists.cluster {
-                Some(_) => crate::fleet::lists::LOG_ENTRIES_MAX,
-                None => usize::MAX,
+            // One write on a single node (all or none); in a fleet, writes that fit the log's
+            // bounds, each all or none.
+            let parts = match lists.cluster {
+                Some(_) => fleet_write_parts(parsed.entries),
+                None => vec![parsed.entries],
             };
             let (mut added, mut existing) = (0, 0);
-            for entries in parsed.entries.chunks(part) {
+            for entries in parts {
                 let change = ListWrite::Add {
                     name: name.clone(),
-                    entries: entries.to_vec(),
+                    entries,
                     added_ms: now_ms(),
                 };
                 let ListWritten::Added(done) = lists.write(&org, change)? else {
@@ -1308,6 +1341,23 @@ mod tests {
         assert_eq!(parse_rfc3339_ms("1970-01-01T01:00:01+01:00").unwrap(), 1000);
         assert!(parse_rfc3339_ms("tomorrow").is_err());
         assert_eq!(rfc3339(1000), "1970-01-01T00:00:01Z");
+    }
+
+    #[test]
+    fn fleet_imports_are_split_by_count_and_size() {
+        use crate::lists::{EntryHash, NewEntry};
+        let entry = |label: usize| NewEntry {
+            hash: EntryHash::Md5([7; 16]),
+            label: Some("l".repeat(label)),
+            caller_id: None,
+        };
+        let sizes = |parts: &[Vec<NewEntry>]| parts.iter().map(Vec::len).collect::<Vec<_>>();
+        let small = fleet_write_parts((0..450_000).map(|_| entry(0)).collect());
+        assert_eq!(sizes(&small), [200_000, 200_000, 50_000]);
+        // 256-byte labels: 320 bytes an entry by the estimate, 16 MiB a part.
+        let large = fleet_write_parts((0..120_000).map(|_| entry(256)).collect());
+        assert_eq!(sizes(&large), [52_428, 52_428, 15_144]);
+        assert!(fleet_write_parts(Vec::new()).is_empty());
     }
 
     #[test]

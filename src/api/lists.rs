@@ -17,8 +17,9 @@
 //! record). Writes go to the store on the shard's blocking threads, never on the reactor, and
 //! every shard matches an added entry within the lists follower's poll
 //! ([`crate::store::lists_follower`]). In a fleet a write goes to PostgreSQL's list log and
-//! is answered once this node has replayed it; the other nodes replay it on the notification
-//! ([`crate::fleet::lists`]). Reads answer from this node's store.
+//! is answered once this node has replayed it (a replay that fails then is logged and retried
+//! by the follower); the other nodes replay it on the notification ([`crate::fleet::lists`]).
+//! Reads answer from this node's store.
 
 use futures_lite::{AsyncRead, AsyncWrite};
 use serde::{Deserialize, Serialize};

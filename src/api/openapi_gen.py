@@ -1875,6 +1875,17 @@ for _method in ("post", "get"):
     _responses["404"] = err_response(
         404, True, "`bad_request`: `add_to_list` names no list of the organization.",
         ["bad_request"], "maybe")
+    for _code, _also in (
+        ("400", "`bad_request` also: `lists` or `add_to_list` not list names, over 16 `lists`, "
+                "`custom_id` without `add_to_list`, `add_to_list` naming a list of terms or a "
+                "full one."),
+        ("503", "`busy` also: with `add_to_list` on a fleet node, PostgreSQL could not take "
+                "the write (after a failed or timed-out commit the message says the outcome "
+                "is unknown)."),
+    ):
+        _responses[_code] = dict(_responses[_code])
+        _responses[_code]["description"] = _responses[_code]["description"].replace(
+            "\n\nError types:", "\n\n" + _also + "\n\nError types:", 1)
     paths["/1.0/check.json"][_method]["responses"] = dict(sorted(_responses.items()))
 
 # --------------------------------------------------------------------------------------------

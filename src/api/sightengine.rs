@@ -251,13 +251,14 @@ impl ListAsks {
                 crate::lists::validate_name(name)
                     .map_err(|why| ApiError::bad_request(format!("`lists`: {why}")))?;
                 if !consult.iter().any(|known| known == name) {
+                    // Checked as the names come, so a long field costs no more than 16 names.
+                    if consult.len() == LISTS_PER_REQUEST_MAX {
+                        return Err(ApiError::bad_request(format!(
+                            "`lists` names at most {LISTS_PER_REQUEST_MAX} lists"
+                        )));
+                    }
                     consult.push(name.to_owned());
                 }
-            }
-            if consult.len() > LISTS_PER_REQUEST_MAX {
-                return Err(ApiError::bad_request(format!(
-                    "`lists` names at most {LISTS_PER_REQUEST_MAX} lists"
-                )));
             }
         }
         let hashlist = registry::HASHLIST.name;

@@ -104,7 +104,7 @@ pub fn initial_sync(
                 snapshot(&mut client, store).await?
             }
         };
-        let lists = super::lists::catch_up(&client, store).await?;
+        let lists = super::lists::catch_up(&client, store, None).await?;
         heartbeat(&client, &cluster.node_id(), (revision, lists), true).await?;
         status.contact(revision, Clock::System.now_ms());
         tracing::info!(revision, lists, node = %cluster.node_id(), "control plane synchronised");
@@ -179,7 +179,8 @@ async fn follow_once(
         // One round, bounded: a partitioned network ends it and the loop reconnects.
         revision = tokio::time::timeout(super::ROUND_TIMEOUT, async {
             let revision = catch_up_or_snapshot(&mut client, store, revision).await?;
-            let lists = super::lists::catch_up(&client, store).await?;
+            let replay_until = std::time::Instant::now() + super::lists::FOLLOWER_REPLAY;
+            let lists = super::lists::catch_up(&client, store, Some(replay_until)).await?;
             heartbeat(&client, &node_id, (revision, lists), false).await?;
             anyhow::Ok(revision)
         })

@@ -39,16 +39,21 @@ use crate::store::Store;
 
 /// Serialises list writes across the fleet (a `pg_advisory_xact_lock` key).
 pub const LISTS_LOCK: i64 = 0x006d_6f64_6c69_7374; // "modlist" in ASCII
+/// How long the follower replays the list log per round before it heartbeats again.
+pub const FOLLOWER_REPLAY: Duration = Duration::from_secs(2);
 /// Log rows replayed in one store transaction at most.
 pub const REPLAY_ROWS: i64 = 64;
 /// Bytes of log rows held in memory while replaying, at most (one row is read whatever its
-/// size: a write of [`LOG_ENTRIES_MAX`] entries is about 20 MB).
+/// size, at most [`LOG_WRITE_BYTES_MAX`]).
 pub const REPLAY_BYTES_MAX: i64 = 64 << 20;
 /// Entries one write of the log adds at most (a route's request is below it; the CLI imports
 /// a larger file in writes of this size).
 pub const LOG_ENTRIES_MAX: usize = 200_000;
-/// A write from a route, at most: past it the route answers 503 and nothing is logged.
+/// A write's time up to its commit, at most (past it the outcome is unknown, and said so).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes one write of the log holds at most, encoded (so that a replay's memory bound holds:
+/// a route's body is at most 16 MiB; `list import` splits a file to fit).
+pub const LOG_WRITE_BYTES_MAX: usize = 32 << 20;
 
 /// The fleet's writer, as the routes hold it: each write on its own connection, on the
 /// blocking thread the route runs it on.
@@ -59,18 +64,7 @@ pub struct FleetLists {
 impl ListWriter for FleetLists {
     fn write(&self, store: &Store, org: &str, change: &ListWrite) -> ListResult<ListWritten> {
         let runtime = super::runtime().map_err(ListError::Store)?;
-        runtime.block_on(async {
-            let (written, _) =
-                tokio::time::timeout(WRITE_TIMEOUT, write(&self.cluster, store, org, change))
-                    .await
-                    .map_err(|_| {
-                        ListError::Unavailable(format!(
-                            "the fleet's PostgreSQL did not answer within {} s: the write may or may not be made (read the list to know)",
-                            WRITE_TIMEOUT.as_secs()
-                        ))
-                    })??;
-            Ok(written)
-        })
+        runtime.block_on(async { Ok(write(&self.cluster, store, org, change).await?.0) })
     }
 }
 
@@ -86,12 +80,27 @@ fn unavailable(error: impl Into<anyhow::Error>) -> ListError {
 /// Writes `change` to the lists of `org` through the fleet's log, with `store` (the node's, or
 /// the CLI's copy) brought up to date on the way; returns what the write did and the revision
 /// it was logged under (none when it changed nothing).
+///
+/// Everything up to the commit is bounded by [`WRITE_TIMEOUT`]. An error before the commit
+/// means nothing was written; a failed or timed-out commit leaves the outcome unknown, and
+/// says so. The replay after the commit is not bounded (it is this write, unless another
+/// writer came in between) and its failure is only logged: the follower retries it.
 pub async fn write(
     cluster: &ClusterConfig,
     store: &Store,
     org: &str,
     change: &ListWrite,
 ) -> ListResult<(ListWritten, Option<i64>)> {
+    let bytes = SerdeBincode::<ListWrite>::bytes_encode(change)
+        .map_err(|error| ListError::Store(anyhow::anyhow!("encoding a list write: {error}")))?
+        .into_owned();
+    if bytes.len() > LOG_WRITE_BYTES_MAX {
+        return Err(ListError::Invalid(format!(
+            "a write to a fleet's lists holds at most {} MiB (this one {} bytes): send fewer entries at a time",
+            LOG_WRITE_BYTES_MAX >> 20,
+            bytes.len()
+        )));
+    }
     if let ListWrite::Add { entries, .. } = change {
         if entries.len() > LOG_ENTRIES_MAX {
             return Err(ListError::Invalid(format!(
@@ -100,7 +109,38 @@ pub async fn write(
         }
     }
     let mut client = super::connect(cluster).await.map_err(unavailable)?;
-    schema::check(&client).await.map_err(unavailable)?;
+    let logged = tokio::time::timeout(
+        WRITE_TIMEOUT,
+        log_write(&mut client, store, org, change, &bytes),
+    )
+    .await
+    .map_err(|_| {
+        ListError::Unavailable(format!(
+            "the fleet's PostgreSQL did not answer within {} s: the write may or may not be made (read the list to know)",
+            WRITE_TIMEOUT.as_secs()
+        ))
+    })??;
+    if let (_, Some(revision)) = &logged {
+        if let Err(error) = catch_up(&client, store, None).await {
+            tracing::warn!(
+                revision,
+                error = %error,
+                "a list write is committed but this store has not replayed it yet"
+            );
+        }
+    }
+    Ok(logged)
+}
+
+/// [`write`] up to the commit.
+async fn log_write(
+    client: &mut tokio_postgres::Client,
+    store: &Store,
+    org: &str,
+    change: &ListWrite,
+    bytes: &[u8],
+) -> ListResult<(ListWritten, Option<i64>)> {
+    schema::check(client).await.map_err(unavailable)?;
     let tx = client.transaction().await.map_err(unavailable)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LISTS_LOCK])
         .await
@@ -117,13 +157,11 @@ pub async fn write(
             return Err(ListError::NotFound(format!("no organization '{org}'")));
         }
     }
-    catch_up(&tx, store).await?;
+    catch_up(&tx, store, None).await?;
     let written = store.try_list_write(org, change)?;
     if !written.changed() {
         return Ok((written, None));
     }
-    let bytes = SerdeBincode::<ListWrite>::bytes_encode(change)
-        .map_err(|error| ListError::Store(anyhow::anyhow!("encoding a list write: {error}")))?;
     let revision: i64 = tx
         .query_one("SELECT nextval('list_revision')", &[])
         .await
@@ -131,7 +169,7 @@ pub async fn write(
         .get(0);
     tx.execute(
         "INSERT INTO list_log (revision, org, change) VALUES ($1, $2, $3)",
-        &[&revision, &org, &bytes.as_ref()],
+        &[&revision, &org, &bytes],
     )
     .await
     .map_err(unavailable)?;
@@ -141,54 +179,56 @@ pub async fn write(
     )
     .await
     .map_err(unavailable)?;
-    tx.commit().await.map_err(unavailable)?;
-    // Committed: from here on the write is the fleet's, whatever happens to this store (a
-    // failed replay is retried by the follower).
-    if let Err(error) = catch_up(&client, store).await {
-        tracing::warn!(
-            revision,
-            error = %error,
-            "a list write is committed but this store has not replayed it yet"
-        );
-    }
+    tx.commit().await.map_err(|error| {
+        tracing::warn!(%error, "committing a fleet list write failed");
+        ListError::Unavailable(format!(
+            "the fleet's PostgreSQL failed while committing the list write: the write may or may not be made (read the list to know): {error}"
+        ))
+    })?;
     Ok((written, Some(revision)))
 }
 
 /// Replays the log after `store`'s list revision (from the start, after dropping its lists,
-/// for a store that never followed one or is ahead of it); returns the revision now applied.
+/// for a store that never followed one or whose last replayed row is not in the log as it
+/// replayed it); returns the revision now applied. With a `deadline`, stops at the first batch
+/// boundary past it (the follower goes on at its next round, so that a long replay does not
+/// hold its heartbeat).
 pub async fn catch_up(
     client: &impl tokio_postgres::GenericClient,
     store: &Store,
+    deadline: Option<std::time::Instant>,
 ) -> ListResult<i64> {
     let latest: i64 = client
         .query_one("SELECT coalesce(max(revision), 0) FROM list_log", &[])
         .await
         .map_err(unavailable)?
         .get(0);
-    let mut applied = match store.list_revision()? {
-        Some(0) => 0,
-        Some(applied)
-            if applied <= latest && mark_of(client, applied).await? == store.list_mark()? =>
-        {
-            applied
+    // Decided on one reading of the store, and reset only if the store is still there: a
+    // replay running beside this one (the node's writer and its follower) may move it.
+    let mut applied = loop {
+        let seen = store.list_position()?;
+        let followed = match seen.revision {
+            Some(0) => true,
+            Some(applied) => applied <= latest && mark_of(client, applied).await? == seen.mark,
+            None => false,
+        };
+        if followed {
+            break seen.revision.unwrap_or(0);
         }
-        Some(applied) => {
-            tracing::warn!(
-                applied,
-                latest,
-                "the fleet's list log is not the one this store replayed (restored from a backup, or replaced): replaying it from its start"
-            );
-            store.reset_lists()?;
-            0
-        }
-        None => {
-            if !store.all_lists()?.is_empty() {
-                tracing::warn!(
+        let had_lists = !store.all_lists()?.is_empty();
+        if store.reset_lists_if(seen)? {
+            match seen.revision {
+                Some(applied) => tracing::warn!(
+                    applied,
+                    latest,
+                    "the fleet's list log is not the one this store replayed (restored from a backup, or replaced): replaying it from its start"
+                ),
+                None if had_lists => tracing::warn!(
                     "the local store has lists but has never followed a fleet: they are replaced by the fleet's"
-                );
+                ),
+                None => {}
             }
-            store.reset_lists()?;
-            0
+            break 0;
         }
     };
     while applied < latest {
@@ -223,8 +263,9 @@ pub async fn catch_up(
         if rows.is_empty() {
             break;
         }
+        // Each row is dropped as it is decoded: the batch is not held twice.
         let log: Vec<LoggedWrite> = rows
-            .iter()
+            .into_iter()
             .map(|row| LoggedWrite {
                 revision: row.get(0),
                 org: row.get(1),
@@ -232,7 +273,10 @@ pub async fn catch_up(
                 mark: row.get(3),
             })
             .collect();
-        applied = store.apply_list_log(&log)?;
+        applied = store.apply_list_log(applied, &log)?;
+        if deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline) {
+            break;
+        }
     }
     Ok(applied)
 }
@@ -262,7 +306,7 @@ pub fn replay_for_cli(cluster: &ClusterConfig, store: &Store) -> anyhow::Result<
     runtime.block_on(async {
         let client = super::connect(cluster).await?;
         schema::check(&client).await?;
-        catch_up(&client, store)
+        catch_up(&client, store, None)
             .await
             .context("replaying the fleet's list log")
     })

@@ -57,7 +57,8 @@ pub enum ListError {
     Exists(String),
     /// Bad input, or a limit reached.
     Invalid(String),
-    /// The engine that keeps a fleet's lists could not take the write (nothing was written).
+    /// The engine that keeps a fleet's lists could not take the write: nothing was written,
+    /// unless the message says the commit's outcome is unknown.
     Unavailable(String),
     Store(anyhow::Error),
 }
@@ -83,6 +84,16 @@ impl From<heed::Error> for ListError {
 }
 
 pub type ListResult<T> = Result<T, ListError>;
+
+/// The lists as read in one transaction.
+pub struct ListsRead {
+    /// The transaction's id: the last one committed when the read began.
+    pub txn_id: usize,
+    /// The lists' epoch (drawn by each reset of a fleet node's lists): when it changes, every
+    /// list is new, whatever its uid.
+    pub epoch: Option<Vec<u8>>,
+    pub records: Vec<ListRecord>,
+}
 
 /// What an addition did.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -252,6 +263,17 @@ const LIST_REVISION: &str = "list_revision";
 /// revision again under another mark.
 const LIST_MARK: &str = "list_mark";
 
+/// The key under which `meta` holds the lists' epoch, drawn anew by every reset.
+const LISTS_EPOCH: &str = "lists_epoch";
+
+/// Where a store is in a fleet's list log: the last revision applied and its mark.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ListPosition {
+    /// `None`: the store's lists never followed a fleet.
+    pub revision: Option<i64>,
+    pub mark: Option<i64>,
+}
+
 /// One change of a fleet's list log, as a store replays it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoggedWrite {
@@ -410,18 +432,22 @@ impl Store {
 
     /// Every list of every organization.
     pub fn all_lists(&self) -> ListResult<Vec<ListRecord>> {
-        Ok(self.all_lists_read()?.1)
+        Ok(self.all_lists_read()?.records)
     }
 
-    /// Every list of every organization (what the follower compiles), with the id of the
-    /// transaction they were read in: the last one committed when the read began.
-    pub fn all_lists_read(&self) -> ListResult<(usize, Vec<ListRecord>)> {
+    /// Every list of every organization, as the lists follower compiles them.
+    pub fn all_lists_read(&self) -> ListResult<ListsRead> {
         let txn = self.env().read_txn()?;
-        let mut out = Vec::new();
+        let mut records = Vec::new();
         for entry in self.list_tables().lists.iter(&txn)? {
-            out.push(entry?.1);
+            records.push(entry?.1);
         }
-        Ok((txn.id(), out))
+        let epoch = self.meta.get(&txn, LISTS_EPOCH)?.map(<[u8]>::to_vec);
+        Ok(ListsRead {
+            txn_id: txn.id(),
+            epoch,
+            records,
+        })
     }
 
     pub fn list(&self, org: &str, name: &str) -> ListResult<ListRecord> {
@@ -590,23 +616,40 @@ impl Store {
     /// The last revision of a fleet's list log applied here; `None` for a store whose lists
     /// never followed one.
     pub fn list_revision(&self) -> ListResult<Option<i64>> {
+        Ok(self.list_position()?.revision)
+    }
+
+    /// Where the store is in a fleet's list log, read in one transaction.
+    pub fn list_position(&self) -> ListResult<ListPosition> {
         let txn = self.env().read_txn()?;
-        self.list_revision_in(&txn)
+        self.list_position_in(&txn)
     }
 
-    fn list_revision_in(&self, txn: &RoTxn) -> ListResult<Option<i64>> {
-        Ok(self
-            .meta
-            .get(txn, LIST_REVISION)?
-            .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
-            .map(i64::from_le_bytes))
+    fn list_position_in(&self, txn: &RoTxn) -> ListResult<ListPosition> {
+        let number = |key: &str| -> ListResult<Option<i64>> {
+            Ok(self
+                .meta
+                .get(txn, key)?
+                .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+                .map(i64::from_le_bytes))
+        };
+        Ok(ListPosition {
+            revision: number(LIST_REVISION)?,
+            mark: number(LIST_MARK)?,
+        })
     }
 
-    /// Drops every list and sets the list revision to 0: a store about to replay a fleet's
-    /// list log from its start.
-    pub fn reset_lists(&self) -> ListResult<()> {
+    /// Drops every list and sets the list revision to 0 (a store about to replay a fleet's
+    /// list log from its start), if the store is still at `seen`; returns whether it did. The
+    /// check and the reset are one transaction, so a replay that moved the store meanwhile is
+    /// never wiped on the strength of an older reading. The lists get a new epoch: the same
+    /// lists replayed again (same uids, same ids) are new lists to the lists follower.
+    pub fn reset_lists_if(&self, seen: ListPosition) -> ListResult<bool> {
         let tables = self.list_tables();
         let mut txn = self.env().write_txn()?;
+        if self.list_position_in(&txn)? != seen {
+            return Ok(false);
+        }
         tables.lists.clear(&mut txn)?;
         tables.entries.clear(&mut txn)?;
         tables.hashes.clear(&mut txn)?;
@@ -614,20 +657,29 @@ impl Store {
         self.meta
             .put(&mut txn, LIST_REVISION, &0i64.to_le_bytes())?;
         self.meta.delete(&mut txn, LIST_MARK)?;
+        let mut epoch = [0u8; 8];
+        getrandom::fill(&mut epoch)
+            .map_err(|error| ListError::Store(anyhow::anyhow!("drawing a lists epoch: {error}")))?;
+        self.meta.put(&mut txn, LISTS_EPOCH, &epoch)?;
         txn.commit()?;
-        Ok(())
+        Ok(true)
     }
 
-    /// Applies the changes of a fleet's list log (`(revision, org, change)`, in revision order)
-    /// that come after the store's list revision, in one transaction, and returns the revision
-    /// now applied. Each change is all or none (a nested transaction). A change the store
+    /// Applies the changes of a fleet's list log (in revision order) that come after revision
+    /// `after`, in one transaction, if the store is still at `after`; returns the revision the
+    /// store is at (the last applied, or where another replay had taken it: the caller goes on
+    /// from there). Each change is all or none (a nested transaction). A change the store
     /// refuses (it was refused alike where it was written, or a build that decides otherwise
     /// wrote it), or one this build cannot read (`None`), is logged and passed over, alike on
-    /// every node. Two processes replaying at once apply each change once: the revision is
-    /// read inside the write transaction.
-    pub fn apply_list_log(&self, log: &[LoggedWrite]) -> ListResult<i64> {
+    /// every node. Two replays at once (a node's follower and its writer, or the CLI) thus
+    /// apply each change once, in order, and never onto lists another replay has just reset.
+    pub fn apply_list_log(&self, after: i64, log: &[LoggedWrite]) -> ListResult<i64> {
         let mut txn = self.env().write_txn()?;
-        let mut applied = self.list_revision_in(&txn)?.unwrap_or(0);
+        let stored = self.list_position_in(&txn)?.revision.unwrap_or(0);
+        if stored != after {
+            return Ok(stored);
+        }
+        let mut applied = after;
         let mut mark = None;
         for LoggedWrite {
             revision,
@@ -672,16 +724,6 @@ impl Store {
             txn.commit()?;
         }
         Ok(applied)
-    }
-
-    /// The mark of the last list-log revision applied here ([`LoggedWrite::mark`]).
-    pub fn list_mark(&self) -> ListResult<Option<i64>> {
-        let txn = self.env().read_txn()?;
-        Ok(self
-            .meta
-            .get(&txn, LIST_MARK)?
-            .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
-            .map(i64::from_le_bytes))
     }
 
     /// The entry holding `hash`, if any.
@@ -1004,12 +1046,14 @@ mod tests {
             Some(full(5)),
         ]);
         assert_eq!(a.list_revision().unwrap(), None);
-        assert_eq!(a.apply_list_log(&log).unwrap(), 6);
-        assert_eq!(a.list_mark().unwrap(), Some(600));
-        // In two parts, one of them applied twice: the same lists.
-        assert_eq!(b.apply_list_log(&log[..3]).unwrap(), 3);
-        assert_eq!(b.apply_list_log(&log).unwrap(), 6);
-        assert_eq!(b.apply_list_log(&log).unwrap(), 6);
+        assert_eq!(a.apply_list_log(0, &log).unwrap(), 6);
+        assert_eq!(a.list_position().unwrap().mark, Some(600));
+        // In two parts, the second read before the first was applied: the same lists.
+        assert_eq!(b.apply_list_log(0, &log[..3]).unwrap(), 3);
+        // A replay that read from an older position applies nothing, and learns where the
+        // store is.
+        assert_eq!(b.apply_list_log(0, &log).unwrap(), 3);
+        assert_eq!(b.apply_list_log(3, &log).unwrap(), 6);
         let (record, entries) = contents(&a, "known");
         assert_eq!(contents(&b, "known"), (record.clone(), entries.clone()));
         assert_eq!((record.entries, record.next_id, record.removals), (5, 7, 1));
@@ -1018,10 +1062,21 @@ mod tests {
             entries.iter().map(|e| e.id).collect::<Vec<_>>(),
             [1, 3, 4, 5, 6]
         );
-        a.reset_lists().unwrap();
+        // A reset only from the position it was decided on; it draws a new epoch.
+        let at = a.list_position().unwrap();
+        let epoch = a.all_lists_read().unwrap().epoch;
+        assert!(!a.reset_lists_if(ListPosition::default()).unwrap());
+        assert_eq!(a.all_lists().unwrap().len(), 1);
+        assert!(a.reset_lists_if(at).unwrap());
         assert!(a.all_lists().unwrap().is_empty());
-        assert_eq!(a.list_revision().unwrap(), Some(0));
-        assert_eq!(a.list_mark().unwrap(), None);
+        assert_eq!(
+            a.list_position().unwrap(),
+            ListPosition {
+                revision: Some(0),
+                mark: None
+            }
+        );
+        assert_ne!(a.all_lists_read().unwrap().epoch, epoch);
     }
 
     /// Changes as a log holds them: revisions from 1, marks 100 apart.
@@ -1063,7 +1118,7 @@ mod tests {
                 added_ms: 0,
             }),
         ]);
-        assert_eq!(store.apply_list_log(&log).unwrap(), 3);
+        assert_eq!(store.apply_list_log(0, &log).unwrap(), 3);
         let (record, entries) = contents(&store, "known");
         assert_eq!((record.entries, record.next_id), (1, 2));
         assert_eq!(entries[0].hash, pdq_entry(9).hash);

@@ -61,9 +61,17 @@ impl ListsHub {
 }
 
 /// What the follower knows of a list it compiled.
-struct Followed {
+struct Compiled {
     record: ListRecord,
     compiled: Arc<CompiledList>,
+}
+
+/// What the follower knows of the store's lists.
+#[derive(Default)]
+struct Followed {
+    /// The lists' epoch when they were read ([`crate::store::lists::ListsRead::epoch`]).
+    epoch: Option<Vec<u8>>,
+    lists: BTreeMap<(String, String), Compiled>,
 }
 
 /// Compiles every list of the store, publishes them, and starts the thread that follows the
@@ -73,7 +81,7 @@ pub fn start(store: Store) -> anyhow::Result<Arc<ListsHub>> {
         generation: AtomicU64::new(0),
         lists: Mutex::new(Arc::default()),
     });
-    let mut followed = BTreeMap::new();
+    let mut followed = Followed::default();
     let mut seen_txn = refresh(&store, &mut followed, &hub)?;
     let weak: Weak<ListsHub> = Arc::downgrade(&hub);
     std::thread::Builder::new()
@@ -100,13 +108,18 @@ pub fn start(store: Store) -> anyhow::Result<Arc<ListsHub>> {
 
 /// Brings `followed` up to the store and publishes it if anything changed; returns the id of
 /// the transaction the list records were read in.
-fn refresh(
-    store: &Store,
-    followed: &mut BTreeMap<(String, String), Followed>,
-    hub: &ListsHub,
-) -> anyhow::Result<usize> {
-    let (read, records) = store.all_lists_read()?;
-    let mut changed = records.len() != followed.len();
+fn refresh(store: &Store, followed: &mut Followed, hub: &ListsHub) -> anyhow::Result<usize> {
+    let read = store.all_lists_read()?;
+    let records = read.records;
+    // Lists reset and replayed (a fleet node following a restored log) come back with the
+    // same uids and ids but other entries: every list is read whole again.
+    let mut changed = read.epoch != followed.epoch;
+    if changed {
+        followed.lists.clear();
+        followed.epoch = read.epoch;
+    }
+    let followed = &mut followed.lists;
+    changed |= records.len() != followed.len();
     let mut next = BTreeMap::new();
     for record in records {
         let key = (record.org.clone(), record.name.clone());
@@ -142,7 +155,7 @@ fn refresh(
                 ))
             }
         };
-        next.insert(key, Followed { record, compiled });
+        next.insert(key, Compiled { record, compiled });
     }
     *followed = next;
     if changed {
@@ -154,7 +167,7 @@ fn refresh(
         }
         hub.publish(set);
     }
-    Ok(read)
+    Ok(read.txn_id)
 }
 
 /// A shard's copy of the compiled lists, refreshed when the follower publishes.
@@ -253,5 +266,46 @@ mod tests {
         assert!(matched(&view, 2));
         store.delete_list("acme", "known").unwrap();
         assert!(eventually(|| view.of("acme", &["known".into()]).is_empty()));
+    }
+
+    #[test]
+    fn lists_replayed_after_a_reset_are_read_whole() {
+        use crate::store::lists::{ListWrite, LoggedWrite};
+        let (_dir, store) = crate::store::test_store_with_org();
+        let create =
+            ListWrite::create("known", ListKind::Block, ListContent::Image, 31, 0).unwrap();
+        let add = |byte: u8| ListWrite::Add {
+            name: "known".into(),
+            entries: vec![NewEntry {
+                hash: EntryHash::Pdq(Pdq([byte; 32])),
+                label: None,
+                caller_id: None,
+            }],
+            added_ms: 0,
+        };
+        let log = |changes: Vec<ListWrite>| -> Vec<LoggedWrite> {
+            changes
+                .into_iter()
+                .enumerate()
+                .map(|(at, change)| LoggedWrite {
+                    revision: at as i64 + 1,
+                    mark: 1,
+                    org: "acme".into(),
+                    change: Some(change),
+                })
+                .collect()
+        };
+        store
+            .apply_list_log(0, &log(vec![create.clone(), add(1)]))
+            .unwrap();
+        let hub = start(store.clone()).unwrap();
+        let view = ListsView::new(hub.clone());
+        assert!(matched(&view, 1));
+        // A restored log: the same list (same uid), another hash under the same entry id.
+        let at = store.list_position().unwrap();
+        assert!(store.reset_lists_if(at).unwrap());
+        store.apply_list_log(0, &log(vec![create, add(2)])).unwrap();
+        assert!(eventually(|| matched(&view, 2)), "the replayed entry");
+        assert!(!matched(&view, 1), "the entry the restore took away");
     }
 }
