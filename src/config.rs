@@ -66,6 +66,11 @@ pub struct ClusterConfig {
     /// `fleet status`); it keeps answering from its last applied state.
     #[serde(default = "default_stale_after_ms")]
     pub stale_after_ms: u64,
+    /// The change log keeps a change at least this long, and always while a live node has not
+    /// applied it; an admin write prunes what is older. A node down longer than this takes a
+    /// snapshot of the control plane when it comes back instead of replaying the changes.
+    #[serde(default = "default_change_log_keep_hours")]
+    pub change_log_keep_hours: u32,
 }
 
 fn default_permit_ttl_ms() -> u64 {
@@ -74,6 +79,10 @@ fn default_permit_ttl_ms() -> u64 {
 
 fn default_stale_after_ms() -> u64 {
     60_000
+}
+
+fn default_change_log_keep_hours() -> u32 {
+    7 * 24
 }
 
 impl ClusterConfig {

@@ -349,3 +349,90 @@ fn restored_control_plane_is_followed(next_revision: i64) {
         "a key the restore removed"
     );
 }
+
+/// The change log is pruned by admin writes: changes older than `change_log_keep_hours` that
+/// every live node has applied go, the latest stays, and a node that was down past the
+/// retention takes a snapshot when it comes back, so it misses nothing (a revoked key).
+#[test]
+fn the_change_log_is_pruned_and_a_node_back_after_the_retention_misses_nothing() {
+    let postgres = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = migrated(&postgres, dir.path(), ROOMY_PLANS);
+    let node_a = start_node(&postgres, "node-a");
+    let data_b = tempfile::tempdir().unwrap();
+    let start_b = || {
+        Server::start_with(Options {
+            cores: Some(1),
+            config: cluster_config(&postgres, "node-b"),
+            data: Some(data_b.path().to_owned()),
+            ..Options::default()
+        })
+    };
+    let mut node_b = start_b();
+    fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
+    let first = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(status_on(&node_b, &first), 200);
+    // Node b goes down (and is seen as down), then the fleet changes without it.
+    node_b.kill();
+    postgres
+        .psql("UPDATE nodes SET heartbeat_at = now() - interval '1 hour' WHERE node_id = 'node-b'");
+    fleet_admin_ok(
+        &config,
+        &[
+            "key",
+            "revoke",
+            &first["mg_live_".len().."mg_live_".len() + 12],
+        ],
+    );
+    let second = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    // Every change but the latest is now past the retention (7 days by default).
+    postgres.psql(
+        "UPDATE control_changes SET changed_at = now() - interval '8 days'
+         WHERE revision < (SELECT max(revision) FROM control_changes)",
+    );
+    let revisions_before: i64 = postgres
+        .psql("SELECT count(DISTINCT revision) FROM control_changes")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(revisions_before >= 4, "{revisions_before}");
+    let third = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    // What node a (the one live node) had applied, and the new revision, are all that is left.
+    assert_eq!(
+        postgres
+            .psql("SELECT count(DISTINCT revision) FROM control_changes")
+            .trim(),
+        "2"
+    );
+    assert_eq!(
+        postgres
+            .psql("SELECT count(*) FROM control_changes WHERE changed_at < now() - interval '7 days' AND revision < (SELECT max(revision) - 1 FROM control_changes)")
+            .trim(),
+        "0"
+    );
+    for key in [&second, &third] {
+        assert_eq!(status_on(&node_a, key), 200);
+    }
+    assert_eq!(status_on(&node_a, &first), 401);
+    // Node b's last change is gone from the log: it takes a snapshot and has everything.
+    let node_b = start_b();
+    assert_eq!(status_on(&node_b, &third), 200);
+    assert_eq!(status_on(&node_b, &second), 200);
+    assert_eq!(
+        status_on(&node_b, &first),
+        401,
+        "a key revoked while node b was down"
+    );
+}

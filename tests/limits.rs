@@ -242,6 +242,68 @@ fn quota_counts_checks_that_ran_and_resets_with_the_month() {
     assert_eq!(header_u64(&response, "x-quota-used"), 1);
 }
 
+/// A check admitted in the last seconds of a month and answered in the next is charged to the
+/// month it was admitted in, where its unit was reserved. It used to be journaled under the
+/// month of its answer, so after a crash the start's reconciliation (which sets each month's
+/// ledger back to the journal's counts) charged it to the new month as well.
+#[test]
+fn a_check_across_midnight_is_charged_to_the_month_it_was_admitted_in() {
+    let data = tempfile::tempdir().unwrap();
+    let offset = data.path().join("clock-offset");
+    let start = || {
+        Server::start_with(Options {
+            cores: Some(1),
+            data: Some(data.path().to_owned()),
+            config: format!("[testing]\nclock_offset_file = \"{}\"\n", offset.display()),
+            ..Options::default()
+        })
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    // Ten seconds before the month ends (on the server's clock).
+    let before_midnight = modgate::clock::ms_until_next_month(now_ms) - 10_000;
+    std::fs::write(&offset, before_midnight.to_string()).unwrap();
+    let mut server = start();
+    let key = limited_key(&server, "acme", &["--quota-per-month", "1"]);
+    // Admitted before midnight: the check holds its unit while it waits for its body.
+    let request = text_request(&key, r#"{"text":"hello"}"#);
+    let mut crossing = RawConn::connect(server.addr);
+    crossing.send(&request[..request.len() - 5]);
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(&offset, (before_midnight + 60_000).to_string()).unwrap();
+    crossing.send(&request[request.len() - 5..]);
+    assert_eq!(crossing.read_response().unwrap().status, 200);
+    drop(crossing);
+    // A crash, and the start sets the ledger back to what the journal counted per month.
+    server.kill();
+    let server = start();
+    let mut conn = RawConn::connect(server.addr);
+    conn.send(&text_request(&key, r#"{"text":"hello"}"#));
+    let response = conn.read_response().unwrap();
+    assert_eq!(
+        response.status,
+        200,
+        "the new month's quota of 1 is untouched: {:?}",
+        response.json()
+    );
+    assert_eq!(header_u64(&response, "x-quota-used"), 1);
+    // The journal dates the first check at its admission, before midnight.
+    let journal = server.admin_ok(&["journal", "--json", "--org", "acme"]);
+    let times: Vec<i64> = journal
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).unwrap()["unix_ms"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    let midnight = now_ms + before_midnight + 10_000;
+    assert_eq!(times.len(), 2, "{journal}");
+    assert!(times[0] < midnight && times[1] >= midnight, "{journal}");
+}
+
 #[test]
 fn quota_used_counts_every_shards_checks() {
     let server = Server::start_with(Options {

@@ -278,10 +278,22 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
             Some(error.kind),
         ),
     };
-    let now_ms = cx.now_ms();
+    // An admitted check is recorded at its admission, the time whose month its quota unit
+    // was reserved in; anything else when it is answered.
+    let recorded_ms = notes
+        .admission
+        .as_ref()
+        .map_or_else(|| cx.now_ms(), Admission::admitted_ms);
     let mut recorded = true;
     if let Some(kind) = notes.route.and_then(Route::check_kind) {
-        let record = journal_record(&notes, exchange, kind, response.status, refused, now_ms);
+        let record = journal_record(
+            &notes,
+            exchange,
+            kind,
+            response.status,
+            refused,
+            recorded_ms,
+        );
         if cx.journal.append(&record).await.is_err() {
             recorded = false;
             // Disk or map full, an I/O error: the server's trouble, and passing (the journal
@@ -418,12 +430,12 @@ fn journal_record<'a, S>(
     kind: ContentKind,
     status: u16,
     refused: Option<ErrorKind>,
-    now_ms: i64,
+    recorded_ms: i64,
 ) -> JournalRecord<'a> {
     let check = notes.check.as_ref().filter(|_| refused.is_none());
     JournalRecord {
         request_id: Cow::Borrowed(exchange.request_id.as_str()),
-        unix_ms: now_ms,
+        unix_ms: recorded_ms,
         route: Cow::Borrowed(notes.route.map_or("", Route::path)),
         kind: Cow::Borrowed(kind.as_str()),
         key_id: notes.key_id.as_deref().map(Cow::Borrowed),

@@ -69,6 +69,7 @@ pub async fn transact<T>(
         )
         .await?;
     }
+    prune_changes(&tx, cluster.change_log_keep_hours).await?;
     tx.execute(
         "SELECT pg_notify($1, $2)",
         &[&CHANGES_CHANNEL, &revision.to_string()],
@@ -76,6 +77,33 @@ pub async fn transact<T>(
     .await?;
     tx.commit().await?;
     Ok((value, Some(revision)))
+}
+
+/// Deletes the changes older than `keep_hours` that every live node has applied, under the
+/// admin lock of the write that just appended one. Kept whatever their age: the latest
+/// revision (a snapshot's and a catch-up's end) and each live node's last applied revision
+/// (its mark: a node whose marked change is gone takes a snapshot). A node that is not live
+/// and comes back after its changes were pruned finds its mark gone and takes a snapshot, so
+/// pruning never makes a node miss a change; the log grows with admin writes only, so one
+/// statement per admin write is all the upkeep it needs.
+async fn prune_changes(
+    tx: &tokio_postgres::Transaction<'_>,
+    keep_hours: u32,
+) -> anyhow::Result<u64> {
+    let pruned = tx
+        .execute(
+            "DELETE FROM control_changes
+             WHERE changed_at < now() - make_interval(hours => $1)
+               AND revision < (SELECT coalesce(min(applied_revision), 0) FROM nodes
+                               WHERE heartbeat_at > now() - make_interval(secs => $2))",
+            &[&(keep_hours as i32), &(NODE_LIVE_MS as f64 / 1000.0)],
+        )
+        .await
+        .context("pruning the change log")?;
+    if pruned > 0 {
+        tracing::info!(pruned, "old control-plane changes pruned");
+    }
+    Ok(pruned)
 }
 
 /// A revision nodes apply: of the control plane's change log, or of the lists' log

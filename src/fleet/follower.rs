@@ -268,7 +268,7 @@ async fn catch_up_or_snapshot(
         CaughtUp::NotFollowed => {
             tracing::warn!(
                 applied = revision,
-                "the control plane is not the one this node followed (restored from a backup and written on since, or replaced): taking a snapshot"
+                "the change this node applied last is not in the change log (pruned while the node was down, or the database was restored from a backup and written on since, or replaced): taking a snapshot"
             );
             snapshot(client, store).await
         }
@@ -285,8 +285,10 @@ enum CaughtUp {
         latest: i64,
     },
     /// The change this node applied last is not in the database as it applied it (or the
-    /// node kept no mark of it): the database was restored from a backup and written on
-    /// since, or replaced. Applying "the changes after our revision" would mix two histories.
+    /// node kept no mark of it): it was pruned while the node was down
+    /// ([`super::control`]'s retention), or the database was restored from a backup and
+    /// written on since, or replaced. Applying "the changes after our revision" would skip
+    /// changes or mix two histories.
     NotFollowed,
 }
 

@@ -12,6 +12,8 @@
 //! - `control_changes`: the change log; one revision per admin transaction, one row per record
 //!   written (`value`) or deleted (null). Revisions are drawn under the admin lock, so they
 //!   follow commit order and a node that has applied revision R has seen everything before.
+//!   Admin writes prune changes older than `cluster.change_log_keep_hours` that every live
+//!   node has applied (`control::prune_changes`).
 //! - `nodes`: each node's applied revision, heartbeat and journal records not shipped yet,
 //!   for `fleet status` and for admin commands that wait until every live node has a change.
 //! - `journal`: every node's journal records ([`super::shipper`]), keyed by request id, with

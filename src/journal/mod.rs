@@ -39,6 +39,8 @@ use crate::metrics::Metrics;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JournalRecord<'a> {
     pub request_id: Cow<'a, str>,
+    /// When an admitted check was admitted (the quota month it is charged to); when a
+    /// request refused before admission was answered.
     pub unix_ms: i64,
     /// The route's path.
     pub route: Cow<'a, str>,

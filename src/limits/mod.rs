@@ -234,6 +234,15 @@ pub struct Admission {
     unsettled: Option<ShardLimits>,
 }
 
+impl Admission {
+    /// When the check was admitted: its quota unit was reserved in this time's month, so its
+    /// journal record carries this time and is charged to the same month (a check admitted
+    /// before midnight UTC on a month's last day and answered after it belongs to that month).
+    pub fn admitted_ms(&self) -> i64 {
+        self.admitted_ms
+    }
+}
+
 impl Drop for Admission {
     fn drop(&mut self) {
         if let Some(limits) = self.unsettled.take() {
