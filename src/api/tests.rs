@@ -39,6 +39,13 @@ struct Keys {
 /// Runs `test` on a glommio executor (the journal commits on its blocking pool) with a fresh
 /// context.
 fn with_context(test: impl FnOnce(Rc<Context>, Keys) -> LocalFuture + Send + 'static) {
+    with_context_and_leases(move |cx, keys, _| test(cx, keys));
+}
+
+/// [`with_context`], with the context's lease source.
+fn with_context_and_leases(
+    test: impl FnOnce(Rc<Context>, Keys, Arc<LocalLeases>) -> LocalFuture + Send + 'static,
+) {
     glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
             let dir = tempfile::tempdir().expect("tempdir");
@@ -83,7 +90,7 @@ fn with_context(test: impl FnOnce(Rc<Context>, Keys) -> LocalFuture + Send + 'st
                 ),
                 list_writer: Arc::new(crate::store::lists::LocalLists),
                 store: StoreView::new(store),
-                limits: ShardLimits::new(Sources::local(leases), 1),
+                limits: ShardLimits::new(Sources::local(leases.clone()), 1),
                 checks: Engine {
                     text: Arc::new(text),
                     worker: None,
@@ -104,7 +111,7 @@ fn with_context(test: impl FnOnce(Rc<Context>, Keys) -> LocalFuture + Send + 'st
                 .expect("downloader"),
                 readiness: Arc::new(Ready),
             }));
-            test(cx, keys).await;
+            test(cx, keys, leases).await;
             drop(dir);
         })
         .expect("executor")
@@ -461,6 +468,78 @@ fn every_check_request_is_journaled_and_refusals_cost_no_quota() {
             let caller = cx.authenticate_key(&keys.all).expect("key");
             let headers = cx.limits.headers(&caller, cx.now_ms());
             assert_eq!(headers.quota_used, 1, "the refusal did not count");
+        })
+    });
+}
+
+/// Issue 13: no check waits for the quota ledger's disk. With the ledger's LMDB writer held by
+/// another thread for the whole test (as a commit stalled behind another process's bulk
+/// writes holds it), checks are admitted through every lease refill until the quota is used
+/// up, then refused 429: a lease that runs dry is refilled from the ledger in memory.
+#[test]
+fn no_check_waits_for_the_quota_ledgers_disk() {
+    use crate::auth::Caller;
+    use crate::error::ErrorKind;
+    use crate::store::records::PlanLimits;
+    use crate::store::view::OrgEntry;
+    with_context_and_leases(|cx, keys, leases| {
+        Box::pin(async move {
+            let env = leases.ledger_env();
+            let (held, is_held) = std::sync::mpsc::channel();
+            let (release, released) = std::sync::mpsc::channel::<()>();
+            let holder = std::thread::spawn(move || {
+                let txn = env.write_txn().expect("the ledger's writer");
+                held.send(()).expect("held");
+                // Until the test lets go, or 30 s so that a failing test ends.
+                let let_go = released
+                    .recv_timeout(std::time::Duration::from_secs(30))
+                    .is_ok();
+                drop(txn);
+                let_go
+            });
+            is_held.recv().expect("held");
+            let caller = cx.authenticate_key(&keys.all).expect("key");
+            let limits = PlanLimits {
+                rate_per_s: 1_000_000,
+                rate_burst: 1_000_000,
+                concurrent_max: 1_000_000,
+                quota_per_month: 5_000,
+                ..caller.org.limits.clone()
+            };
+            let caller = Caller {
+                key: caller.key.clone(),
+                org: Rc::new(OrgEntry {
+                    record: caller.org.record.clone(),
+                    limits,
+                }),
+            };
+            let now_ms = cx.now_ms();
+            for check in 0..5_000 {
+                let admission = cx
+                    .limits
+                    .admit(&caller, now_ms)
+                    .await
+                    .unwrap_or_else(|error| panic!("check {check}: {}", error.message));
+                cx.limits.finish(admission, true, now_ms);
+            }
+            let refused = cx.limits.admit(&caller, now_ms).await;
+            assert_eq!(
+                refused.err().map(|error| error.kind),
+                Some(ErrorKind::QuotaExceeded)
+            );
+            let _ = release.send(());
+            assert!(
+                holder.join().expect("holder"),
+                "the checks were admitted only once the ledger's writer let go"
+            );
+            // What the ledger in memory granted reaches the disk once the writer is free.
+            assert_eq!(leases.flush().expect("flush"), 1, "the one key changed");
+            assert_eq!(
+                leases
+                    .quota_used(&caller.org.record.name, crate::clock::month_of(now_ms))
+                    .expect("used"),
+                5_000
+            );
         })
     });
 }

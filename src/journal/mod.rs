@@ -3,10 +3,15 @@
 //! is a time range).
 //!
 //! Durability contract: a check is answered only after its record is committed, so killing
-//! the process (even with SIGKILL) loses no answered check. Commits are grouped: records
-//! appended while a commit is running wait in the shard and go in the next one, so under load
-//! one commit carries many records and at rest a record commits at once. The commit itself
-//! runs on the shard's blocking thread (glommio `spawn_blocking`), never on the reactor.
+//! the process (even with SIGKILL) loses no answered check. Commits are grouped: the committer
+//! lets every check that the same poll of the reactor woke append first, and records appended
+//! while a commit runs go in the next one, so under load one commit carries many records and at
+//! rest a record commits at once. Without an fsync at commit (`interval`) the commit runs on
+//! the shard's own thread: it is a write into the page cache, cheaper than a hand-off to a
+//! blocking thread and back, which at an ordinary load cost a park and a wake-up of the shard
+//! per check. A commit that takes longer than [`INLINE_COMMIT_SLOW`] (a slow disk) sends the
+//! next ones to the shard's blocking threads for [`INLINE_PAUSE`], and with `always` (an fsync
+//! each) they always go there, so the shard serves on while a commit waits for the disk.
 //!
 //! Sync policy (`journal.sync`):
 //! - `always`: each commit is fsynced before its checks are answered. Nothing answered is
@@ -173,7 +178,16 @@ pub struct Journal {
     failure_logged_at: Cell<Option<Instant>>,
     /// The process's count of failing journals, for `/health` on every shard.
     failing_shards: std::cell::OnceCell<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
+    /// Until when commits go to the blocking threads after a slow one on the shard's thread
+    /// (see [`Journal::commits_inline`]).
+    inline_paused_until: Cell<Option<Instant>>,
 }
+
+/// A commit on the shard's own thread that took longer than this (the disk is slow: another
+/// process's bulk writes throttle the page cache) sends commits to the blocking threads for
+/// [`INLINE_PAUSE`], so that a slow disk stalls no more than that one commit of the shard.
+pub const INLINE_COMMIT_SLOW: Duration = Duration::from_millis(2);
+pub const INLINE_PAUSE: Duration = Duration::from_secs(5);
 
 /// How often a failing journal tries a commit of its own (so that it recovers even when no
 /// check arrives, as happens once `/health` has turned traffic away).
@@ -223,6 +237,7 @@ impl Journal {
             failures_unlogged: Cell::new(0),
             failure_logged_at: Cell::new(None),
             failing_shards: std::cell::OnceCell::new(),
+            inline_paused_until: Cell::new(None),
             env,
             db,
             config,
@@ -305,6 +320,21 @@ impl Journal {
         self.failing.get()
     }
 
+    /// Whether the next commit runs on the shard's own thread. Without an fsync at commit (the
+    /// interval policy) a commit is a write into the page cache, tens of microseconds: less
+    /// than handing it to a blocking thread and being woken with its outcome, which at an
+    /// ordinary load is a park and a wake-up of the shard per check. With `sync = "always"`
+    /// (an fsync each), a failing journal, or for [`INLINE_PAUSE`] after a slow commit, the
+    /// blocking threads take it and the shard serves on meanwhile.
+    fn commits_inline(&self) -> bool {
+        matches!(self.config.sync, SyncPolicy::Interval(_))
+            && !self.failing.get()
+            && self
+                .inline_paused_until
+                .get()
+                .is_none_or(|until| Instant::now() >= until)
+    }
+
     async fn commit_loop(self: Rc<Self>) {
         loop {
             let work = futures_lite::future::or(
@@ -334,6 +364,9 @@ impl Journal {
                 self.probe().await;
                 continue;
             }
+            // The checks that the same poll of the reactor woke append their records before
+            // this commit takes them: one transaction for all, at no added wait.
+            glommio::executor().yield_now().await;
             let mut records = Vec::new();
             let mut charged = Vec::new();
             let mut slots = Vec::new();
@@ -351,23 +384,31 @@ impl Journal {
             // Sequence numbers in commit order, taken only once the commit succeeded (a failed
             // commit wrote nothing, so its numbers are given again).
             let order = self.ship.as_ref().map(|ship| (ship.index, ship.next.get()));
+            let commit = move || -> heed::Result<()> {
+                let mut txn = env.write_txn()?;
+                for (key, value) in &records {
+                    db.put(&mut txn, key, value)?;
+                }
+                if let Some((index, first)) = order {
+                    let keys: Vec<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
+                    index.append(&mut txn, first, &keys)?;
+                }
+                if !charged.is_empty() {
+                    charges.add(&mut txn, charged.iter().map(String::as_str).collect())?;
+                }
+                txn.commit()
+            };
             let started = Instant::now();
-            let committed = glommio::executor()
-                .spawn_blocking(move || -> heed::Result<()> {
-                    let mut txn = env.write_txn()?;
-                    for (key, value) in &records {
-                        db.put(&mut txn, key, value)?;
-                    }
-                    if let Some((index, first)) = order {
-                        let keys: Vec<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
-                        index.append(&mut txn, first, &keys)?;
-                    }
-                    if !charged.is_empty() {
-                        charges.add(&mut txn, charged.iter().map(String::as_str).collect())?;
-                    }
-                    txn.commit()
-                })
-                .await;
+            let committed = if self.commits_inline() {
+                let committed = commit();
+                if started.elapsed() > INLINE_COMMIT_SLOW {
+                    self.inline_paused_until
+                        .set(Some(Instant::now() + INLINE_PAUSE));
+                }
+                committed
+            } else {
+                glommio::executor().spawn_blocking(commit).await
+            };
             let ok = match committed {
                 Ok(()) => {
                     self.commits.set(self.commits.get() + 1);
@@ -507,5 +548,117 @@ impl Journal {
         if let Err(error) = self.env.force_sync() {
             tracing::error!(%error, "journal fsync at stop failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str) -> JournalRecord<'static> {
+        JournalRecord {
+            request_id: Cow::Owned(id.to_owned()),
+            unix_ms: 1_764_000_000_000,
+            route: "/v1/text".into(),
+            kind: "text".into(),
+            key_id: Some("k1".into()),
+            org: Some("acme".into()),
+            reference: None,
+            workflow: Some("default".into()),
+            workflow_version: Some(1),
+            status: 200,
+            error_type: None,
+            action: Some("accept".into()),
+            scores: vec![("profanity".into(), 0.1)],
+            unchecked: vec![],
+            time_ms: 0,
+        }
+    }
+
+    /// Issue 13: the commits of concurrent checks are grouped, and no append returns before
+    /// its record is committed: a read transaction (which sees committed data only) finds each
+    /// record the moment its append returns.
+    fn appends_return_only_once_committed(sync: SyncPolicy) {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let config = JournalConfig {
+                    sync,
+                    batch_records_max: 512,
+                    map_bytes: 64 << 20,
+                    ship: false,
+                };
+                let journal =
+                    Journal::start(dir.path(), 0, config, Metrics::new(true)).expect("journal");
+                let checks: Vec<_> = (0..200)
+                    .map(|check| {
+                        let journal = journal.clone();
+                        glommio::spawn_local(async move {
+                            let id = format!("{check:05}");
+                            journal.append(&record(&id)).await.expect("committed");
+                            let txn = journal.env.read_txn().expect("read");
+                            assert!(
+                                journal.db.get(&txn, &id).expect("get").is_some(),
+                                "record {id} answered before its commit"
+                            );
+                        })
+                    })
+                    .collect();
+                for check in checks {
+                    check.await;
+                }
+                let commits = journal.commits.get();
+                assert!(commits < 20, "{commits} commits for 200 concurrent records");
+                drop(dir);
+            })
+            .expect("executor")
+            .join()
+            .expect("test");
+    }
+
+    #[test]
+    fn appends_return_only_once_committed_on_the_shard() {
+        appends_return_only_once_committed(SyncPolicy::Interval(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn appends_return_only_once_committed_and_synced() {
+        appends_return_only_once_committed(SyncPolicy::Always);
+    }
+
+    /// A slow commit on the shard's thread sends the next ones to the blocking threads.
+    #[test]
+    fn a_slow_inline_commit_pauses_inline_commits() {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let config = JournalConfig {
+                    sync: SyncPolicy::Interval(Duration::from_millis(100)),
+                    batch_records_max: 512,
+                    map_bytes: 64 << 20,
+                    ship: false,
+                };
+                let journal =
+                    Journal::start(dir.path(), 0, config, Metrics::new(true)).expect("journal");
+                assert!(journal.commits_inline());
+                // Another writer holds the lock for longer than a fast commit takes.
+                let env = journal.env.clone();
+                let (held, is_held) = std::sync::mpsc::channel();
+                let holder = std::thread::spawn(move || {
+                    let txn = env.write_txn().expect("writer");
+                    held.send(()).expect("held");
+                    std::thread::sleep(INLINE_COMMIT_SLOW * 5);
+                    drop(txn);
+                });
+                is_held.recv().expect("held");
+                journal.append(&record("00001")).await.expect("committed");
+                holder.join().expect("holder");
+                assert!(!journal.commits_inline(), "paused after a slow commit");
+                journal.append(&record("00002")).await.expect("committed");
+                drop(dir);
+            })
+            .expect("executor")
+            .join()
+            .expect("test");
     }
 }

@@ -13,6 +13,17 @@
 //! units its shards held, so at the next start, before its first grant, the ledger is set back
 //! to the checks the shards' journals charged ([`crate::journal::charges`], committed with the
 //! records, so exactly the checks answered): never more, never less.
+//!
+//! Because the journals are what makes the count exact after a crash, a grant need not wait
+//! for the ledger's disk: grants and returns change the ledger in memory, at once, and a
+//! thread of its own ([`LocalLeases::start_flusher`]) writes what changed every
+//! [`LEDGER_FLUSH_INTERVAL`] and fsyncs it. So no check ever waits for a ledger write, however
+//! slow the disk (another process's bulk writes made fsyncs take hundreds of milliseconds);
+//! a shard whose lease runs dry takes the next one from memory ([`QuotaSource::try_take_quota`]).
+//! What a crash can lose of the ledger is the last interval's grants, which the start's
+//! reconciliation replaces by the journals' counts; where it cannot reconcile (a journal that
+//! cannot be read, or a month that began before the journals counted), the ledger keeps its
+//! last flush, and the quota may be exceeded by the units granted in that interval.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -116,6 +127,22 @@ pub trait QuotaSource: Send + Sync {
     ) -> anyhow::Result<QuotaGrant>;
     /// Gives back unspent units (may block).
     fn return_quota(&self, org: &str, month: u32, units: u64) -> anyhow::Result<()>;
+    /// As [`Self::take_quota`], at once, from a source that can grant without blocking (the
+    /// single node's ledger in memory, once reconciled): `None` when it cannot, and the
+    /// caller then takes the blocking path off the reactor.
+    fn try_take_quota(
+        &self,
+        _org: &str,
+        _month: u32,
+        _limit: u64,
+        _want: u64,
+    ) -> Option<anyhow::Result<QuotaGrant>> {
+        None
+    }
+    /// As [`Self::return_quota`], at once, from a source that can: `None` when it cannot.
+    fn try_return_quota(&self, _org: &str, _month: u32, _units: u64) -> Option<anyhow::Result<()>> {
+        None
+    }
     /// The checks `org` is known to have spent in `month` (what [`Self::report_spent`]
     /// returns), for a shard that has no lease of its own yet. Reads the ledger the first time
     /// (a read transaction: no write, no fsync).
@@ -158,11 +185,16 @@ impl Sources {
 /// Map size of the counters environment.
 pub const COUNTERS_MAP_BYTES: usize = 256 << 20;
 
+/// How often the flusher writes the ledger's changes to `<data>/counters` (and fsyncs them).
+pub const LEDGER_FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
 pub struct LocalLeases {
     buckets: Mutex<HashMap<String, Bucket>>,
     permits: Mutex<HashMap<String, u32>>,
     env: Env,
     quota: Database<Str, U64<BigEndian>>,
+    /// The ledger as grants see it (the LMDB copy follows it, [`LocalLeases::flush`]).
+    ledger: Mutex<Ledger>,
     /// Checks spent per ledger key, as reported by the shards (see `report_spent`).
     spent: Mutex<HashMap<String, u64>>,
     /// The journals' counts gathered at start; grants wait until the ledger is set back.
@@ -173,6 +205,14 @@ pub struct LocalLeases {
 /// How long a grant waits at start for every shard's journal counts before it goes ahead
 /// without them (the ledger then keeps what it had: stricter, never looser).
 pub const RECONCILE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The ledger in memory: each key's count of units leased, read from LMDB the first time the
+/// key is used, and the keys changed since the last flush.
+#[derive(Default)]
+struct Ledger {
+    used: HashMap<String, u64>,
+    dirty: std::collections::HashSet<String>,
+}
 
 #[derive(Default)]
 struct Reconcile {
@@ -193,6 +233,12 @@ impl LocalLeases {
         std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
         let mut options = EnvOpenOptions::new();
         options.map_size(COUNTERS_MAP_BYTES).max_dbs(2);
+        // SAFETY: NO_SYNC only skips the fsync at commit (the flusher fsyncs after each write
+        // of changes); it changes what a power loss can take, not the memory safety of the
+        // map.
+        unsafe {
+            options.flags(heed::EnvFlags::NO_SYNC);
+        }
         // SAFETY: as for the store (`store::Store::open`): written only through LMDB, on a
         // local filesystem, opened once per process.
         let env = unsafe { options.open(&path) }
@@ -205,6 +251,7 @@ impl LocalLeases {
             permits: Mutex::default(),
             env,
             quota,
+            ledger: Mutex::default(),
             spent: Mutex::default(),
             reconcile: Mutex::new(Reconcile {
                 done: true,
@@ -257,6 +304,9 @@ impl LocalLeases {
             let month = key.get(..8).and_then(|m| m.parse::<u32>().ok());
             month.is_some_and(|month| since_ms == 0 || month > since_month)
         };
+        // No grant comes before the reconciliation, so the memory holds no change of its own;
+        // what it read is dropped with the lock held, and read again from what this writes.
+        let mut memory = lock(&self.ledger);
         let mut txn = self.env.write_txn()?;
         let ledger: Vec<(String, u64)> = self
             .quota
@@ -280,7 +330,20 @@ impl LocalLeases {
             }
         }
         txn.commit()?;
+        self.env.force_sync()?;
+        let Ledger { used, dirty } = &mut *memory;
+        used.retain(|key, _| dirty.contains(key));
         Ok(returned)
+    }
+}
+
+impl Drop for LocalLeases {
+    /// The last handle writes what the flusher has not yet (a graceful stop has already, in
+    /// [`QuotaSource::stop`]).
+    fn drop(&mut self) {
+        if let Err(error) = self.flush() {
+            tracing::error!(%error, "writing the quota ledger failed");
+        }
     }
 }
 
@@ -294,8 +357,92 @@ pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl LocalLeases {
     /// The ledger's count of `org` in `month`.
     pub fn quota_used(&self, org: &str, month: u32) -> anyhow::Result<u64> {
-        let txn = self.env.read_txn()?;
-        Ok(self.quota.get(&txn, &ledger_key(org, month))?.unwrap_or(0))
+        let mut ledger = lock(&self.ledger);
+        Ok(*self.ledger_entry(&mut ledger, &ledger_key(org, month))?)
+    }
+
+    /// The ledger's environment, for tests that hold its writer as a stalled commit would.
+    #[cfg(test)]
+    pub fn ledger_env(&self) -> Env {
+        self.env.clone()
+    }
+
+    /// `key`'s count in the ledger in memory, read from LMDB the first time.
+    fn ledger_entry<'l>(&self, ledger: &'l mut Ledger, key: &str) -> heed::Result<&'l mut u64> {
+        match ledger.used.entry(key.to_owned()) {
+            Entry::Occupied(used) => Ok(used.into_mut()),
+            Entry::Vacant(slot) => {
+                let txn = self.env.read_txn()?;
+                Ok(slot.insert(self.quota.get(&txn, key)?.unwrap_or(0)))
+            }
+        }
+    }
+
+    /// Grants up to `want` units from the ledger in memory (after the reconciliation).
+    fn grant(&self, org: &str, month: u32, limit: u64, want: u64) -> anyhow::Result<QuotaGrant> {
+        let key = ledger_key(org, month);
+        // The count of checks spent starts from the ledger as it was before this process's
+        // first grant (a graceful stop returned what the last run leased and did not spend).
+        let spent = *self.seeded(&mut lock(&self.spent), &key)?;
+        let mut ledger = lock(&self.ledger);
+        let used = self.ledger_entry(&mut ledger, &key)?;
+        let units = want.min(limit.saturating_sub(*used));
+        *used += units;
+        let used = *used;
+        if units > 0 {
+            ledger.dirty.insert(key);
+        }
+        Ok(QuotaGrant { units, used, spent })
+    }
+
+    /// Writes the ledger's changes since the last flush to LMDB and fsyncs them; answers how
+    /// many keys were written. A failed write leaves them to the next flush.
+    pub fn flush(&self) -> heed::Result<usize> {
+        let changed: Vec<(String, u64)> = {
+            let mut ledger = lock(&self.ledger);
+            let dirty = std::mem::take(&mut ledger.dirty);
+            dirty
+                .into_iter()
+                .filter_map(|key| ledger.used.get(&key).map(|&used| (key, used)))
+                .collect()
+        };
+        if changed.is_empty() {
+            return Ok(0);
+        }
+        let written = (|| {
+            let mut txn = self.env.write_txn()?;
+            for (key, used) in &changed {
+                self.quota.put(&mut txn, key, used)?;
+            }
+            txn.commit()?;
+            self.env.force_sync()
+        })();
+        if let Err(error) = written {
+            lock(&self.ledger)
+                .dirty
+                .extend(changed.into_iter().map(|(key, _)| key));
+            return Err(error);
+        }
+        Ok(changed.len())
+    }
+
+    /// Starts the thread that flushes the ledger every [`LEDGER_FLUSH_INTERVAL`]; it ends
+    /// with the last handle on the leases (a graceful stop flushes in [`QuotaSource::stop`]).
+    pub fn start_flusher(self: &std::sync::Arc<Self>) -> anyhow::Result<()> {
+        let leases = std::sync::Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("modgate-ledger".into())
+            .spawn(move || loop {
+                std::thread::sleep(LEDGER_FLUSH_INTERVAL);
+                let Some(leases) = leases.upgrade() else {
+                    return;
+                };
+                if let Err(error) = leases.flush() {
+                    tracing::warn!(%error, "writing the quota ledger failed; retrying");
+                }
+            })
+            .context("starting the quota ledger's flusher")?;
+        Ok(())
     }
 
     /// The checks spent under ledger key `key` as this process counts them, starting (the
@@ -369,32 +516,40 @@ impl QuotaSource for LocalLeases {
         _engine_down: EngineDown,
     ) -> anyhow::Result<QuotaGrant> {
         self.wait_reconciled();
-        let key = ledger_key(org, month);
-        // The count of checks spent starts from the ledger as it was before this process's
-        // first grant (a graceful stop returned what the last run leased and did not spend).
-        let spent = *self.seeded(&mut lock(&self.spent), &key)?;
-        let mut txn = self.env.write_txn()?;
-        let used = self.quota.get(&txn, &key)?.unwrap_or(0);
-        let units = want.min(limit.saturating_sub(used));
-        if units > 0 {
-            self.quota.put(&mut txn, &key, &(used + units))?;
+        self.grant(org, month, limit, want)
+    }
+
+    fn try_take_quota(
+        &self,
+        org: &str,
+        month: u32,
+        limit: u64,
+        want: u64,
+    ) -> Option<anyhow::Result<QuotaGrant>> {
+        // Until the journals' counts are in, a grant must wait for them: off the reactor.
+        if !lock(&self.reconcile).done {
+            return None;
         }
-        txn.commit()?;
-        Ok(QuotaGrant {
-            units,
-            used: used + units,
-            spent,
-        })
+        Some(self.grant(org, month, limit, want))
     }
 
     fn return_quota(&self, org: &str, month: u32, units: u64) -> anyhow::Result<()> {
         let key = ledger_key(org, month);
-        let mut txn = self.env.write_txn()?;
-        let used = self.quota.get(&txn, &key)?.unwrap_or(0);
-        self.quota
-            .put(&mut txn, &key, &used.saturating_sub(units))?;
-        txn.commit()?;
+        let mut ledger = lock(&self.ledger);
+        let used = self.ledger_entry(&mut ledger, &key)?;
+        *used = used.saturating_sub(units);
+        ledger.dirty.insert(key);
         Ok(())
+    }
+
+    fn try_return_quota(&self, org: &str, month: u32, units: u64) -> Option<anyhow::Result<()>> {
+        Some(self.return_quota(org, month, units))
+    }
+
+    fn stop(&self) {
+        if let Err(error) = self.flush() {
+            tracing::error!(%error, "writing the quota ledger at stop failed");
+        }
     }
 
     fn quota_spent(&self, org: &str, month: u32) -> u64 {

@@ -29,10 +29,14 @@
 //!
 //! One keep-alive connection can use a key's whole rate: its shard simply leases again.
 //!
-//! Quota leases are durable ledger writes (an fsync, milliseconds), so no check should wait
-//! for one: when a lease falls to a quarter of its last grant, the next one is taken in the
-//! background, and only one refill per organization is ever in flight; checks that find the
-//! lease empty wait for that refill instead of each writing the ledger.
+//! No check waits for the quota ledger's disk. A single node's ledger grants from memory at
+//! once ([`QuotaSource::try_take_quota`]; it writes and fsyncs on a thread of its own, and the
+//! journals make the count exact after a crash), so a shard refills its lease on the spot,
+//! whatever an fsync costs meanwhile. A source that cannot answer at once (a fleet's
+//! PostgreSQL ledger, or a single node before its start-up reconciliation) is asked in the
+//! background when a lease falls to a quarter of its last grant, one refill per organization
+//! and shard at a time; checks that find the lease empty then wait for that refill instead of
+//! each asking the ledger, but take from a source that can answer at once first.
 
 pub mod bucket;
 pub mod lease;
@@ -43,7 +47,7 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 
 use bucket::BucketState;
-use lease::{BucketSpec, LeaseSource, PermitGrant, QuotaSource, Sources};
+use lease::{BucketSpec, LeaseSource, PermitGrant, QuotaGrant, QuotaSource, Sources};
 
 use crate::auth::Caller;
 use crate::clock::{month_of, ms_until_next_month};
@@ -137,11 +141,40 @@ impl QuotaLease {
     /// Whether to take the next lease before this one runs dry. Only for leases of at least
     /// [`QUOTA_REFILL_AT`] units: smaller ones mean the quota is nearly used up, and a lease
     /// taken ahead of need would hold units another shard may be refused for.
+    fn add_grant(&mut self, grant: &QuotaGrant, limit: u64) {
+        self.units += grant.units;
+        self.ledger_used = grant.used;
+        self.spent_synced = self.spent_synced.max(grant.spent);
+        self.last_grant = grant.units;
+        self.limit = limit;
+    }
+
     fn wants_refill(&self) -> bool {
         self.refill.is_none()
             && self.last_grant >= QUOTA_REFILL_AT
             && self.units <= self.last_grant / QUOTA_REFILL_AT
     }
+}
+
+/// What [`ShardLimits::refill_now`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RefillNow {
+    Granted,
+    /// The source granted nothing: the quota is used up.
+    QuotaUsedUp,
+    Failed,
+    /// The source cannot grant without blocking.
+    NotNow,
+}
+
+/// 429 `quota_exceeded`, with `Retry-After` until the next month.
+fn quota_exceeded(limit: u64, now_ms: i64) -> ApiError {
+    let retry_s = (ms_until_next_month(now_ms) + 999) / 1000;
+    ApiError::new(
+        ErrorKind::QuotaExceeded,
+        format!("the monthly quota of {limit} checks is used up"),
+    )
+    .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32)
 }
 
 /// A quota refill in flight, and the checks waiting for it.
@@ -465,10 +498,23 @@ impl ShardLimits {
                     lease.units -= 1;
                     if lease.wants_refill() {
                         // Ahead of need: no check waits for this one.
-                        lease.refill =
-                            Some(self.start_refill(org, month, limits, lease.ledger_used));
+                        if self.refill_now(lease, org, month, limits) == RefillNow::NotNow {
+                            lease.refill =
+                                Some(self.start_refill(org, month, limits, lease.ledger_used));
+                        }
                     }
                     return Ok(());
+                }
+                // Empty. A source that can grant at once does, even with a refill in flight.
+                if lease.returning.is_none() {
+                    match self.refill_now(lease, org, month, limits) {
+                        RefillNow::Granted => continue,
+                        RefillNow::QuotaUsedUp => return Err(quota_exceeded(limit, now_ms)),
+                        RefillNow::Failed => {
+                            return Err(ApiError::internal("the quota ledger could not be updated"))
+                        }
+                        RefillNow::NotNow => {}
+                    }
                 }
                 match (&lease.refill, &lease.returning) {
                     (Some(refill), _) => (refill.clone(), false),
@@ -486,14 +532,7 @@ impl ShardLimits {
                 continue;
             }
             match refill.wait().await {
-                Ok(0) => {
-                    let retry_s = (ms_until_next_month(now_ms) + 999) / 1000;
-                    return Err(ApiError::new(
-                        ErrorKind::QuotaExceeded,
-                        format!("the monthly quota of {limit} checks is used up"),
-                    )
-                    .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32));
-                }
+                Ok(0) => return Err(quota_exceeded(limit, now_ms)),
                 Ok(_) => {} // units arrived: take one (unless others took them all first)
                 Err(()) if self.quota.quota_ledger_down() => {
                     // A fleet's ledger (PostgreSQL) cannot be reached, and the plan refuses
@@ -509,8 +548,36 @@ impl ShardLimits {
         }
     }
 
-    /// Takes a quota lease for `org` in the background (a durable ledger write on the shard's
-    /// blocking threads); the returned [`Refill`] says when it is in.
+    /// Refills `lease` from a source that can grant at once; [`RefillNow::NotNow`] when it
+    /// cannot (then [`Self::start_refill`]).
+    fn refill_now(
+        &self,
+        lease: &mut QuotaLease,
+        org: &str,
+        month: u32,
+        limits: &PlanLimits,
+    ) -> RefillNow {
+        let limit = limits.quota_per_month;
+        let want = self.quota_lease_size(limit, lease.ledger_used);
+        match self.quota.try_take_quota(org, month, limit, want) {
+            None => RefillNow::NotNow,
+            Some(Ok(grant)) => {
+                lease.add_grant(&grant, limit);
+                if grant.units == 0 {
+                    RefillNow::QuotaUsedUp
+                } else {
+                    RefillNow::Granted
+                }
+            }
+            Some(Err(error)) => {
+                tracing::error!(%error, "quota ledger grant failed");
+                RefillNow::Failed
+            }
+        }
+    }
+
+    /// Takes a quota lease for `org` in the background (on the shard's blocking threads: the
+    /// source may block); the returned [`Refill`] says when it is in.
     fn start_refill(
         &self,
         org: &str,
@@ -539,11 +606,7 @@ impl ShardLimits {
             let outcome = match grant {
                 Ok(grant) => {
                     if let Some(lease) = lease.filter(|lease| lease.month == month) {
-                        lease.units += grant.units;
-                        lease.ledger_used = grant.used;
-                        lease.spent_synced = lease.spent_synced.max(grant.spent);
-                        lease.last_grant = grant.units;
-                        lease.limit = limit;
+                        lease.add_grant(&grant, limit);
                         lease.refill = None;
                     }
                     Ok(grant.units)
@@ -654,7 +717,7 @@ impl ShardLimits {
                 && now_ms - lease.touched_ms >= QUOTA_IDLE_RETURN_MS
                 && lease.near_the_end(self.shards)
             {
-                lease.returning = Some(self.start_return(org, month, lease.units));
+                lease.returning = self.start_return(org, month, lease.units);
                 lease.units = 0;
                 lease.last_grant = 0;
             }
@@ -684,9 +747,19 @@ impl ShardLimits {
         });
     }
 
-    /// Gives `units` of `org`'s lease back to the ledger in the background; the returned
-    /// [`Refill`] says when they are in (checks of this shard wait for it before leasing).
-    fn start_return(&self, org: &str, month: u32, units: u64) -> Rc<Refill> {
+    /// Gives `units` of `org`'s lease back to the ledger: at once where the source can (then
+    /// `None`), else in the background, and the returned [`Refill`] says when they are in
+    /// (checks of this shard wait for it before leasing).
+    fn start_return(&self, org: &str, month: u32, units: u64) -> Option<Rc<Refill>> {
+        match self.quota.try_return_quota(org, month, units) {
+            Some(Ok(())) => return None,
+            Some(Err(error)) => {
+                // The units stay counted as used: the quota can only come out stricter.
+                tracing::warn!(%error, "could not return idle quota units");
+                return None;
+            }
+            None => {}
+        }
         let done = Rc::new(Refill::default());
         let (source, inner, owned_org, task_done) = (
             self.quota.clone(),
@@ -709,7 +782,7 @@ impl ShardLimits {
             task_done.finish(returned.map(|()| units).map_err(|_| ()));
         })
         .detach();
-        done
+        Some(done)
     }
 
     /// At a graceful stop: unspent quota units go back to the ledger, spare permits and rate

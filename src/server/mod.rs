@@ -280,9 +280,12 @@ fn budgets(
     let leases = LocalLeases::open(&config.server.data_dir)?;
     let (Some(cluster), Some(status), Some(shipper)) = (&config.cluster, control_plane, shipper)
     else {
-        // A single node: its quota ledger is set back to what the journals charged.
+        // A single node: its quota ledger is set back to what the journals charged, and
+        // written to disk by a thread of its own.
         leases.expect_journals(shards, &config.server.data_dir);
-        return Ok(Sources::local(Arc::new(leases)));
+        let leases = Arc::new(leases);
+        leases.start_flusher()?;
+        return Ok(Sources::local(leases));
     };
     let quota = Arc::new(fleet::quota::PgQuota::start(
         cluster.clone(),

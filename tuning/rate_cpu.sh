@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Server CPU per text check at an ordinary rate and at saturation, for two modgate binaries
+# interleaved in one pass (this machine is noisy: compare within a run). Each binary serves one
+# shard on CPU 0 with a fresh data directory; the load runs on CPU 1.
+#
+#   tuning/rate_cpu.sh BIN_BEFORE BIN_AFTER [ROUNDS]
+#   RATES="1000 2000" tuning/rate_cpu.sh ...       (open-loop rates, default 1000)
+#   DISK_WRITER=1 tuning/rate_cpu.sh ...           (a bulk writer on the data directory's disk)
+#
+# Per (round, binary): modgate-load at each rate (1 KiB texts, workflow default, 20 s) with the
+# server's CPU per answer and the latency percentiles, then 32 connections back to back
+# (saturated). With DISK_WRITER=1, `dd` writes 1.5 GB at a time with an fsync to the data
+# directory's disk, again and again while each open-loop rate runs (60 s and 30 passes at
+# most): the stall scenario of issue 13. Prints one line per measurement, then the medians.
+set -euo pipefail
+before=$1 after=$2 rounds=${3:-2}
+rates=${RATES:-1000}
+root=$(cd "$(dirname "$0")/.." && pwd)
+load=${MODGATE_LOAD:-$root/target/release/modgate-load}
+work=$(mktemp -d -p "${WORK_DIR:-/var/tmp}")
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+python3 - "$work/text.toml" <<'PY'
+import sys
+text = ('Thanks for the quick reply, the parcel arrived on time and the fit is fine. ' * 14)[:1024]
+open(sys.argv[1], 'w').write(f'''name = "text-1k"
+description = "POST /v1/text, 1 KiB, workflow default"
+workflow = "default"
+[[requests]]
+name = "text-1k"
+kind = "text"
+weight = 1
+text = "{text}"
+''')
+PY
+
+start() { # BIN NAME -> sets pid, port, key
+  local bin=$1 name=$2 data="$work/data-$2"
+  taskset -c 0 "$bin" serve --data "$data" --listen 127.0.0.1:0 --cores 1 \
+    --models "$root/models" --metrics-listen off --log-level warn >"$work/$name.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do
+    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.out" | grep -o '[0-9]*$' || true)
+    if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then
+      "$bin" org create bench --plan pro --data "$data" >/dev/null
+      "$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 \
+        --concurrent-max 100000 --quota-per-month 1000000000 --data "$data" >/dev/null
+      key=$("$bin" key create --org bench --data "$data" | head -1)
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "server $name did not start" >&2; cat "$work/$name.out" >&2; exit 1
+}
+
+writer() { # bulk writes with fsyncs on the data directory's disk, bounded in size and time
+  ( end=$((SECONDS + 60))
+    for _ in $(seq 30); do
+      [ "$SECONDS" -lt "$end" ] || break
+      timeout 60 dd if=/dev/zero of="$work/bulk" bs=1M count=1536 conv=fsync status=none || true
+      rm -f "$work/bulk"
+    done ) &
+  writer_pid=$!
+}
+
+run() { # ARGS... -> "us=.. p50=.. p99=.. max=.."
+  "$load" --scenario "$work/text.toml" --server "http://127.0.0.1:$port" --key "$key" \
+    --cpu 1 --quiet --warmup 3s --server-pid "$pid" --json "$work/r.json" "$@" >/dev/null
+  python3 - "$work/r.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+l = r["latency"]
+ok = r["statuses"].get("200", 0)
+print(f"us={r['server_cpu_us_per_answer']:.1f} p50={l['p50_us']/1000:.2f} p99={l['p99_us']/1000:.2f} max={l['max_us']/1000:.2f} answered={r['completed']} ok={ok} throughput={r['throughput_per_s']:.0f}")
+PY
+}
+
+results="$work/results"
+for round in $(seq "$rounds"); do
+  for name in before after; do
+    bin=$before; [ "$name" = after ] && bin=$after
+    start "$bin" "$name-$round"
+    for rate in $rates; do
+      [ -n "${DISK_WRITER:-}" ] && writer
+      line=$(run --rate "$rate" --duration 20s)
+      [ -n "${DISK_WRITER:-}" ] && { kill "$writer_pid" 2>/dev/null || true; pkill -f "of=$work/bulk" || true; wait "$writer_pid" 2>/dev/null || true; rm -f "$work/bulk"; }
+      echo "round=$round binary=$name load=rate$rate $line" | tee -a "$results"
+    done
+    line=$(run --connections 32 --duration 10s)
+    echo "round=$round binary=$name load=saturated $line" | tee -a "$results"
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+  done
+done
+python3 - "$results" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = dict(kv.split("=", 1) for kv in line.split())
+    rows.setdefault((f["load"], f["binary"]), []).append(f)
+print("\nmedians (µs of server CPU per answer; latency in ms)")
+for (load, binary), fs in sorted(rows.items()):
+    med = lambda k: statistics.median(float(x[k]) for x in fs if x[k] not in ('None',))
+    print(f"{load:>10} {binary:>6}: cpu {med('us'):7.1f} µs  p50 {med('p50'):.2f}  p99 {med('p99'):.2f}  max {med('max'):.2f}")
+PY
