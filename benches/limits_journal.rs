@@ -129,6 +129,7 @@ fn journal_config(sync: SyncPolicy) -> JournalConfig {
         batch_records_max: 512,
         map_bytes: 64 << 30,
         ship: false,
+        staging: None,
     }
 }
 

@@ -160,6 +160,11 @@ pub struct JournalSettings {
     pub sync_interval_ms: u64,
     pub batch_records_max: usize,
     pub map_bytes: usize,
+    /// Under the interval policy, where records are committed before their answers and moved
+    /// to the disk journal every `sync_interval_ms` (`crate::journal::staging`): `"auto"` (a
+    /// directory on `/dev/shm` when it is a tmpfs), `"off"` (straight to the disk journal), or
+    /// the absolute path of a directory on a tmpfs.
+    pub staging: String,
 }
 
 /// Settings for tests only; the shipped configuration sets none of them.
@@ -368,6 +373,7 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         sync_interval_ms: Option<u64>,
         batch_records_max: Option<usize>,
         map_bytes: Option<usize>,
+        staging: Option<String>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -543,6 +549,10 @@ impl Config {
         if self.journal.map_bytes < 1 << 20 {
             bail!("journal.map_bytes must be at least 1 MiB");
         }
+        let staging = self.journal.staging.as_str();
+        if !matches!(staging, "auto" | "off") && !Path::new(staging).is_absolute() {
+            bail!("journal.staging must be \"auto\", \"off\" or an absolute path, not {staging:?}");
+        }
         self.metrics.address()?;
         if !IO_MEMORY_BYTES_RANGE.contains(&self.server.io_memory_bytes) {
             bail!("server.io_memory_bytes must be in {IO_MEMORY_BYTES_RANGE:?}");
@@ -592,6 +602,22 @@ impl Config {
         Ok(())
     }
 
+    /// Where the journal stages its commits (`journal.staging`), resolved: `None` with
+    /// `sync = "always"` (each commit is fsynced to the disk journal before its answer), with
+    /// `"off"`, or with `"auto"` where `/dev/shm` is not a tmpfs.
+    pub fn journal_staging_root(&self) -> Option<PathBuf> {
+        if self.journal.sync == SyncMode::Always {
+            return None;
+        }
+        match self.journal.staging.as_str() {
+            "off" => None,
+            "auto" => crate::journal::staging::default_root(&self.server.data_dir),
+            path => Some(PathBuf::from(path)),
+        }
+    }
+
+    /// The journal's settings; `staging` is left to the server, which prepares it
+    /// ([`crate::journal::staging::recover`]).
     pub fn journal_config(&self) -> JournalConfig {
         JournalConfig {
             sync: match self.journal.sync {
@@ -603,6 +629,7 @@ impl Config {
             batch_records_max: self.journal.batch_records_max,
             map_bytes: self.journal.map_bytes,
             ship: self.cluster.is_some(),
+            staging: None,
         }
     }
 

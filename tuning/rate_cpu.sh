@@ -11,7 +11,8 @@
 # server's CPU per answer and the latency percentiles, then 32 connections back to back
 # (saturated). With DISK_WRITER=1, `dd` writes 1.5 GB at a time with an fsync to the data
 # directory's disk, again and again while each open-loop rate runs (60 s and 30 passes at
-# most): the stall scenario of issue 13. Prints one line per measurement, then the medians.
+# most), on the load's CPU (WRITER_CPU, default 1) so that it slows the server through the
+# disk, not by taking its core: the stall scenario of issue 13. Prints one line per measurement, then the medians.
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-2}
 rates=${RATES:-1000}
@@ -56,7 +57,8 @@ writer() { # bulk writes with fsyncs on the data directory's disk, bounded in si
   ( end=$((SECONDS + 60))
     for _ in $(seq 30); do
       [ "$SECONDS" -lt "$end" ] || break
-      timeout 60 dd if=/dev/zero of="$work/bulk" bs=1M count=1536 conv=fsync status=none || true
+      timeout 60 taskset -c "${WRITER_CPU:-1}" dd if=/dev/zero of="$work/bulk" bs=1M count=1536 \
+        conv=fsync status=none || true
       rm -f "$work/bulk"
     done ) &
   writer_pid=$!

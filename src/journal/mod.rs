@@ -18,13 +18,17 @@
 //!   lost, even on power loss. Costs an fsync (milliseconds) per commit.
 //! - `interval`: commits reach the operating system at once (a process crash or SIGKILL loses
 //!   nothing) and are fsynced every `journal.sync_interval_ms`. A power loss or kernel crash
-//!   can lose the checks answered within that last interval.
+//!   can lose the checks answered within that last interval. Where a tmpfs is at hand
+//!   (`journal.staging`), the commits before the answers go to a staging environment on it and
+//!   a mover takes them to the disk journal, fsynced, every interval ([`staging`]): the same
+//!   promise, and no answer waits for a slow disk.
 //!
 //! Records are bincode; `modgate journal` ([`query`]) reads and merges the shards' journals.
 
 pub mod charges;
 pub mod query;
 pub mod shipping;
+pub mod staging;
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
@@ -88,13 +92,16 @@ pub enum SyncPolicy {
 }
 
 /// Settings of the journal (`[journal]` in the configuration).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct JournalConfig {
     pub sync: SyncPolicy,
     pub batch_records_max: usize,
     pub map_bytes: usize,
     /// Keep the commit-order index for shipping (a fleet node).
     pub ship: bool,
+    /// Under the interval policy: the staging root on tmpfs where records are committed
+    /// before their answers ([`staging`]); `None`: commits go to the disk journal.
+    pub staging: Option<PathBuf>,
 }
 
 pub fn shard_dir(data_dir: &Path, shard: usize) -> PathBuf {
@@ -181,6 +188,18 @@ pub struct Journal {
     /// Until when commits go to the blocking threads after a slow one on the shard's thread
     /// (see [`Journal::commits_inline`]).
     inline_paused_until: Cell<Option<Instant>>,
+    /// Where records are committed first, if they are staged ([`staging`]).
+    staging: Option<StagingState>,
+}
+
+/// A shard's staging: its environment, the next sequence number, and the disk journal's mark.
+struct StagingState {
+    staged: staging::Staged,
+    dir: PathBuf,
+    next: Cell<u64>,
+    marks: Database<Str, heed::types::U64<heed::byteorder::BigEndian>>,
+    /// Records staged since the mover last emptied the staging.
+    unmoved: Cell<u64>,
 }
 
 /// A commit on the shard's own thread that took longer than this (the disk is slow: another
@@ -230,7 +249,37 @@ impl Journal {
         } else {
             None
         };
+        let staging = match (&config.staging, config.sync) {
+            (Some(root), SyncPolicy::Interval(_)) => {
+                let dir = root.join(format!("shard-{shard}"));
+                let staged = staging::open(&dir, config.map_bytes)?;
+                let marks = staging::open_marks(&env)?;
+                // What a killed run left staged (usually moved already by `staging::recover`).
+                let disk = staging::DiskJournal {
+                    env: &env,
+                    records: db,
+                    charges,
+                    order: ship.as_ref().map(|ship| ship.index),
+                    marks,
+                };
+                while staging::move_batch(&staged, &disk)?.records > 0 {}
+                if let Some(ship) = &ship {
+                    let txn = env.read_txn()?;
+                    ship.next.set(ship.index.next_in(&txn)?);
+                }
+                let next = staging::next_seq(&staged, staging::moved(&env, marks)?)?;
+                Some(StagingState {
+                    staged,
+                    dir,
+                    next: Cell::new(next),
+                    marks,
+                    unmoved: Cell::new(0),
+                })
+            }
+            _ => None,
+        };
         let journal = Rc::new(Journal {
+            staging,
             ship,
             charges,
             failing: Cell::new(false),
@@ -247,7 +296,11 @@ impl Journal {
             commits: Cell::new(0),
         });
         glommio::spawn_local(journal.clone().commit_loop()).detach();
-        if let SyncPolicy::Interval(every) = config.sync {
+        if let (SyncPolicy::Interval(every), true) =
+            (journal.config.sync, journal.staging.is_some())
+        {
+            glommio::spawn_local(journal.clone().move_loop(every)).detach();
+        } else if let SyncPolicy::Interval(every) = journal.config.sync {
             let syncing = journal.clone();
             glommio::spawn_local(async move {
                 let mut synced_commits = 0;
@@ -279,6 +332,11 @@ impl Journal {
 
     /// Appends `record` and returns once it is committed.
     pub async fn append(&self, record: &JournalRecord<'_>) -> Result<(), JournalError> {
+        // Staging takes records while the disk journal cannot: refuse, as a failing journal
+        // does, rather than let staging hold what the disk may never take.
+        if self.staging.is_some() && self.failing.get() {
+            return Err(JournalError);
+        }
         // Records are encoded here, on the shard, so the blocking commit only copies bytes.
         let value = SerdeBincode::<JournalRecord<'_>>::bytes_encode(record).map_err(|error| {
             tracing::error!(%error, "encoding a journal record failed");
@@ -351,7 +409,8 @@ impl Journal {
                     true
                 },
                 async {
-                    if self.failing.get() {
+                    // With staging, the mover finds out when the disk takes records again.
+                    if self.failing.get() && self.staging.is_none() {
                         glommio::timer::sleep(PROBE_INTERVAL).await;
                     } else {
                         std::future::pending::<()>().await;
@@ -368,14 +427,12 @@ impl Journal {
             // this commit takes them: one transaction for all, at no added wait.
             glommio::executor().yield_now().await;
             let mut records = Vec::new();
-            let mut charged = Vec::new();
             let mut slots = Vec::new();
             {
                 let mut pending = self.pending.borrow_mut();
                 let take = pending.len().min(self.config.batch_records_max);
                 for record in pending.drain(..take) {
-                    records.push((record.key, record.value));
-                    charged.extend(record.charge);
+                    records.push((record.key, record.value, record.charge));
                     slots.push(record.slot);
                 }
             }
@@ -384,17 +441,28 @@ impl Journal {
             // Sequence numbers in commit order, taken only once the commit succeeded (a failed
             // commit wrote nothing, so its numbers are given again).
             let order = self.ship.as_ref().map(|ship| (ship.index, ship.next.get()));
+            let staged = self
+                .staging
+                .as_ref()
+                .map(|staging| (staging.staged.clone(), staging.next.get()));
             let commit = move || -> heed::Result<()> {
+                if let Some((staged, first)) = staged {
+                    return stage(&staged, first, &records);
+                }
                 let mut txn = env.write_txn()?;
-                for (key, value) in &records {
+                for (key, value, _) in &records {
                     db.put(&mut txn, key, value)?;
                 }
                 if let Some((index, first)) = order {
-                    let keys: Vec<&str> = records.iter().map(|(key, _)| key.as_str()).collect();
+                    let keys: Vec<&str> = records.iter().map(|(key, ..)| key.as_str()).collect();
                     index.append(&mut txn, first, &keys)?;
                 }
+                let charged: Vec<&str> = records
+                    .iter()
+                    .filter_map(|(.., charge)| charge.as_deref())
+                    .collect();
                 if !charged.is_empty() {
-                    charges.add(&mut txn, charged.iter().map(String::as_str).collect())?;
+                    charges.add(&mut txn, charged)?;
                 }
                 txn.commit()
             };
@@ -412,10 +480,15 @@ impl Journal {
             let ok = match committed {
                 Ok(()) => {
                     self.commits.set(self.commits.get() + 1);
-                    if let Some(ship) = &self.ship {
-                        ship.next.set(ship.next.get() + count as u64);
+                    if let Some(staging) = &self.staging {
+                        staging.next.set(staging.next.get() + count as u64);
+                        staging.unmoved.set(staging.unmoved.get() + count as u64);
+                    } else {
+                        if let Some(ship) = &self.ship {
+                            ship.next.set(ship.next.get() + count as u64);
+                        }
+                        self.recovered();
                     }
-                    self.recovered();
                     true
                 }
                 Err(error) => {
@@ -433,6 +506,66 @@ impl Journal {
                 });
                 if let Some(waker) = slot.waker.borrow_mut().take() {
                     waker.wake();
+                }
+            }
+        }
+    }
+
+    /// With staging: every `every` (every [`PROBE_INTERVAL`] while failing), moves what is
+    /// staged into the disk journal, fsynced, on the blocking threads ([`staging::move_batch`]);
+    /// a failed move makes the journal fail (checks 503, `/health` 503) until one succeeds.
+    async fn move_loop(self: Rc<Self>, every: Duration) {
+        let Some(staging) = &self.staging else {
+            return;
+        };
+        loop {
+            let failing = self.failing.get();
+            glommio::timer::sleep(if failing { PROBE_INTERVAL } else { every }).await;
+            if staging.unmoved.get() == 0 && !failing {
+                continue;
+            }
+            loop {
+                let (env, records, charges, marks) =
+                    (self.env.clone(), self.db, self.charges, staging.marks);
+                let (staged, order) = (
+                    staging.staged.clone(),
+                    self.ship.as_ref().map(|ship| ship.index),
+                );
+                let started = Instant::now();
+                let moved = glommio::executor()
+                    .spawn_blocking(move || {
+                        staging::move_batch(
+                            &staged,
+                            &staging::DiskJournal {
+                                env: &env,
+                                records,
+                                charges,
+                                order,
+                                marks,
+                            },
+                        )
+                    })
+                    .await;
+                match moved {
+                    Ok(moved) => {
+                        self.recovered();
+                        if let (Some(ship), Some(next)) = (&self.ship, moved.next_order) {
+                            ship.next.set(next);
+                        }
+                        if moved.records == 0 {
+                            staging.unmoved.set(0);
+                            break;
+                        }
+                        staging
+                            .unmoved
+                            .set(staging.unmoved.get().saturating_sub(moved.records as u64));
+                        self.metrics
+                            .journal_fsync(started.elapsed().as_micros() as u64);
+                    }
+                    Err(error) => {
+                        self.failed(&error, staging.unmoved.get() as usize);
+                        break;
+                    }
                 }
             }
         }
@@ -543,12 +676,61 @@ impl Journal {
         })
     }
 
-    /// fsync now (at a graceful stop, for the interval policy).
+    /// At a graceful stop: everything staged moved to the disk journal and the staging
+    /// removed, or (without staging) an fsync (the interval policy may have commits not yet on
+    /// disk). Blocking.
     pub fn sync_blocking(&self) {
-        if let Err(error) = self.env.force_sync() {
-            tracing::error!(%error, "journal fsync at stop failed");
+        let Some(staging) = &self.staging else {
+            if let Err(error) = self.env.force_sync() {
+                tracing::error!(%error, "journal fsync at stop failed");
+            }
+            return;
+        };
+        let disk = staging::DiskJournal {
+            env: &self.env,
+            records: self.db,
+            charges: self.charges,
+            order: self.ship.as_ref().map(|ship| ship.index),
+            marks: staging.marks,
+        };
+        loop {
+            match staging::move_batch(&staging.staged, &disk) {
+                Ok(moved) if moved.records == 0 => break,
+                Ok(_) => {}
+                Err(error) => {
+                    // Left staged: the next start moves it (unless the machine restarts first).
+                    tracing::error!(%error, "moving the staged journal records at stop failed");
+                    return;
+                }
+            }
+        }
+        if let Err(error) = std::fs::remove_dir_all(&staging.dir) {
+            tracing::warn!(%error, dir = %staging.dir.display(), "removing the journal's staging");
         }
     }
+}
+
+/// Commits `records` to staging under sequence numbers from `first`.
+fn stage(
+    staged: &staging::Staged,
+    first: u64,
+    records: &[(String, Vec<u8>, Option<String>)],
+) -> heed::Result<()> {
+    let mut txn = staged.env.write_txn()?;
+    let mut bytes = Vec::new();
+    for (offset, (key, value, charge)) in records.iter().enumerate() {
+        bytes.clear();
+        let entry = staging::Entry {
+            key,
+            charge: charge.as_deref(),
+            value,
+        };
+        if entry.encode(&mut bytes).is_none() {
+            return Err(heed::Error::Mdb(heed::MdbError::BadValSize));
+        }
+        staged.db.put(&mut txn, &(first + offset as u64), &bytes)?;
+    }
+    txn.commit()
 }
 
 #[cfg(test)]
@@ -587,6 +769,7 @@ mod tests {
                     batch_records_max: 512,
                     map_bytes: 64 << 20,
                     ship: false,
+                    staging: None,
                 };
                 let journal =
                     Journal::start(dir.path(), 0, config, Metrics::new(true)).expect("journal");
@@ -626,6 +809,83 @@ mod tests {
         appends_return_only_once_committed(SyncPolicy::Always);
     }
 
+    /// Issue 13: with staging, no answer waits for the disk journal. While another thread
+    /// holds its writer (as a commit stuck behind a bulk writer's I/O does), appends return,
+    /// each committed to staging; once the writer lets go, the mover moves them all, and a
+    /// graceful stop leaves no staging behind.
+    #[test]
+    fn staged_appends_do_not_wait_for_the_disk_journal() {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let root = dir.path().join("staging-root");
+                let config = JournalConfig {
+                    sync: SyncPolicy::Interval(Duration::from_millis(20)),
+                    batch_records_max: 512,
+                    map_bytes: 64 << 20,
+                    ship: false,
+                    staging: Some(root.clone()),
+                };
+                let journal =
+                    Journal::start(dir.path(), 0, config, Metrics::new(true)).expect("journal");
+                let env = journal.env.clone();
+                let (held, is_held) = std::sync::mpsc::channel();
+                let (release, released) = std::sync::mpsc::channel::<()>();
+                let holder = std::thread::spawn(move || {
+                    let txn = env.write_txn().expect("writer");
+                    held.send(()).expect("held");
+                    let let_go = released.recv_timeout(Duration::from_secs(30)).is_ok();
+                    drop(txn);
+                    let_go
+                });
+                is_held.recv().expect("held");
+                let checks: Vec<_> = (0..100)
+                    .map(|check| {
+                        let journal = journal.clone();
+                        glommio::spawn_local(async move {
+                            let id = format!("{check:05}");
+                            journal.append(&record(&id)).await.expect("committed");
+                        })
+                    })
+                    .collect();
+                for check in checks {
+                    check.await;
+                }
+                let staged = &journal.staging.as_ref().expect("staging").staged;
+                let txn = staged.env.read_txn().expect("read");
+                assert_eq!(
+                    staged.db.len(&txn).expect("len"),
+                    100,
+                    "committed to staging"
+                );
+                drop(txn);
+                let _ = release.send(());
+                assert!(
+                    holder.join().expect("holder"),
+                    "the appends returned only once the disk journal's writer let go"
+                );
+                let on_disk = || {
+                    let txn = journal.env.read_txn().expect("read");
+                    journal.db.len(&txn).expect("len")
+                };
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while on_disk() < 100 {
+                    assert!(Instant::now() < deadline, "the mover moved {}", on_disk());
+                    glommio::timer::sleep(Duration::from_millis(10)).await;
+                }
+                let charges = journal.charges_blocking().expect("charges");
+                assert_eq!(charges.counts.iter().map(|(_, n)| n).sum::<u64>(), 100);
+                journal.append(&record("00100")).await.expect("committed");
+                journal.sync_blocking();
+                assert_eq!(on_disk(), 101, "moved at the stop");
+                assert!(!root.join("shard-0").exists(), "no staging left behind");
+                drop(dir);
+            })
+            .expect("executor")
+            .join()
+            .expect("test");
+    }
+
     /// A slow commit on the shard's thread sends the next ones to the blocking threads.
     #[test]
     fn a_slow_inline_commit_pauses_inline_commits() {
@@ -637,6 +897,7 @@ mod tests {
                     batch_records_max: 512,
                     map_bytes: 64 << 20,
                     ship: false,
+                    staging: None,
                 };
                 let journal =
                     Journal::start(dir.path(), 0, config, Metrics::new(true)).expect("journal");

@@ -67,7 +67,11 @@ pub fn shard_dirs(data_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(dirs)
 }
 
-/// Calls `each` with every record that passes `filter`, oldest first, across shards.
+/// Records in key order, from one shard's journal or from what is staged.
+type Source<'a> = Box<dyn Iterator<Item = heed::Result<(String, Vec<u8>)>> + 'a>;
+
+/// Calls `each` with every record that passes `filter`, oldest first, across shards, the
+/// records still staged ([`super::staging`]) included.
 pub fn for_each(
     data_dir: &Path,
     map_bytes: usize,
@@ -88,30 +92,52 @@ pub fn for_each(
         since.as_deref().map_or(Bound::Unbounded, Bound::Included),
         until.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
     );
-    let mut iters = Vec::with_capacity(opened.len());
+    let mut sources: Vec<Source<'_>> = Vec::with_capacity(opened.len() + 1);
     for ((_, db), txn) in opened.iter().zip(&txns) {
-        iters.push(db.range(txn, &range)?);
+        sources.push(Box::new(db.range(txn, &range)?.map(|entry| {
+            entry.map(|(key, value)| (key.to_owned(), value.to_vec()))
+        })));
     }
-    // Min-heap of (key, shard) over the heads of every shard's iterator.
+    // Read after the disk journals: a record moved meanwhile is then in both (and dropped
+    // once below), never in neither.
+    if let Some(root) = super::staging::linked_root(data_dir) {
+        let staged = super::staging::read_all(&root, map_bytes)?;
+        let in_range = move |key: &String| {
+            since.as_deref().is_none_or(|since| key.as_str() >= since)
+                && until.as_deref().is_none_or(|until| key.as_str() < until)
+        };
+        sources.push(Box::new(
+            staged
+                .into_iter()
+                .filter(move |(key, _)| in_range(key))
+                .map(Ok),
+        ));
+    }
+    // Min-heap of (key, source) over the heads of every source.
     let mut heads: BinaryHeap<std::cmp::Reverse<(String, usize, Vec<u8>)>> = BinaryHeap::new();
-    for (shard, iter) in iters.iter_mut().enumerate() {
+    for (source, iter) in sources.iter_mut().enumerate() {
         if let Some(entry) = iter.next() {
             let (key, value) = entry?;
-            heads.push(std::cmp::Reverse((key.to_owned(), shard, value.to_vec())));
+            heads.push(std::cmp::Reverse((key, source, value)));
         }
     }
     let mut count = 0;
-    while let Some(std::cmp::Reverse((_, shard, value))) = heads.pop() {
+    let mut last_key: Option<String> = None;
+    while let Some(std::cmp::Reverse((key, source, value))) = heads.pop() {
+        if let Some(entry) = sources[source].next() {
+            let (next_key, next_value) = entry?;
+            heads.push(std::cmp::Reverse((next_key, source, next_value)));
+        }
+        if last_key.as_deref() == Some(key.as_str()) {
+            continue; // staged and moved: the same record twice
+        }
         let record = RecordCodec::bytes_decode(&value)
             .map_err(|error| anyhow::anyhow!("a journal record does not decode: {error}"))?;
         if filter.keeps(&record) {
             each(&record)?;
             count += 1;
         }
-        if let Some(entry) = iters[shard].next() {
-            let (key, value) = entry?;
-            heads.push(std::cmp::Reverse((key.to_owned(), shard, value.to_vec())));
-        }
+        last_key = Some(key);
     }
     Ok(count)
 }

@@ -116,13 +116,18 @@ impl ShipIndex {
             order: env.create_database(&mut txn, Some("commit_order"))?,
             meta: env.create_database(&mut txn, Some("shipping"))?,
         };
-        let shipped = index.meta.get(&txn, "shipped")?.unwrap_or(0);
-        let next = index
-            .order
-            .last(&txn)?
-            .map_or(shipped + 1, |(seq, _)| seq.max(shipped) + 1);
+        let next = index.next_in(&txn)?;
         txn.commit()?;
         Ok((index, next))
+    }
+
+    /// The next sequence number, as of `txn`.
+    pub fn next_in(&self, txn: &heed::RoTxn<'_>) -> heed::Result<u64> {
+        let shipped = self.meta.get(txn, "shipped")?.unwrap_or(0);
+        Ok(self
+            .order
+            .last(txn)?
+            .map_or(shipped + 1, |(seq, _)| seq.max(shipped) + 1))
     }
 
     /// Records `keys` (one commit's records) under sequence numbers from `first`.

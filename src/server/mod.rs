@@ -149,6 +149,22 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
         _ => None,
     };
+    // Before any shard reads its journal (the quota's reconciliation, shipping): what a killed
+    // run left staged goes to the disk journals.
+    let journal_staging = config.journal_staging_root();
+    let recovered = crate::journal::staging::recover(
+        &config.server.data_dir,
+        journal_staging.as_deref(),
+        config.journal.map_bytes,
+        config.cluster.is_some(),
+    )
+    .context("the journal's staging")?;
+    if recovered > 0 {
+        tracing::info!(
+            records = recovered,
+            "journal records a stopped run had staged moved to the disk journal"
+        );
+    }
     let (fds, addr) = bind_listeners(config.server.listen, shards)?;
     let metrics_listener = match config.metrics.address()? {
         Some(address) => Some(
@@ -215,6 +231,9 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         None => Arc::new(crate::store::lists::LocalLists),
     };
     let stopping_leases = leases.clone();
+    let staging_release = journal_staging
+        .clone()
+        .map(|root| (config.server.data_dir.clone(), root));
     let config = Arc::new(config);
     let mut pool = LocalExecutorPoolBuilder::new(placement)
         .name("modgate-shard")
@@ -242,6 +261,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
                 shipper: shipper.clone(),
                 lists: lists.clone(),
                 list_writer: list_writer.clone(),
+                journal_staging: journal_staging.clone(),
                 cpu: Some(cpus[index % cpus.len()]),
             });
             async move {
@@ -265,6 +285,9 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         result.map_err(|error| anyhow!("a shard failed: {error}"))?;
     }
     stopping_leases.stop();
+    if let Some((data_dir, root)) = &staging_release {
+        crate::journal::staging::release(data_dir, root);
+    }
     tracing::info!("stopped");
     Ok(())
 }

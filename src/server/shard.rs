@@ -190,6 +190,9 @@ pub struct ShardResources {
     pub lists: Arc<ListsHub>,
     /// Who carries out writes to the lists.
     pub list_writer: Arc<dyn ListWriter>,
+    /// Where the journal stages its commits, prepared by the server
+    /// ([`crate::journal::staging::recover`]).
+    pub journal_staging: Option<std::path::PathBuf>,
 }
 
 /// A shard: what its connections need (ids, dates, slots, the stop signal) and the request
@@ -270,10 +273,14 @@ pub async fn run(
     let lists = ListsView::new(resources.lists.clone());
     let list_writer = resources.list_writer.clone();
     let metrics = Metrics::new(config.metrics.enabled());
+    let journal_config = crate::journal::JournalConfig {
+        staging: resources.journal_staging.clone(),
+        ..config.journal_config()
+    };
     let journal = match Journal::start(
         &config.server.data_dir,
         index,
-        config.journal_config(),
+        journal_config,
         metrics.clone(),
     ) {
         Ok(journal) => journal,
@@ -506,6 +513,7 @@ async fn start_engine(
         shipper: _,
         lists: _,
         list_writer: _,
+        journal_staging: _,
     } = resources;
     let toxblock_loaded = match (&worker_models, &worker_config.text_model) {
         (Some(models), Some(spec)) => models.path_of(spec).is_some(),

@@ -296,6 +296,13 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
+        // A killed server leaves its journal's staging on /dev/shm (the next start would move
+        // it); with the data directory going too, nothing will.
+        if self._tempdir.is_some() {
+            if let Ok(staging) = std::fs::read_link(self.data.join("journal").join("staging")) {
+                let _ = std::fs::remove_dir_all(staging);
+            }
+        }
     }
 }
 
