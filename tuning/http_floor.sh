@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# modgate's HTTP layer against the floor: server CPU per authenticated `GET /v1/workflows` of a
+# modgate binary, and per `GET /health` of `modgate-baseline` (a raw tokio + httparse server,
+# loadtest/src/bin/baseline.rs), interleaved in one pass. Each serves on CPU 0; wrk runs on
+# CPU 1 (`cpu-per-request --pin-wrk 1`).
+#
+#   tuning/http_floor.sh [MODGATE_BINARY] [ROUNDS]
+#     (default: target/release/modgate, 3; the baseline from target/release/modgate-baseline)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${1:-$root/target/release/modgate}
+rounds=${2:-3}
+baseline=${BASELINE:-$root/target/release/modgate-baseline}
+tool=${CPU_PER_REQUEST:-$root/../shared/tools/cpu-per-request}
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+
+measure() { # PID URL [HEADER] -> us per request
+  "$tool" --pid "$1" --url "$2" ${3:+-H "$3"} --pin-wrk 1 --seconds 8 --connections 16 \
+    | tail -1 | grep -o 'us_per_request=[0-9.]*' | cut -d= -f2
+}
+
+results="$work/results"
+for round in $(seq "$rounds"); do
+  taskset -c 0 "$baseline" 127.0.0.1:0 >"$work/baseline.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 50); do
+    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/baseline.out" || true)
+    [ -n "$url" ] && break
+    sleep 0.1
+  done
+  b=$(measure "$pid" "$url/health")
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+
+  data="$work/data-$round"
+  taskset -c 0 "$bin" serve --data "$data" --listen 127.0.0.1:0 --cores 1 \
+    --models "$root/models" --log-level warn >"$work/modgate.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do
+    url=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/modgate.out" | grep -o 'http.*' || true)
+    if [ -n "$url" ] && curl -sf "$url/health" >/dev/null; then break; fi
+    sleep 0.2
+  done
+  "$bin" org create bench --plan pro --data "$data" >/dev/null
+  "$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 --data "$data" >/dev/null
+  key=$("$bin" key create --org bench --data "$data" | head -1)
+  m=$(measure "$pid" "$url/v1/workflows" "Authorization: Bearer $key")
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  echo "round $round: baseline /health $b us, modgate /v1/workflows $m us (ratio $(python3 -c "print(round($m / $b, 3))"))" | tee -a "$results"
+done
