@@ -249,6 +249,12 @@ pub struct ModelsConfig {
 pub struct InferenceConfig {
     pub queue_depth_max: usize,
     pub batch_rows_max: usize,
+    /// Scheduling niceness of each shard's model worker thread (0 to 19).
+    pub worker_nice: i32,
+    /// Scheduling niceness of each shard's own thread (0 to 19). Where both are busy, the
+    /// kernel shares the core by their weights: at the defaults (worker 0, shard 3) the worker
+    /// gets two thirds, so images keep most of their throughput beside a flood of texts.
+    pub shard_nice: i32,
 }
 
 /// The `modgate serve` flags that override the file, kept so that a reload (SIGHUP) reads the
@@ -423,6 +429,8 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
     struct InferenceShape {
         queue_depth_max: Option<usize>,
         batch_rows_max: Option<usize>,
+        worker_nice: Option<i32>,
+        shard_nice: Option<i32>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -548,6 +556,14 @@ impl Config {
         }
         if self.journal.map_bytes < 1 << 20 {
             bail!("journal.map_bytes must be at least 1 MiB");
+        }
+        for (name, nice) in [
+            ("inference.worker_nice", self.inference.worker_nice),
+            ("inference.shard_nice", self.inference.shard_nice),
+        ] {
+            if !(0..=19).contains(&nice) {
+                bail!("{name} must be in 0..=19 (a higher priority needs privileges modgate does not ask for)");
+            }
         }
         let staging = self.journal.staging.as_str();
         if !matches!(staging, "auto" | "off") && !Path::new(staging).is_absolute() {
@@ -718,6 +734,18 @@ mod tests {
             zero(&mut config);
             let error = config.validate().unwrap_err().to_string();
             assert!(error.ends_with("must be above 0"), "{error}");
+        }
+        // Priorities modgate can set without privileges, and staging it can find.
+        let refused: [fn(&mut Config); 4] = [
+            |c| c.inference.worker_nice = -1,
+            |c| c.inference.shard_nice = 20,
+            |c| c.journal.staging = "relative/dir".into(),
+            |c| c.journal.staging = String::new(),
+        ];
+        for refuse in refused {
+            let mut config = Config::default();
+            refuse(&mut config);
+            assert!(config.validate().is_err());
         }
     }
 

@@ -175,7 +175,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
             let image_slots_loaded = crate::checks::image_slots_loaded(worker_models.as_ref());
             let worker = match worker_models {
                 Some(models) => {
-                    let config = registry::worker_config(4, 64);
+                    let config = registry::worker_config(4, 64, 0);
                     let (worker, ready) =
                         Worker::spawn(0, None, models, config).map_err(|e| e.to_string())?;
                     ready

@@ -508,3 +508,35 @@ fn the_metrics_checker_refuses_what_it_should() {
         assert!(prometheus::parse(bad).is_err(), "accepted: {bad}");
     }
 }
+
+/// Issue 13: a shard and its model worker share one core by the niceness the configuration
+/// gives them (`inference.shard_nice`, `inference.worker_nice`), so that a flood of texts
+/// cannot starve the images; each thread runs at its own.
+#[test]
+fn shards_and_model_workers_run_at_their_configured_niceness() {
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        config: "[inference]\nworker_nice = 1\nshard_nice = 4\n".into(),
+        ..Options::default()
+    });
+    let tasks = format!("/proc/{}/task", server.pid());
+    let mut niceness = std::collections::BTreeMap::new();
+    for task in std::fs::read_dir(&tasks).unwrap() {
+        let dir = task.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        // Field 19 is the niceness; fields are counted after the command's closing parenthesis.
+        let Some(after) = stat.rsplit_once(") ").map(|(_, rest)| rest) else {
+            continue;
+        };
+        let nice: i32 = after.split(' ').nth(16).unwrap().parse().unwrap();
+        niceness
+            .entry(comm.trim().to_owned())
+            .or_insert_with(std::collections::BTreeSet::new)
+            .insert(nice);
+    }
+    // The shard's blocking threads carry its name too, at the default niceness.
+    let model: Vec<i32> = niceness["modgate-model-0"].iter().copied().collect();
+    assert_eq!(model, [1], "{niceness:?}");
+    assert!(niceness["modgate-shard-1"].contains(&4), "{niceness:?}");
+}

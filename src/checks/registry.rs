@@ -281,12 +281,13 @@ pub fn image_min_side_px() -> usize {
 }
 
 /// The model worker's settings, with the models of this build.
-pub fn worker_config(queue_depth_max: usize, batch_rows_max: usize) -> WorkerConfig {
+pub fn worker_config(queue_depth_max: usize, batch_rows_max: usize, nice: i32) -> WorkerConfig {
     WorkerConfig {
         queue_depth_max,
         batch_rows_max,
         text_model: text_model(),
         image_models: image_models(),
+        nice,
     }
 }
 

@@ -2,9 +2,11 @@
 //!
 //! A model run takes milliseconds, a request parse microseconds; running models on the
 //! shard's executor would freeze every connection of that core meanwhile. So each shard has a
-//! worker thread, pinned to the shard's CPU and niced ([`worker::WORKER_NICE`]) so that the
-//! scheduler runs the reactor first whenever it has work: health checks and fast text checks
-//! keep their latency while images are scored. The worker owns the shard's sessions (one per
+//! worker thread, pinned to the shard's CPU. The shard's thread and its worker share that core
+//! by their scheduling weights (`inference.shard_nice`, `inference.worker_nice`): by default
+//! the worker gets about two thirds when both are busy, so a flood of texts or of `/health`
+//! cannot starve the images (beside a saturating text load, images kept 9 % of their
+//! throughput with the worker at nice 10, and about 60 % now). The worker owns the shard's sessions (one per
 //! model, `run` needs `&mut`), so sessions are never shared between threads.
 //!
 //! The queue between shard and worker is bounded (`inference.queue_depth_max`); a full queue

@@ -4,7 +4,9 @@
 //!
 //! The shard talks to it through a bounded queue; results come back on oneshot channels,
 //! whose wakes reach the glommio task from this thread. The worker is pinned to the shard's
-//! CPU and niced ([`WORKER_NICE`]), so the scheduler prefers the reactor whenever both can run.
+//! CPU and runs at `inference.worker_nice` ([`WorkerConfig::nice`]); the shard's own thread runs
+//! at `inference.shard_nice`, and where both are busy the kernel shares the core by their
+//! weights (by default two thirds for the worker, so that images are not starved by texts).
 //!
 //! Jobs of the same kind waiting together run as one batch: tox-block windows of several
 //! texts in one session run, and likewise images per model. Batching trades a little latency
@@ -27,8 +29,6 @@ use crate::image::decode::decode;
 use crate::image::probe::Probe;
 use crate::image::{Format, ImageError, Measured, Measures};
 
-/// Scheduling niceness of worker threads: below the reactor's 0.
-pub const WORKER_NICE: i32 = 10;
 /// Image models one worker can hold (a job names the ones it wants in a 64-bit set).
 pub const IMAGE_MODELS_MAX: usize = 64;
 
@@ -56,6 +56,8 @@ pub struct WorkerConfig {
     pub batch_rows_max: usize,
     pub text_model: Option<ModelSpec>,
     pub image_models: Vec<&'static ImageModelSpec>,
+    /// The worker thread's scheduling niceness.
+    pub nice: i32,
 }
 
 /// One image model's answer for one image.
@@ -150,7 +152,7 @@ impl Worker {
         std::thread::Builder::new()
             .name(format!("modgate-model-{index}"))
             .spawn(move || {
-                lower_priority_and_pin(cpu);
+                pin_and_nice(cpu, config.nice);
                 match Sessions::open(&models, &config) {
                     Ok(sessions) => {
                         let _ = ready_tx.send(Ok(()));
@@ -504,18 +506,15 @@ fn prepare(
     Ok(scores)
 }
 
-/// Pins the calling thread to `cpu` and lowers its priority below the reactor's.
-fn lower_priority_and_pin(cpu: Option<usize>) {
+/// Pins the calling thread to `cpu` and sets its niceness.
+fn pin_and_nice(cpu: Option<usize>, nice: i32) {
     if let Some(cpu) = cpu {
         let mut set = nix::sched::CpuSet::new();
         if set.set(cpu).is_ok() {
             let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
         }
     }
-    // SAFETY: setpriority(2) takes plain integers and touches no memory of ours; on Linux
-    // PRIO_PROCESS with who = 0 applies to the calling thread only.
-    let result = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, WORKER_NICE) };
-    if result != 0 {
-        tracing::warn!("could not lower the model worker's priority");
+    if !crate::server::set_thread_nice(nice) {
+        tracing::warn!(nice, "could not set the model worker's niceness");
     }
 }

@@ -210,6 +210,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
     let worker_config = registry::worker_config(
         config.inference.queue_depth_max,
         config.inference.batch_rows_max,
+        config.inference.worker_nice,
     );
     let shipper = match &config.cluster {
         Some(cluster) => {
@@ -501,4 +502,11 @@ fn spawn_signal_thread(
         })
         .context("starting the signal thread")?;
     Ok(())
+}
+
+/// Sets the calling thread's scheduling niceness; whether it took.
+pub fn set_thread_nice(nice: i32) -> bool {
+    // SAFETY: setpriority(2) takes plain integers and touches no memory of ours; on Linux
+    // PRIO_PROCESS with who = 0 applies to the calling thread only.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) == 0 }
 }

@@ -267,6 +267,14 @@ pub async fn run(
     // SAFETY: `listener_fd` is a bound, listening TCP socket created by `server::run` for this
     // shard alone; ownership passes here and nothing else closes or uses it.
     let listener = unsafe { TcpListener::from_raw_fd(listener_fd) };
+    // The shard's thread shares its core with its model worker by their weights (the
+    // worker's niceness is set by the worker; see `inference.shard_nice`).
+    if !super::set_thread_nice(config.inference.shard_nice) {
+        tracing::warn!(
+            nice = config.inference.shard_nice,
+            "could not set the shard's niceness"
+        );
+    }
     let limits = ShardLimits::new(resources.leases.clone(), state.shards);
     let shipper = resources.shipper.clone();
     let downloader = resources.downloader.clone();
