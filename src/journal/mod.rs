@@ -262,7 +262,9 @@ impl Journal {
                     order: ship.as_ref().map(|ship| ship.index),
                     marks,
                 };
-                while staging::move_batch(&staged, &disk)?.records > 0 {}
+                while staging::move_batch(&staged, &disk, staging::MOVE_BATCH_RECORDS_MAX)?.records
+                    > 0
+                {}
                 if let Some(ship) = &ship {
                     let txn = env.read_txn()?;
                     ship.next.set(ship.index.next_in(&txn)?);
@@ -518,6 +520,7 @@ impl Journal {
         let Some(staging) = &self.staging else {
             return;
         };
+        let mut batch_max = staging::MOVE_BATCH_RECORDS_MAX;
         loop {
             let failing = self.failing.get();
             glommio::timer::sleep(if failing { PROBE_INTERVAL } else { every }).await;
@@ -532,6 +535,7 @@ impl Journal {
                     self.ship.as_ref().map(|ship| ship.index),
                 );
                 let started = Instant::now();
+                let max = batch_max;
                 let moved = glommio::executor()
                     .spawn_blocking(move || {
                         staging::move_batch(
@@ -543,11 +547,13 @@ impl Journal {
                                 order,
                                 marks,
                             },
+                            max,
                         )
                     })
                     .await;
                 match moved {
                     Ok(moved) => {
+                        batch_max = (batch_max * 2).min(staging::MOVE_BATCH_RECORDS_MAX);
                         self.recovered();
                         if let (Some(ship), Some(next)) = (&self.ship, moved.next_order) {
                             ship.next.set(next);
@@ -563,6 +569,10 @@ impl Journal {
                             .journal_fsync(started.elapsed().as_micros() as u64);
                     }
                     Err(error) => {
+                        if let Some(smaller) = staging::smaller_after(&error, batch_max) {
+                            batch_max = smaller;
+                            continue;
+                        }
                         self.failed(&error, staging.unmoved.get() as usize);
                         break;
                     }
@@ -693,10 +703,14 @@ impl Journal {
             order: self.ship.as_ref().map(|ship| ship.index),
             marks: staging.marks,
         };
+        let mut max = staging::MOVE_BATCH_RECORDS_MAX;
         loop {
-            match staging::move_batch(&staging.staged, &disk) {
+            match staging::move_batch(&staging.staged, &disk, max) {
                 Ok(moved) if moved.records == 0 => break,
                 Ok(_) => {}
+                Err(error) if staging::smaller_after(&error, max).is_some() => {
+                    max = staging::smaller_after(&error, max).unwrap_or(1);
+                }
                 Err(error) => {
                     // Left staged: the next start moves it (unless the machine restarts first).
                     tracing::error!(%error, "moving the staged journal records at stop failed");
@@ -738,22 +752,16 @@ mod tests {
     use super::*;
 
     fn record(id: &str) -> JournalRecord<'static> {
-        JournalRecord {
-            request_id: Cow::Owned(id.to_owned()),
-            unix_ms: 1_764_000_000_000,
-            route: "/v1/text".into(),
-            kind: "text".into(),
-            key_id: Some("k1".into()),
-            org: Some("acme".into()),
-            reference: None,
-            workflow: Some("default".into()),
-            workflow_version: Some(1),
-            status: 200,
-            error_type: None,
-            action: Some("accept".into()),
-            scores: vec![("profanity".into(), 0.1)],
-            unchecked: vec![],
-            time_ms: 0,
+        query::tests::record(id, "k1", 1_764_000_000_000)
+    }
+
+    fn config(sync: SyncPolicy, staging: Option<PathBuf>) -> JournalConfig {
+        JournalConfig {
+            sync,
+            batch_records_max: 512,
+            map_bytes: 64 << 20,
+            ship: false,
+            staging,
         }
     }
 
@@ -764,13 +772,7 @@ mod tests {
         glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
                 let dir = tempfile::tempdir().expect("tempdir");
-                let config = JournalConfig {
-                    sync,
-                    batch_records_max: 512,
-                    map_bytes: 64 << 20,
-                    ship: false,
-                    staging: None,
-                };
+                let config = config(sync, None);
                 let journal =
                     Journal::start(dir.path(), 0, config, Metrics::new(true)).expect("journal");
                 let checks: Vec<_> = (0..200)
@@ -819,13 +821,10 @@ mod tests {
             .spawn(|| async {
                 let dir = tempfile::tempdir().expect("tempdir");
                 let root = dir.path().join("staging-root");
-                let config = JournalConfig {
-                    sync: SyncPolicy::Interval(Duration::from_millis(20)),
-                    batch_records_max: 512,
-                    map_bytes: 64 << 20,
-                    ship: false,
-                    staging: Some(root.clone()),
-                };
+                let config = config(
+                    SyncPolicy::Interval(Duration::from_millis(20)),
+                    Some(root.clone()),
+                );
                 let journal =
                     Journal::start(dir.path(), 0, config, Metrics::new(true)).expect("journal");
                 let env = journal.env.clone();
@@ -892,13 +891,7 @@ mod tests {
         glommio::LocalExecutorBuilder::default()
             .spawn(|| async {
                 let dir = tempfile::tempdir().expect("tempdir");
-                let config = JournalConfig {
-                    sync: SyncPolicy::Interval(Duration::from_millis(100)),
-                    batch_records_max: 512,
-                    map_bytes: 64 << 20,
-                    ship: false,
-                    staging: None,
-                };
+                let config = config(SyncPolicy::Interval(Duration::from_millis(100)), None);
                 let journal =
                     Journal::start(dir.path(), 0, config, Metrics::new(true)).expect("journal");
                 assert!(journal.commits_inline());

@@ -158,12 +158,13 @@ pub fn prune(data_dir: &Path, map_bytes: usize, before_ms: i64) -> anyhow::Resul
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use heed::BytesEncode;
     use std::borrow::Cow;
 
-    fn record(id: &str, key: &str, ms: i64) -> JournalRecord<'static> {
+    /// A check's record, for the journal's tests.
+    pub(crate) fn record(id: &str, key: &str, ms: i64) -> JournalRecord<'static> {
         JournalRecord {
             request_id: Cow::Owned(id.to_owned()),
             unix_ms: ms,

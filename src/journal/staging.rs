@@ -178,10 +178,16 @@ pub fn next_seq(staged: &Staged, moved: u64) -> heed::Result<u64> {
     Ok(last.max(moved) + 1)
 }
 
-/// Moves up to [`MOVE_BATCH_RECORDS_MAX`] staged records into the disk journal, fsyncs it, and
-/// deletes them from staging (0 records: nothing was staged). An entry that does not decode is
-/// logged and left out (only its record is lost, never the batch).
-pub fn move_batch(staged: &Staged, disk: &DiskJournal<'_>) -> heed::Result<Moved> {
+/// Moves up to `max` (at most [`MOVE_BATCH_RECORDS_MAX`]) staged records into the disk
+/// journal, fsyncs it, and deletes them from staging (0 records: nothing was staged). An entry
+/// that does not decode is logged and left out (only its record is lost, never the batch).
+///
+/// A batch that does not fit (`MDB_MAP_FULL`) should be tried again smaller, down to one
+/// record ([`smaller_after`]): LMDB reuses the pages a transaction freed (a `journal prune`
+/// in another process) only two transactions later, and failed moves commit none, so
+/// without a small move that fits, a journal that was full would stay full after a prune.
+pub fn move_batch(staged: &Staged, disk: &DiskJournal<'_>, max: usize) -> heed::Result<Moved> {
+    let max = max.clamp(1, MOVE_BATCH_RECORDS_MAX);
     let mut txn = disk.env.write_txn()?;
     let moved = disk.marks.get(&txn, MOVED_KEY)?.unwrap_or(0);
     let mut entries: Vec<(u64, Vec<u8>)> = Vec::new();
@@ -190,7 +196,7 @@ pub fn move_batch(staged: &Staged, disk: &DiskJournal<'_>) -> heed::Result<Moved
         for entry in staged.db.range(&read, &(moved + 1..))? {
             let (seq, bytes) = entry?;
             entries.push((seq, bytes.to_vec()));
-            if entries.len() == MOVE_BATCH_RECORDS_MAX {
+            if entries.len() == max {
                 break;
             }
         }
@@ -232,6 +238,13 @@ pub fn move_batch(staged: &Staged, disk: &DiskJournal<'_>) -> heed::Result<Moved
         records: decoded.len(),
         next_order,
     })
+}
+
+/// After a move of `max` records failed with `error`: the smaller batch to try at once, if
+/// the journal's map was full and a smaller batch is left to try.
+pub fn smaller_after(error: &heed::Error, max: usize) -> Option<usize> {
+    let full = matches!(error, heed::Error::Mdb(heed::MdbError::MapFull));
+    (full && max > 1).then_some(max / 2)
 }
 
 /// Deletes the staged entries up to `seq` (moved already).
@@ -426,11 +439,12 @@ fn drain(
         order,
         marks,
     };
-    let mut total = 0;
+    let (mut total, mut max) = (0, MOVE_BATCH_RECORDS_MAX);
     loop {
-        match move_batch(&staged, &disk)?.records {
-            0 => return Ok(total),
-            moved => total += moved,
+        match move_batch(&staged, &disk, max) {
+            Ok(moved) if moved.records == 0 => return Ok(total),
+            Ok(moved) => total += moved.records,
+            Err(error) => max = smaller_after(&error, max).ok_or(error)?,
         }
     }
 }
@@ -496,6 +510,16 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_that_does_not_fit_is_tried_again_halved_down_to_one() {
+        let full = heed::Error::Mdb(heed::MdbError::MapFull);
+        assert_eq!(smaller_after(&full, MOVE_BATCH_RECORDS_MAX), Some(4_096));
+        assert_eq!(smaller_after(&full, 2), Some(1));
+        assert_eq!(smaller_after(&full, 1), None);
+        let other = heed::Error::Mdb(heed::MdbError::Corrupted);
+        assert_eq!(smaller_after(&other, 64), None);
+    }
+
+    #[test]
     fn a_move_cut_off_before_its_delete_moves_nothing_twice() {
         let dir = tempfile::tempdir().expect("tempdir");
         let staged = open(&dir.path().join("staging"), 64 << 20).expect("staging");
@@ -525,7 +549,7 @@ mod tests {
             order: None,
             marks,
         };
-        assert_eq!(move_batch(&staged, &disk).expect("move").records, 2);
+        assert_eq!(move_batch(&staged, &disk, 1000).expect("move").records, 2);
         assert_eq!(moved(&env, marks).expect("moved"), 2);
         // As if the delete from staging had not happened: the entries are put back.
         stage(1, "a");
@@ -533,11 +557,11 @@ mod tests {
         stage(3, "c");
         assert_eq!(next_seq(&staged, 2).expect("next"), 4);
         assert_eq!(
-            move_batch(&staged, &disk).expect("move").records,
+            move_batch(&staged, &disk, 1000).expect("move").records,
             1,
             "only c is new"
         );
-        assert_eq!(move_batch(&staged, &disk).expect("move").records, 0);
+        assert_eq!(move_batch(&staged, &disk, 1000).expect("move").records, 0);
         let counts = charges.read(&env).expect("charges");
         assert_eq!(counts.counts, vec![("24322/acme".to_owned(), 3)]);
         let txn = staged.env.read_txn().expect("txn");
