@@ -739,7 +739,14 @@ fn journal(args: JournalArgs) -> anyhow::Result<()> {
         let deleted = match &config.cluster {
             Some(cluster) => crate::fleet::runtime()?
                 .block_on(crate::fleet::shipper::prune(cluster, before_ms))?,
-            None => query::prune(&dir, config.journal.map_bytes, before_ms)? as u64,
+            None => {
+                // Staged records are moved every sync interval: a few of them is the longest
+                // wait for the ones the cutoff covers.
+                let wait = std::time::Duration::from_millis(config.journal.sync_interval_ms)
+                    .saturating_mul(3)
+                    .max(std::time::Duration::from_secs(2));
+                query::prune(&dir, config.journal.map_bytes, before_ms, wait)? as u64
+            }
         };
         say!("deleted {deleted} records older than {before}");
         return Ok(());

@@ -142,15 +142,49 @@ pub fn for_each(
     Ok(count)
 }
 
-/// Deletes records older than `before_ms` in every shard's journal; returns how many.
-pub fn prune(data_dir: &Path, map_bytes: usize, before_ms: i64) -> anyhow::Result<usize> {
+/// Deletes records older than `before_ms` in every shard's journal; returns how many. Records
+/// that old still staged ([`super::staging`]: only with a cutoff in the last seconds, or a
+/// server stopped by a crash) are waited for, up to `staged_wait`, and deleted once moved; past
+/// that, the error says how many are left (a start moves them; prune again after it).
+pub fn prune(
+    data_dir: &Path,
+    map_bytes: usize,
+    before_ms: i64,
+    staged_wait: std::time::Duration,
+) -> anyhow::Result<usize> {
     let before = id_floor(before_ms);
+    let deadline = std::time::Instant::now() + staged_wait;
+    let mut deleted = 0;
+    loop {
+        // Counted before the disk is pruned: a record moved before the count is on the disk
+        // by the prune that follows it.
+        let staged = match super::staging::linked_root(data_dir) {
+            Some(root) => super::staging::read_all(&root, map_bytes)?
+                .iter()
+                .filter(|(key, _)| key.as_str() < before.as_str())
+                .count(),
+            None => 0,
+        };
+        deleted += prune_disk(data_dir, map_bytes, &before)?;
+        if staged == 0 {
+            return Ok(deleted);
+        }
+        if std::time::Instant::now() >= deadline {
+            anyhow::bail!(
+                "deleted {deleted} records; {staged} more are still staged (the server moves them to the journal every sync interval, or at its next start): run the prune again then"
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Deletes the disk journals' records with keys before `before`.
+fn prune_disk(data_dir: &Path, map_bytes: usize, before: &str) -> anyhow::Result<usize> {
     let mut deleted = 0;
     for dir in shard_dirs(data_dir)? {
         let (env, db) = open_env(&dir, map_bytes, false)?;
         let mut txn = env.write_txn()?;
-        let range: (Bound<&str>, Bound<&str>) =
-            (Bound::Unbounded, Bound::Excluded(before.as_str()));
+        let range: (Bound<&str>, Bound<&str>) = (Bound::Unbounded, Bound::Excluded(before));
         deleted += db.delete_range(&mut txn, &range)?;
         txn.commit()?;
     }
@@ -227,7 +261,10 @@ pub(crate) mod tests {
         })
         .unwrap();
         assert_eq!(seen, [2000, 3000]);
-        assert_eq!(prune(dir.path(), map, 3000).unwrap(), 2);
+        assert_eq!(
+            prune(dir.path(), map, 3000, std::time::Duration::ZERO).unwrap(),
+            2
+        );
         let count = for_each(dir.path(), map, &Filter::default(), |_| Ok(())).unwrap();
         assert_eq!(count, 3);
     }
