@@ -506,6 +506,14 @@ fn prepare(
     Ok(scores)
 }
 
+/// Sets the calling thread's scheduling niceness (a worker's, and a shard's own: they share a
+/// core by these weights); whether it took.
+pub fn set_thread_nice(nice: i32) -> bool {
+    // SAFETY: setpriority(2) takes plain integers and touches no memory of ours; on Linux
+    // PRIO_PROCESS with who = 0 applies to the calling thread only.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) == 0 }
+}
+
 /// Pins the calling thread to `cpu` and sets its niceness.
 fn pin_and_nice(cpu: Option<usize>, nice: i32) {
     if let Some(cpu) = cpu {
@@ -514,7 +522,7 @@ fn pin_and_nice(cpu: Option<usize>, nice: i32) {
             let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
         }
     }
-    if !crate::server::set_thread_nice(nice) {
+    if !set_thread_nice(nice) {
         tracing::warn!(nice, "could not set the model worker's niceness");
     }
 }

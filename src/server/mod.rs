@@ -503,10 +503,3 @@ fn spawn_signal_thread(
         .context("starting the signal thread")?;
     Ok(())
 }
-
-/// Sets the calling thread's scheduling niceness; whether it took.
-pub fn set_thread_nice(nice: i32) -> bool {
-    // SAFETY: setpriority(2) takes plain integers and touches no memory of ours; on Linux
-    // PRIO_PROCESS with who = 0 applies to the calling thread only.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) == 0 }
-}

@@ -269,7 +269,7 @@ pub async fn run(
     let listener = unsafe { TcpListener::from_raw_fd(listener_fd) };
     // The shard's thread shares its core with its model worker by their weights (the
     // worker's niceness is set by the worker; see `inference.shard_nice`).
-    if !super::set_thread_nice(config.inference.shard_nice) {
+    if !crate::inference::worker::set_thread_nice(config.inference.shard_nice) {
         tracing::warn!(
             nice = config.inference.shard_nice,
             "could not set the shard's niceness"
