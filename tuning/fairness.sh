@@ -11,48 +11,19 @@ load=${MODGATE_LOAD:-$root/target/release/modgate-load}
 work=$(mktemp -d -p "${WORK_DIR:-/var/tmp}")
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 seconds=${FAIR_SECONDS:-15}
-python3 - "$work" "$root" <<'PY'
-import sys
-work, root = sys.argv[1], sys.argv[2]
-text = ('Thanks for the quick reply, the parcel arrived on time and the fit is fine. ' * 14)[:1024]
-open(f'{work}/text.toml', 'w').write(f'''name = "text-1k"
-description = "POST /v1/text, 1 KiB"
-workflow = "default"
-[[requests]]
-name = "text-1k"
-kind = "text"
-weight = 1
-text = "{text}"
-''')
-open(f'{work}/image.toml', 'w').write(f'''name = "image-1mp"
+. "$root/tuning/lib.sh"
+text_scenario "$work/text.toml"
+cat >"$work/image.toml" <<TOML
+name = "image-1mp"
 description = "POST /v1/image, a 1 MP JPEG"
 workflow = "default"
 [[requests]]
 name = "jpeg-1mp"
 kind = "image"
 weight = 1
-image = "{root}/models/image/testimages/jpeg_baseline_retina_1152x864_1mp.jpg"
-''')
-PY
+image = "$root/models/image/testimages/jpeg_baseline_retina_1152x864_1mp.jpg"
+TOML
 
-start() { # BIN NAME -> pid, port, key
-  local bin=$1 data="$work/data-$2"
-  taskset -c 0 "$bin" serve --data "$data" --listen 127.0.0.1:0 --cores 1 \
-    --models "$root/models" --metrics-listen off --log-level warn >"$work/$2.out" 2>&1 &
-  pid=$!
-  for _ in $(seq 150); do
-    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$2.out" | grep -o '[0-9]*$' || true)
-    if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then
-      "$bin" org create bench --plan pro --data "$data" >/dev/null
-      "$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 \
-        --concurrent-max 100000 --quota-per-month 1000000000 --data "$data" >/dev/null
-      key=$("$bin" key create --org bench --data "$data" | head -1)
-      return 0
-    fi
-    sleep 0.2
-  done
-  echo "server did not start" >&2; cat "$work/$2.out" >&2; exit 1
-}
 loadrun() { # SCENARIO JSON ARGS...
   local scenario=$1 json=$2; shift 2
   "$load" --scenario "$scenario" --server "http://127.0.0.1:$port" --key "$key" --cpu 1 --quiet \
@@ -63,7 +34,7 @@ field() { python3 -c "import json,sys; r=json.load(open('$1')); print($2)"; }
 for round in $(seq "$rounds"); do
   for name in before after; do
     bin=$before; [ "$name" = after ] && bin=$after
-    start "$bin" "$name-$round"
+    start_server "$bin" "$name-$round"
     loadrun "$work/image.toml" "$work/alone.json" --connections 4
     alone=$(field "$work/alone.json" "round(r['throughput_per_s'], 1)")
     loadrun "$work/text.toml" "$work/text.json" --connections 32 &

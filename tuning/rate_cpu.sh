@@ -20,38 +20,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 load=${MODGATE_LOAD:-$root/target/release/modgate-load}
 work=$(mktemp -d -p "${WORK_DIR:-/var/tmp}")
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-python3 - "$work/text.toml" <<'PY'
-import sys
-text = ('Thanks for the quick reply, the parcel arrived on time and the fit is fine. ' * 14)[:1024]
-open(sys.argv[1], 'w').write(f'''name = "text-1k"
-description = "POST /v1/text, 1 KiB, workflow default"
-workflow = "default"
-[[requests]]
-name = "text-1k"
-kind = "text"
-weight = 1
-text = "{text}"
-''')
-PY
-
-start() { # BIN NAME -> sets pid, port, key
-  local bin=$1 name=$2 data="$work/data-$2"
-  taskset -c 0 "$bin" serve --data "$data" --listen 127.0.0.1:0 --cores 1 \
-    --models "$root/models" --metrics-listen off --log-level warn >"$work/$name.out" 2>&1 &
-  pid=$!
-  for _ in $(seq 100); do
-    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.out" | grep -o '[0-9]*$' || true)
-    if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then
-      "$bin" org create bench --plan pro --data "$data" >/dev/null
-      "$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 \
-        --concurrent-max 100000 --quota-per-month 1000000000 --data "$data" >/dev/null
-      key=$("$bin" key create --org bench --data "$data" | head -1)
-      return 0
-    fi
-    sleep 0.2
-  done
-  echo "server $name did not start" >&2; cat "$work/$name.out" >&2; exit 1
-}
+. "$root/tuning/lib.sh"
+text_scenario "$work/text.toml"
 
 writer() { # bulk writes with fsyncs on the data directory's disk, bounded in size and time
   ( end=$((SECONDS + 60))
@@ -80,7 +50,7 @@ results="$work/results"
 for round in $(seq "$rounds"); do
   for name in before after; do
     bin=$before; [ "$name" = after ] && bin=$after
-    start "$bin" "$name-$round"
+    start_server "$bin" "$name-$round"
     for rate in $rates; do
       [ -n "${DISK_WRITER:-}" ] && writer
       line=$(run --rate "$rate" --duration 20s)

@@ -262,9 +262,7 @@ impl Journal {
                     order: ship.as_ref().map(|ship| ship.index),
                     marks,
                 };
-                while staging::move_batch(&staged, &disk, staging::MOVE_BATCH_RECORDS_MAX)?.records
-                    > 0
-                {}
+                staging::move_all(&staged, &disk)?;
                 if let Some(ship) = &ship {
                     let txn = env.read_txn()?;
                     ship.next.set(ship.index.next_in(&txn)?);
@@ -703,20 +701,10 @@ impl Journal {
             order: self.ship.as_ref().map(|ship| ship.index),
             marks: staging.marks,
         };
-        let mut max = staging::MOVE_BATCH_RECORDS_MAX;
-        loop {
-            match staging::move_batch(&staging.staged, &disk, max) {
-                Ok(moved) if moved.records == 0 => break,
-                Ok(_) => {}
-                Err(error) if staging::smaller_after(&error, max).is_some() => {
-                    max = staging::smaller_after(&error, max).unwrap_or(1);
-                }
-                Err(error) => {
-                    // Left staged: the next start moves it (unless the machine restarts first).
-                    tracing::error!(%error, "moving the staged journal records at stop failed");
-                    return;
-                }
-            }
+        if let Err(error) = staging::move_all(&staging.staged, &disk) {
+            // Left staged: the next start moves it (unless the machine restarts first).
+            tracing::error!(%error, "moving the staged journal records at stop failed");
+            return;
         }
         if let Err(error) = std::fs::remove_dir_all(&staging.dir) {
             tracing::warn!(%error, dir = %staging.dir.display(), "removing the journal's staging");

@@ -315,10 +315,7 @@ pub fn default_root(data_dir: &Path) -> Option<PathBuf> {
         &ring::digest::SHA256,
         absolute.as_os_str().as_encoded_bytes(),
     );
-    let name: String = digest.as_ref()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let name = crate::image::hashes::hex(&digest.as_ref()[..8]);
     Some(Path::new(DEFAULT_TMPFS).join(format!("{DEFAULT_ROOT_PREFIX}{name}")))
 }
 
@@ -439,9 +436,16 @@ fn drain(
         order,
         marks,
     };
+    Ok(move_all(&staged, &disk)?)
+}
+
+/// Moves everything staged into the disk journal, in batches halved where one does not fit
+/// ([`smaller_after`]); answers how many records were moved. Blocking: for a start, a stop
+/// and a recovery, where nothing else is served meanwhile.
+pub fn move_all(staged: &Staged, disk: &DiskJournal<'_>) -> heed::Result<usize> {
     let (mut total, mut max) = (0, MOVE_BATCH_RECORDS_MAX);
     loop {
-        match move_batch(&staged, &disk, max) {
+        match move_batch(staged, disk, max) {
             Ok(moved) if moved.records == 0 => return Ok(total),
             Ok(moved) => total += moved.records,
             Err(error) => max = smaller_after(&error, max).ok_or(error)?,

@@ -369,8 +369,17 @@ impl LocalLeases {
 
     /// `key`'s count in the ledger in memory, read from LMDB the first time.
     fn ledger_entry<'l>(&self, ledger: &'l mut Ledger, key: &str) -> heed::Result<&'l mut u64> {
-        match ledger.used.entry(key.to_owned()) {
-            Entry::Occupied(used) => Ok(used.into_mut()),
+        self.entry_from_disk(&mut ledger.used, key)
+    }
+
+    /// `key`'s count in `counts`, filled the first time from what `<data>/counters` holds.
+    fn entry_from_disk<'c>(
+        &self,
+        counts: &'c mut HashMap<String, u64>,
+        key: &str,
+    ) -> heed::Result<&'c mut u64> {
+        match counts.entry(key.to_owned()) {
+            Entry::Occupied(count) => Ok(count.into_mut()),
             Entry::Vacant(slot) => {
                 let txn = self.env.read_txn()?;
                 Ok(slot.insert(self.quota.get(&txn, key)?.unwrap_or(0)))
@@ -455,13 +464,7 @@ impl LocalLeases {
         counts: &'c mut HashMap<String, u64>,
         key: &str,
     ) -> heed::Result<&'c mut u64> {
-        match counts.entry(key.to_owned()) {
-            Entry::Occupied(count) => Ok(count.into_mut()),
-            Entry::Vacant(slot) => {
-                let txn = self.env.read_txn()?;
-                Ok(slot.insert(self.quota.get(&txn, key)?.unwrap_or(0)))
-            }
-        }
+        self.entry_from_disk(counts, key)
     }
 }
 

@@ -138,9 +138,7 @@ impl QuotaLease {
         used.saturating_add(u64::from(shards).saturating_mul(self.units)) >= self.limit
     }
 
-    /// Whether to take the next lease before this one runs dry. Only for leases of at least
-    /// [`QUOTA_REFILL_AT`] units: smaller ones mean the quota is nearly used up, and a lease
-    /// taken ahead of need would hold units another shard may be refused for.
+    /// Adds a grant from the ledger (of `org`'s quota of `limit`) to the lease.
     fn add_grant(&mut self, grant: &QuotaGrant, limit: u64) {
         self.units += grant.units;
         self.ledger_used = grant.used;
@@ -149,6 +147,9 @@ impl QuotaLease {
         self.limit = limit;
     }
 
+    /// Whether to take the next lease before this one runs dry. Only for leases of at least
+    /// [`QUOTA_REFILL_AT`] units: smaller ones mean the quota is nearly used up, and a lease
+    /// taken ahead of need would hold units another shard may be refused for.
     fn wants_refill(&self) -> bool {
         self.refill.is_none()
             && self.last_grant >= QUOTA_REFILL_AT
