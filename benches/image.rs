@@ -165,6 +165,54 @@ fn models(c: &mut Criterion) {
     group.bench_function("nsfwjs_batch_of_8", |b| {
         b.iter(|| modgate::checks::nsfwjs::probs(&mut nsfwjs, batch.clone()).unwrap())
     });
+    group.throughput(Throughput::Elements(1));
+    let inception = &modgate::checks::nsfwjs_inception::MODEL;
+    if let Ok(path) = inference::verify_model(dir, &inception.model) {
+        let mut session = inference::open_session(&environment, &path).unwrap();
+        let (decoded, _, _) = to_inputs(&large);
+        let mut input = vec![0.0; inception.input_len()];
+        inception.prepare(&decoded, &mut input).unwrap();
+        group.bench_function("nsfwjs_inception_1_image", |b| {
+            b.iter(|| inference::image_rows(&mut session, inception, input.clone()).unwrap())
+        });
+    }
+    group.finish();
+    faces(c, &environment, dir);
+}
+
+/// The `faces` check on what the worker decodes for the models (1 MP and 12 MP JPEGs).
+fn faces(c: &mut Criterion, environment: &ort::environment::Environment, dir: &std::path::Path) {
+    use modgate::inference::faces::{FaceNets, NETS};
+    let found: Result<Vec<_>, _> = NETS
+        .iter()
+        .map(|spec| inference::verify_model(dir, spec).map(|path| (*spec, path)))
+        .collect();
+    let Ok(found) = found else {
+        eprintln!("face benches skipped: run `python3 models/fetch.py` first");
+        return;
+    };
+    let models = inference::WorkerModels {
+        environment: environment.clone(),
+        found,
+    };
+    let Ok(Some(mut nets)) = FaceNets::open(&models) else {
+        return;
+    };
+    let side = modgate::checks::registry::image_min_side_px();
+    let mut group = c.benchmark_group("measure");
+    group.sample_size(10);
+    for (name, bytes) in [
+        (
+            "jpeg_1mp",
+            testimage("jpeg_baseline_retina_1152x864_1mp.jpg"),
+        ),
+        ("jpeg_12mp", large_jpeg()),
+    ] {
+        let decoded = decode(&bytes, &probe(&bytes).unwrap(), side).unwrap();
+        group.bench_function(format!("faces/{name}"), |b| {
+            b.iter(|| nets.detect(black_box(&decoded)).unwrap())
+        });
+    }
     group.finish();
 }
 

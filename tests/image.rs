@@ -578,3 +578,101 @@ fn a_workflow_naming_qr_reads_the_codes_and_checks_what_they_carry() {
     assert_eq!(answer["scores"]["qr_link"], 0.0);
     assert_eq!(answer["summary"]["action"], "accept");
 }
+
+#[test]
+fn a_workflow_naming_faces_answers_the_faces_with_their_landmarks() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    server.import_workflows(
+        "[workflows.no-faces]\ndescription = \"Profile pictures without people.\"\nimage_checks = [\"faces\"]\n[workflows.no-faces.categories]\nface = { review = 0.9, reject = 1.0 }\n",
+    );
+    let (status, answer) = image(
+        &server,
+        &key,
+        "?workflow=no-faces",
+        &testimage("png_rgb_astronaut_224x224.png"),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["face_count"], 1, "{answer}");
+    let face = &answer["faces"][0];
+    assert!(face["score"].as_f64().unwrap() > 0.99, "{answer}");
+    // The reference box of this image (models/image/faces_reference.json), in fractions of
+    // its 224 px sides: (79.3, 28.0) to (118.1, 75.7).
+    for (field, pixels) in [("x1", 79.3), ("y1", 28.0), ("x2", 118.1), ("y2", 75.7)] {
+        let got = face[field].as_f64().unwrap() * 224.0;
+        assert!((got - pixels).abs() < 1.0, "{field}: {got} px: {answer}");
+    }
+    let features = &face["features"];
+    let (left, right) = (&features["left_eye"], &features["right_eye"]);
+    assert!(left["x"].as_f64() < right["x"].as_f64(), "{answer}");
+    assert!(
+        features["nose_tip"]["y"].as_f64() > left["y"].as_f64(),
+        "{answer}"
+    );
+    assert!(features["left_mouth_corner"]["y"].as_f64() > features["nose_tip"]["y"].as_f64());
+    assert_eq!(answer["summary"]["action"], "review");
+    let reason = &answer["summary"]["review_reason"][0];
+    assert_eq!(
+        (&reason["id"], &reason["source"]),
+        (&json!("face"), &json!("faces"))
+    );
+    // A cat: checked, no face.
+    let (status, answer) = image(
+        &server,
+        &key,
+        "?workflow=no-faces",
+        &testimage("jpeg_baseline_chelsea_451x300.jpg"),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        (&answer["face_count"], &answer["faces"]),
+        (&json!(0), &json!([]))
+    );
+    assert_eq!(answer["scores"]["face"], 0.0);
+    assert_eq!(answer["summary"]["action"], "accept");
+    // Workflows that do not name the check say nothing of faces.
+    let (_, answer) = image(
+        &server,
+        &key,
+        "",
+        &testimage("png_rgb_astronaut_224x224.png"),
+    );
+    assert!(answer.get("faces").is_none() && answer.get("face_count").is_none());
+}
+
+#[test]
+fn a_workflow_can_name_the_stronger_inception_nudity_model() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    server.import_workflows(
+        "[workflows.strong]\ndescription = \"nsfwjs's InceptionV3 alone.\"\nimage_checks = [\"nsfwjs_inception\"]\n[workflows.strong.categories]\nnudity = { review = 0.75, reject = 0.9 }\nillustration = { review = 0.5, reject = 1.0 }\n",
+    );
+    let reference: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/models/image/reference_scores_inception_v3.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    for file in [
+        "png_rgba_chelsea_300x200.png",
+        "gif_transparent_coffee_120x90.gif",
+    ] {
+        let (status, answer) = image(&server, &key, "?workflow=strong", &testimage(file));
+        assert_eq!(status, 200, "{answer}");
+        let expected = &reference[file];
+        let drawn = expected["drawing"].as_f64().unwrap() + expected["hentai"].as_f64().unwrap();
+        let porn = expected["porn"].as_f64().unwrap();
+        let scores = &answer["scores"];
+        assert!(
+            (scores["nudity"].as_f64().unwrap() - porn).abs() < 1e-3,
+            "{file}: {answer}"
+        );
+        assert!(
+            (scores["illustration"].as_f64().unwrap() - drawn).abs() < 1e-3,
+            "{answer}"
+        );
+        assert!(answer.get("unchecked").is_none(), "{answer}");
+    }
+}

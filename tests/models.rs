@@ -69,6 +69,108 @@ fn models_match_their_python_originals() {
     );
 
     check_image_models(&environment, models);
+    check_faces(&environment, models);
+    check_inception(&environment, models);
+}
+
+/// nsfwjs's InceptionV3 through our decoders and preprocessing against its scores on
+/// Pillow-decoded pixels (`models/image/make_reference_inception.py`).
+fn check_inception(environment: &ort::environment::Environment, models: &std::path::Path) {
+    use modgate::checks::nsfwjs_inception::{MODEL, SIDE};
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{MODELS}/image/reference_scores_inception_v3.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let path = inference::verify_model(models, &MODEL.model).unwrap();
+    let mut session = inference::open_session(environment, &path).unwrap();
+    let classes = ["drawing", "hentai", "neutral", "porn", "sexy"];
+    let mut worst: [(&str, f32); 2] = [("", 0.0); 2]; // non-JPEG, JPEG
+    for (file, expected) in reference.as_object().unwrap() {
+        let bytes = std::fs::read(format!("{MODELS}/image/testimages/{file}")).unwrap();
+        let image = decode(&bytes, &probe(&bytes).unwrap(), usize::MAX).unwrap();
+        let mut input = vec![0.0; SIDE * SIDE * 3];
+        modgate::image::resize::corner_aligned_input(&image, SIDE, &mut input);
+        let got = inference::image_rows(&mut session, &MODEL, input).unwrap();
+        let jpeg = file.ends_with(".jpg") as usize;
+        for (i, class) in classes.iter().enumerate() {
+            let difference = (got[i] - expected[class].as_f64().unwrap() as f32).abs();
+            if difference > worst[jpeg].1 {
+                worst[jpeg] = (file, difference);
+            }
+        }
+    }
+    eprintln!("InceptionV3, largest differences from the reference: {worst:?}");
+    assert!(reference.as_object().unwrap().len() >= 20);
+    assert!(worst[0].1 <= 1e-3, "InceptionV3, non-JPEG: {:?}", worst[0]);
+    assert!(worst[1].1 <= 0.02, "InceptionV3, JPEG: {:?}", worst[1]);
+}
+
+/// The face detector against the reference package's faces (`models/image/faces_reference.json`,
+/// made by `faces_reference.py` on Pillow-decoded pixels) on every reference image: the same
+/// faces, boxes, scores and landmarks. Other files than JPEG decode alike, so they match
+/// closely; JPEG decoders differ by a few levels per pixel.
+fn check_faces(environment: &ort::environment::Environment, models: &std::path::Path) {
+    use modgate::inference::faces::{FaceNets, NETS};
+    let found = NETS
+        .iter()
+        .map(|spec| (*spec, inference::verify_model(models, spec).unwrap()))
+        .collect();
+    let worker_models = modgate::inference::worker::WorkerModels {
+        environment: environment.clone(),
+        found,
+    };
+    let mut nets = FaceNets::open(&worker_models)
+        .unwrap()
+        .expect("all three nets");
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{MODELS}/image/faces_reference.json")).unwrap(),
+    )
+    .unwrap();
+    // Non-JPEG, JPEG: the largest difference and where.
+    let mut worst: [(String, f64); 2] = Default::default();
+    let mut images = 0;
+    let mut with_faces = 0;
+    for (key, expected) in reference.as_object().unwrap() {
+        let Some(file) = key.strip_prefix("testimages/") else {
+            continue;
+        };
+        let bytes = std::fs::read(format!("{MODELS}/image/testimages/{file}")).unwrap();
+        let image = decode(&bytes, &probe(&bytes).unwrap(), usize::MAX).unwrap();
+        let faces = nets.detect_within(&image, usize::MAX).unwrap();
+        let expected = expected.as_array().unwrap();
+        assert_eq!(faces.len(), expected.len(), "{file}: {faces:?}");
+        let jpeg = file.ends_with(".jpg") as usize;
+        for (face, want) in faces.iter().zip(expected) {
+            let number = |v: &serde_json::Value| v.as_f64().unwrap();
+            let mut difference = (f64::from(face.score) - number(&want["score"])).abs();
+            for (got, want) in face.bounds.iter().zip(want["box"].as_array().unwrap()) {
+                difference = difference.max((f64::from(*got) - number(want)).abs() / 100.0);
+            }
+            for (got, want) in face
+                .landmarks
+                .iter()
+                .zip(want["landmarks"].as_array().unwrap())
+            {
+                for (got, want) in got.iter().zip(want.as_array().unwrap()) {
+                    difference = difference.max((f64::from(*got) - number(want)).abs() / 100.0);
+                }
+            }
+            if difference > worst[jpeg].1 {
+                worst[jpeg] = (file.to_owned(), difference);
+            }
+        }
+        images += 1;
+        with_faces += usize::from(!faces.is_empty());
+    }
+    eprintln!(
+        "faces over {images} images ({with_faces} with a face): largest difference \
+         (score, or pixels / 100) non-JPEG {:?}, JPEG {:?}",
+        worst[0], worst[1]
+    );
+    assert!(images >= 20 && with_faces >= 5);
+    assert!(worst[0].1 <= 1e-3, "faces, non-JPEG: {:?}", worst[0]);
+    assert!(worst[1].1 <= 0.03, "faces, JPEG: {:?}", worst[1]);
 }
 
 /// Both image models through our decoders and preprocessing against the original pipelines'

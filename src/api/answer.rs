@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::envelope::{json_response, CompatRequest};
 use crate::decision::{Decision, Reason};
 use crate::http::response::Response;
+use crate::image::faces::FoundFace;
 use crate::image::hashes::ImageHashes;
 use crate::image::properties::Properties;
 use crate::image::qr::QrCode;
@@ -35,6 +36,8 @@ pub struct CheckAnswer<'a> {
     pub properties: Option<&'a Properties>,
     /// The image's QR codes, when a `qr` check read them.
     pub qr_codes: Option<&'a [QrCode]>,
+    /// The image's faces, when a `faces` check looked for them.
+    pub faces: Option<&'a [FoundFace]>,
     /// A text's language when the workflow names the `language` check; `Some(None)` (null) for
     /// a text without one.
     pub language: Option<Option<&'a Language>>,
@@ -203,6 +206,10 @@ struct Answer<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     qr_codes: Option<&'a [QrCode]>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    face_count: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    faces: Option<&'a [FoundFace]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     language: Option<Option<&'a Language>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     list_matches: Option<Matches<'a>>,
@@ -252,6 +259,8 @@ pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
             request,
             properties: answer.properties,
             qr_codes: answer.qr_codes,
+            face_count: answer.faces.map(<[FoundFace]>::len),
+            faces: answer.faces,
             language: answer.language,
             list_matches: answer.list_matches.map(Matches),
             image_hashes: answer.image_hashes.map(HashesView),

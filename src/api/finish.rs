@@ -38,6 +38,7 @@ pub fn finish_check(
         shape,
         properties: board.measured.properties.as_ref(),
         qr_codes: board.measured.qr_codes.as_deref(),
+        faces: board.measured.faces.as_deref(),
         language: board.language.as_ref().map(Option::as_ref),
         list_matches: board
             .lists_consulted

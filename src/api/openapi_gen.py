@@ -246,6 +246,39 @@ answer_props["qr_codes"] = {
                   "x2": {"type": "number", "minimum": 0, "maximum": 1},
                   "y2": {"type": "number", "minimum": 0, "maximum": 1}}},
 }
+_point = {"type": "object", "required": ["x", "y"], "additionalProperties": False,
+          "properties": {"x": {"type": "number", "minimum": 0, "maximum": 1},
+                         "y": {"type": "number", "minimum": 0, "maximum": 1}}}
+answer_props["face_count"] = {
+    "type": "integer", "minimum": 0,
+    "description": "How many faces the `faces` check found, when the workflow names it.",
+}
+answer_props["faces"] = {
+    "type": "array",
+    "description": "The image's faces, surest first, when the workflow names the `faces` check "
+                   "(`[]`: checked, none found). MTCNN on the image as decoded for the models, "
+                   "scaled to at most 1,024 px a side; faces under 20 px there are not found.",
+    "items": {"type": "object", "required": ["x1", "y1", "x2", "y2", "score", "features"],
+              "additionalProperties": False,
+              "properties": {
+                  "x1": {"type": "number", "minimum": 0, "maximum": 1,
+                         "description": "Bounding box, fractions of the width and height, cut "
+                                        "to the image."},
+                  "y1": {"type": "number", "minimum": 0, "maximum": 1},
+                  "x2": {"type": "number", "minimum": 0, "maximum": 1},
+                  "y2": {"type": "number", "minimum": 0, "maximum": 1},
+                  "score": {"type": "number", "minimum": 0, "maximum": 1,
+                            "description": "The detector's confidence (above 0.7)."},
+                  "features": {
+                      "type": "object", "additionalProperties": False,
+                      "required": ["left_eye", "right_eye", "nose_tip", "left_mouth_corner",
+                                   "right_mouth_corner"],
+                      "description": "Landmarks, fractions of the width and height; left is "
+                                     "the image's left.",
+                      "properties": {name: _point for name in [
+                          "left_eye", "right_eye", "nose_tip", "left_mouth_corner",
+                          "right_mouth_corner"]}}}},
+}
 answer_props["properties"] = {
     "allOf": [sref("ImageProperties")],
     "description": "An image's properties, when the workflow names the `properties` check.",
@@ -1779,6 +1812,12 @@ schemas["SightengineAnswer"] = {
                                   "intensity": {"enum": ["high", "medium"]},
                                   "match": {"type": "string"}}}}
                    for k in ("link", "personal", "profanity")}},
+        "faces": {**answer_props["faces"],
+                  "description": "`models=faces`: the faces, surest first, boxes and `features` "
+                                 "in fractions of the width and height, and modgate's `score` "
+                                 "per face; Sightengine's `attributes` have no model here and "
+                                 "are absent. 503 `workflow_unavailable` when the face detector "
+                                 "is not installed."},
         "type": {"type": "object", "required": ["photo", "illustration"],
                  "additionalProperties": False,
                  "description": "`models=type`: `illustration` is nsfwjs's Drawing plus Hentai, "
@@ -1813,7 +1852,7 @@ schemas["SightengineAnswer"] = {
 }
 p_models = qparam("models", {"type": "string"},
                   "Comma list of `nudity`, `nudity-2.0` or `nudity-2.1` (one version), `type`, "
-                  "`properties` and `qr-content`, and the models the operator's own classifiers answer "
+                  "`properties`, `qr-content` and `faces`, and the models the operator's own classifiers answer "
                   "(`[[models.custom]]` with `sightengine`). Any other model is 400 `bad_request` naming it "
                   "and the supported ones. Required unless `add_to_list` or `lists` is given.")
 check_json_list_fields = {

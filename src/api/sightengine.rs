@@ -21,6 +21,11 @@
 //!   payload as `/1.0/text/check.json` lists them (`type`, `match`, and `intensity` for
 //!   profanity; no positions). Sightengine's `category` of a link (unsafe sites) and its `spam`
 //!   list have nothing behind them here and are absent.
+//! - `faces`: `faces`, each face's box (`x1`, `y1`, `x2`, `y2`) and `features` (`left_eye`,
+//!   `right_eye`, `nose_tip`, `left_mouth_corner`, `right_mouth_corner`, each `{x, y}`), in
+//!   fractions of the width and height as Sightengine gives them, from the `faces` check
+//!   ([`crate::checks::faces`]), plus modgate's `score` per face. Sightengine's `attributes`
+//!   (age group, sunglasses) have no model here and are absent.
 //! - a model an operator's own classifier answers (`[[models.custom]]` with `sightengine`,
 //!   [`custom::SightengineModel`]): its object holds the declared fields, each a dotted path
 //!   read from one of that model's categories, and nothing else. A declaration cannot take
@@ -60,11 +65,12 @@ use super::sightengine_text::RuleMatches;
 use super::{scored, CheckSummary, RequestNotes};
 use crate::checks::categories::ILLUSTRATION;
 use crate::checks::custom::{self, SightengineAnswer};
-use crate::checks::{nsfwjs, qr, registry};
+use crate::checks::{faces, nsfwjs, qr, registry};
 use crate::decision::decide;
 use crate::error::{ApiError, ApiResult};
 use crate::http::conn::Exchange;
 use crate::http::response::Response;
+use crate::image::faces::FoundFace;
 use crate::image::properties::Properties;
 use futures_lite::{AsyncRead, AsyncWrite};
 
@@ -76,6 +82,7 @@ pub const SUPPORTED_MODELS: &[&str] = &[
     "properties",
     "type",
     "qr-content",
+    "faces",
 ];
 
 /// The version of `nudity` asked for.
@@ -115,6 +122,8 @@ struct Asked {
     kind: bool,
     /// `qr-content`: what the QR codes carry.
     qr: bool,
+    /// `faces`: the faces and their landmarks.
+    faces: bool,
     /// Models the operator's own classifiers answer.
     declared: Vec<&'static SightengineAnswer>,
 }
@@ -126,6 +135,7 @@ impl Asked {
             + u32::from(self.properties)
             + u32::from(self.kind)
             + u32::from(self.qr)
+            + u32::from(self.faces)
             + self.declared.len() as u32
     }
 
@@ -144,6 +154,9 @@ impl Asked {
         }
         if self.qr {
             checks.push(qr::SOURCE.to_owned());
+        }
+        if self.faces {
+            checks.push(faces::SOURCE.to_owned());
         }
         for declared in &self.declared {
             if !checks.iter().any(|check| check == declared.check) {
@@ -203,6 +216,9 @@ struct Answer<'a> {
     kind: Option<TypeAnswer>,
     #[serde(skip_serializing_if = "Option::is_none")]
     qr: Option<QrAnswer<'a>>,
+    /// `faces`: Sightengine's boxes and `features` (no `attributes`: nothing here measures them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    faces: Option<&'a [FoundFace]>,
     /// `sharpness`, `brightness`, `contrast` and `colors`, at the top level as Sightengine
     /// answers them.
     #[serde(flatten)]
@@ -393,6 +409,16 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
         false => None,
     };
     let qr = qr_codes.map(|codes| qr_answer(cx, codes));
+    let faces = match asked.faces {
+        true => Some(board.measured.faces.as_deref().ok_or_else(|| {
+            ApiError::new(
+                crate::error::ErrorKind::WorkflowUnavailable,
+                "the face detector is not installed on this server",
+            )
+            .with_retry_after(60)
+        })?),
+        false => None,
+    };
     let mut declared = Fields::default();
     for answer in &asked.declared {
         declared.0.push((
@@ -414,6 +440,7 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
             nudity,
             kind,
             qr,
+            faces,
             properties,
             declared,
             list_matches: (!lists.consult.is_empty()).then(|| Matches(&board.list_matches)),
@@ -545,6 +572,10 @@ fn parse_models(models: Option<&str>) -> ApiResult<Asked> {
             }
             "qr-content" => {
                 asked.qr = true;
+                continue;
+            }
+            "faces" => {
+                asked.faces = true;
                 continue;
             }
             other => {

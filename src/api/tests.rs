@@ -96,6 +96,7 @@ fn with_context_and_leases(
                     worker: None,
                     toxblock_ready: false,
                     image_slots_loaded: 0,
+                    measures_ready: crate::image::Measures::NONE,
                     normalizer: Default::default(),
                     metrics: metrics.clone(),
                 },

@@ -13,6 +13,7 @@ pub const QR_LINK: &str = "qr_link";
 pub const UNREAD_LANGUAGE: &str = "unread_language";
 pub const KNOWN_IMAGE: &str = "known_image";
 pub const LISTED_TERM: &str = "listed_term";
+pub const FACE: &str = "face";
 
 /// `(id, text, message)`.
 pub const CATEGORIES: &[(&str, &str, &str)] = &[
@@ -98,6 +99,7 @@ pub const CATEGORIES: &[(&str, &str, &str)] = &[
         "This image appears to be a drawing or an illustration rather than a photo.",
     ),
     ("qr_code", "QR code", "This image contains a QR code."),
+    ("face", "Face", "This image shows a human face."),
     (
         "listed_term",
         "Listed term",

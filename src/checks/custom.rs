@@ -472,6 +472,7 @@ fn leak_check(
             scale: model.scale,
         }),
         declared: true,
+        open_on_first_use: false,
     }));
     let mut ids: Vec<&'static str> = Vec::new();
     let mut columns = Vec::new();

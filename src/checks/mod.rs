@@ -16,9 +16,11 @@
 //!
 //! Image checks, on the shard's model worker after the image is decoded there:
 //! - [`open_nsfw`]: Yahoo's open-NSFW;
-//! - [`nsfwjs`]: nsfwjs's MobileNetV2;
+//! - [`nsfwjs`]: nsfwjs's MobileNetV2, and [`nsfwjs_inception`] its InceptionV3 (stronger,
+//!   about six times the cost; named by no shipped workflow);
 //! - `properties` ([`registry::PROPERTIES`]) and [`qr`]: measured from the decoded pixels
 //!   there, no model (the QR codes' payloads are then checked as text on the shard);
+//! - [`faces`]: MTCNN's three networks there ([`crate::inference::faces`]);
 //! - `hashlist` ([`registry::HASHLIST`]): the image's PDQ, MD5 and SHA-256 made there, matched
 //!   on the shard against the organization's lists ([`crate::lists`]).
 //!
@@ -28,8 +30,10 @@
 pub mod board;
 pub mod categories;
 pub mod custom;
+pub mod faces;
 pub mod links;
 pub mod nsfwjs;
+pub mod nsfwjs_inception;
 pub mod open_nsfw;
 pub mod pii;
 pub mod profanity_svm;
@@ -103,6 +107,8 @@ pub struct Engine {
     pub toxblock_ready: bool,
     /// The image models loaded on this shard's worker, as a set of worker slots.
     pub image_slots_loaded: u64,
+    /// The measurements this shard's worker can make ([`registry::measures_ready`]).
+    pub measures_ready: crate::image::Measures,
     /// The shard's normalisation scratch buffers.
     pub normalizer: RefCell<Normalizer>,
     /// The shard's metrics (model and image stage times).
@@ -119,6 +125,17 @@ pub fn image_slots_loaded(models: Option<&WorkerModels>) -> u64 {
         .enumerate()
         .filter(|(_, spec)| models.path_of(&spec.model).is_some())
         .fold(0, |set, (slot, _)| set | 1 << slot)
+}
+
+/// The measurements a worker with `models` can make (none without a worker).
+pub fn measures_ready(models: Option<&WorkerModels>) -> crate::image::Measures {
+    match models {
+        Some(models) => {
+            let found: Vec<_> = models.found.iter().map(|(spec, _)| *spec).collect();
+            registry::measures_ready(&found)
+        }
+        None => crate::image::Measures::NONE,
+    }
 }
 
 /// Refuses a workflow that names a check this process does not have: one declared in another
@@ -231,13 +248,21 @@ impl Engine {
         }
         let mut board = ScoreBoard::default();
         let mut wanted = 0u64;
+        let mut measures = crate::image::Measures::NONE;
         for check in checks_of(checks, ContentKind::Image) {
-            match registry::image_slot(check) {
-                Some(slot) if self.image_slots_loaded & (1 << slot) != 0 => wanted |= 1 << slot,
+            match (registry::image_slot(check), &check.runner) {
+                (Some(slot), _) if self.image_slots_loaded & (1 << slot) != 0 => {
+                    wanted |= 1 << slot
+                }
+                (
+                    None,
+                    Runner::Measure {
+                        measures: asked, ..
+                    },
+                ) if self.measures_ready.contains(*asked) => measures = measures.union(*asked),
                 _ => board.unavailable(check.categories),
             }
         }
-        let measures = registry::measures(checks);
         let worker = match (&self.worker, wanted != 0 || measures.any()) {
             (Some(worker), true) => worker,
             _ => {

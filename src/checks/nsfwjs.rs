@@ -40,6 +40,7 @@ pub const MODEL: ImageModelSpec = ImageModelSpec {
     output_columns: 5,
     prepare: Prepare::Code(prepare),
     declared: false,
+    open_on_first_use: false,
 };
 
 pub const CHECK: Check = Check {
@@ -58,7 +59,8 @@ fn prepare(image: &Rgb8, out: &mut [f32]) -> Result<(), ImageError> {
     Ok(())
 }
 
-fn score(row: &[f32], board: &mut ScoreBoard) {
+/// The categories of one output row (the InceptionV3 has the same classes).
+pub(super) fn score(row: &[f32], board: &mut ScoreBoard) {
     board.add(NUDITY, f64::from(row[PORN]), SOURCE);
     board.add(SUGGESTIVE, f64::from(row[SEXY]), SOURCE);
     board.add(DRAWN_NUDITY, f64::from(row[HENTAI]), SOURCE);

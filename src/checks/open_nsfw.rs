@@ -29,6 +29,7 @@ pub const MODEL: ImageModelSpec = ImageModelSpec {
     output_columns: 2,
     prepare: Prepare::Code(opennsfw_input),
     declared: false,
+    open_on_first_use: false,
 };
 
 pub const CHECK: Check = Check {

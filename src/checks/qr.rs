@@ -40,6 +40,7 @@ pub const CHECK: Check = Check {
     languages: None,
     runner: Runner::Measure {
         measures: Measures::QR,
+        models: &[],
         score,
     },
 };

@@ -17,7 +17,10 @@
 use super::board::ScoreBoard;
 use std::sync::OnceLock;
 
-use super::{links, nsfwjs, open_nsfw, pii, profanity_svm, qr, toxblock, wordlist, TextModels};
+use super::{
+    faces, links, nsfwjs, nsfwjs_inception, open_nsfw, pii, profanity_svm, qr, toxblock, wordlist,
+    TextModels,
+};
 use crate::content::ContentKind;
 use crate::image::{Measured, Measures};
 use crate::inference::{ImageModelSpec, ModelSpec, WorkerConfig};
@@ -67,6 +70,8 @@ pub enum Runner {
     /// any (the QR codes' payloads are checked as text).
     Measure {
         measures: Measures,
+        /// The model files the measurement needs (the face detector's networks), if any.
+        models: &'static [ModelSpec],
         score: fn(&Measured, &TextModels, &mut ScoreBoard),
     },
 }
@@ -90,12 +95,13 @@ impl ImageScore {
 }
 
 impl Check {
-    /// The model file this check needs, if any.
-    pub fn model(&self) -> Option<ModelSpec> {
+    /// The model files this check needs.
+    pub fn models(&'static self) -> &'static [ModelSpec] {
         match &self.runner {
-            Runner::Text { .. } | Runner::Measure { .. } => None,
-            Runner::TextModel(spec) => Some(*spec),
-            Runner::Image { model, .. } => Some(model.model),
+            Runner::Text { .. } => &[],
+            Runner::Measure { models, .. } => models,
+            Runner::TextModel(spec) => std::slice::from_ref(spec),
+            Runner::Image { model, .. } => std::slice::from_ref(&model.model),
         }
     }
 
@@ -120,8 +126,10 @@ pub const REGISTRY: &[&Check] = &[
     &toxblock::CHECK,
     &open_nsfw::CHECK,
     &nsfwjs::CHECK,
+    &nsfwjs_inception::CHECK,
     &PROPERTIES,
     &qr::CHECK,
+    &faces::CHECK,
     &LANGUAGE,
     &HASHLIST,
     &TERMLIST,
@@ -156,6 +164,7 @@ pub const HASHLIST: Check = Check {
     languages: None,
     runner: Runner::Measure {
         measures: Measures::HASHES,
+        models: &[],
         score: |_, _, _| {},
     },
 };
@@ -207,21 +216,20 @@ pub const PROPERTIES: Check = Check {
     languages: None,
     runner: Runner::Measure {
         measures: Measures::PROPERTIES,
+        models: &[],
         score: |_, _, _| {},
     },
 };
 
-/// What the measuring checks among `names` ask the worker for.
-pub fn measures(names: &[String]) -> Measures {
-    names
-        .iter()
-        .filter_map(|name| find(name))
-        .fold(Measures::NONE, |measures, check| match check.runner {
-            Runner::Measure {
-                measures: asked, ..
-            } => measures.union(asked),
-            _ => measures,
-        })
+/// The measurements a worker with `found` models can make: each measuring check's, where its
+/// models are all there.
+pub fn measures_ready(found: &[ModelSpec]) -> Measures {
+    all().fold(Measures::NONE, |ready, check| match check.runner {
+        Runner::Measure {
+            measures, models, ..
+        } if models.iter().all(|model| found.contains(model)) => ready.union(measures),
+        _ => ready,
+    })
 }
 
 /// The checks the configuration declares (`[[models.custom]]`), set once at start.
@@ -248,7 +256,9 @@ pub fn find(name: &str) -> Option<&'static Check> {
 
 /// Every model file of this build and the configuration, verified and loaded at start.
 pub fn models() -> Vec<ModelSpec> {
-    all().filter_map(|check| check.model()).collect()
+    all()
+        .flat_map(|check| check.models().iter().copied())
+        .collect()
 }
 
 /// The text model the shard's worker runs (tox-block), if this build has one.
@@ -271,10 +281,12 @@ fn image_models_iter() -> impl Iterator<Item = &'static ImageModelSpec> {
     })
 }
 
-/// The side an image is decoded to at least: the largest any image model needs.
+/// The side an image is decoded to at least: the largest any image model loaded at start needs
+/// (a job that wants a model opened on first use decodes to at least its side too).
 pub fn image_min_side_px() -> usize {
     image_models()
         .iter()
+        .filter(|spec| !spec.open_on_first_use)
         .map(|spec| spec.min_side_px)
         .max()
         .unwrap_or(0)
@@ -296,7 +308,7 @@ pub fn any_on_worker(names: &[String]) -> bool {
     names
         .iter()
         .filter_map(|name| find(name))
-        .any(|check| check.model().is_some())
+        .any(|check| !check.models().is_empty())
 }
 
 /// The worker slot of an image check's model.

@@ -9,7 +9,9 @@
 //! [`crate::bounds::IMAGE_SIDE_PX_MAX`] pixels on a side, and the plan's pixel count (50 MP, or
 //! 12 MP on the free plan), all checked against the header before any pixel exists.
 
+pub mod area;
 pub mod decode;
+pub mod faces;
 pub mod hashes;
 pub mod jpeg;
 pub mod probe;
@@ -101,6 +103,8 @@ pub struct Measures {
     pub qr: bool,
     /// PDQ, MD5 and SHA-256, for hash lists ([`hashes`]).
     pub hashes: bool,
+    /// The faces ([`faces`]): found by networks the worker runs, not by [`Measures::run`].
+    pub faces: bool,
 }
 
 impl Measures {
@@ -108,6 +112,7 @@ impl Measures {
         properties: false,
         qr: false,
         hashes: false,
+        faces: false,
     };
     pub const PROPERTIES: Measures = Measures {
         properties: true,
@@ -121,9 +126,18 @@ impl Measures {
         hashes: true,
         ..Measures::NONE
     };
+    pub const FACES: Measures = Measures {
+        faces: true,
+        ..Measures::NONE
+    };
 
     pub fn any(self) -> bool {
-        self.properties || self.qr || self.hashes
+        self.properties || self.qr || self.hashes || self.faces
+    }
+
+    /// Whether every measurement of `other` is in this set.
+    pub fn contains(self, other: Measures) -> bool {
+        self.union(other) == self
     }
 
     pub fn union(self, other: Measures) -> Measures {
@@ -131,15 +145,17 @@ impl Measures {
             properties: self.properties || other.properties,
             qr: self.qr || other.qr,
             hashes: self.hashes || other.hashes,
+            faces: self.faces || other.faces,
         }
     }
 
-    /// Runs the measurements asked for on `image`, decoded from `bytes`.
+    /// Runs the measurements asked for on `image`, decoded from `bytes` (all but the faces).
     pub fn run(self, bytes: &[u8], image: &Rgb8) -> Measured {
         Measured {
             properties: self.properties.then(|| properties::measure(image)),
             qr_codes: self.qr.then(|| qr::read(image)),
             hashes: self.hashes.then(|| hashes::hash(bytes, image)),
+            faces: None,
         }
     }
 }
@@ -150,4 +166,5 @@ pub struct Measured {
     pub properties: Option<properties::Properties>,
     pub qr_codes: Option<Vec<qr::QrCode>>,
     pub hashes: Option<hashes::ImageHashes>,
+    pub faces: Option<Vec<faces::FoundFace>>,
 }

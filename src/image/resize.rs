@@ -25,9 +25,17 @@ pub const OPENNSFW_MEAN_BGR: [f32; 3] = [104.0, 117.0, 123.0];
 
 /// nsfwjs's input: `out` gets 224 x 224 x 3 floats in [0, 1].
 pub fn nsfwjs_input(image: &Rgb8, out: &mut [f32]) {
-    assert_eq!(out.len(), INPUT_LEN);
+    corner_aligned_input(image, MODEL_SIDE, out);
+}
+
+/// nsfwjs's input at `side` x `side` (224 for its MobileNetV2, 299 for its InceptionV3): each
+/// byte as `p / 255` in f32, then TensorFlow's bilinear resize with corner-aligned grids and no
+/// antialiasing (`tf.image.resizeBilinear(x, [side, side], alignCorners = true)`: 2 x 2 taps
+/// per output, in f64 on the f32 values). `out` gets `side * side * 3` floats.
+pub fn corner_aligned_input(image: &Rgb8, side: usize, out: &mut [f32]) {
+    assert_eq!(out.len(), side * side * 3);
     let scaled = |p: u8| f32::from(p) / 255.0;
-    if image.width == MODEL_SIDE && image.height == MODEL_SIDE {
+    if image.width == side && image.height == side {
         for (slot, &p) in out.iter_mut().zip(&image.pixels) {
             *slot = scaled(p);
         }
@@ -35,13 +43,13 @@ pub fn nsfwjs_input(image: &Rgb8, out: &mut [f32]) {
     }
     // `p / 255` in f32, widened to f64, for every byte: the division once per value, not per tap.
     let table: [f64; 256] = std::array::from_fn(|p| f64::from(scaled(p as u8)));
-    let ys = corner_aligned(image.height);
-    let xs = corner_aligned(image.width);
+    let ys = corner_aligned(image.height, side);
+    let xs = corner_aligned(image.width, side);
     let stride = image.width * 3;
     for (row, &(y0, y1, fy)) in ys.iter().enumerate() {
         let top_row = &image.pixels[y0 * stride..(y0 + 1) * stride];
         let bottom_row = &image.pixels[y1 * stride..(y1 + 1) * stride];
-        let out_row = &mut out[row * MODEL_SIDE * 3..(row + 1) * MODEL_SIDE * 3];
+        let out_row = &mut out[row * side * 3..(row + 1) * side * 3];
         for (slot, &(x0, x1, fx)) in out_row.chunks_exact_mut(3).zip(&xs) {
             for c in 0..3 {
                 let tl = table[usize::from(top_row[x0 * 3 + c])];
@@ -56,14 +64,14 @@ pub fn nsfwjs_input(image: &Rgb8, out: &mut [f32]) {
     }
 }
 
-/// Source taps `(i0, i1, fraction)` of each of the 224 outputs along an axis of `n` pixels.
-fn corner_aligned(n: usize) -> Vec<(usize, usize, f64)> {
-    let ratio = if n > 1 {
-        (n - 1) as f64 / (MODEL_SIDE - 1) as f64
+/// Source taps `(i0, i1, fraction)` of each of the `side` outputs along an axis of `n` pixels.
+fn corner_aligned(n: usize, side: usize) -> Vec<(usize, usize, f64)> {
+    let ratio = if n > 1 && side > 1 {
+        (n - 1) as f64 / (side - 1) as f64
     } else {
         0.0
     };
-    (0..MODEL_SIDE)
+    (0..side)
         .map(|i| {
             let source = ratio * i as f64;
             let i0 = source.floor() as usize;

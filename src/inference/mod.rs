@@ -20,6 +20,7 @@
 //! ONNX Runtime itself is loaded once per process ([`load_runtime`]) from the library the
 //! README's first command fetched (`models/cache/libonnxruntime.so.1.31.1`).
 
+pub mod faces;
 pub mod run;
 pub mod worker;
 
@@ -67,6 +68,10 @@ pub struct ImageModelSpec {
     /// Declared in the configuration (`[[models.custom]]`) rather than shipped: the server
     /// does not start without it.
     pub declared: bool,
+    /// Opened by a shard's worker when a job first wants it rather than at start: a large
+    /// model that no shipped workflow names costs no memory until a workflow does. Its
+    /// `min_side_px` raises the decoded size only for the jobs that want it.
+    pub open_on_first_use: bool,
 }
 
 /// How one image's input is made from the decoded image.

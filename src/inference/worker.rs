@@ -13,7 +13,7 @@
 //! of the first job for much better throughput under load.
 
 use std::cell::Cell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::time::Instant;
@@ -22,6 +22,7 @@ use futures_channel::oneshot;
 use ort::environment::Environment;
 use ort::session::Session;
 
+use super::faces::FaceNets;
 use super::run::{image_rows, image_rows_one_by_one, takes_one_image, toxblock_probs};
 use super::{open_session, ImageModelSpec, ModelSpec};
 use crate::error::{ApiError, ApiResult, ErrorKind};
@@ -156,7 +157,7 @@ impl Worker {
                 match Sessions::open(&models, &config) {
                     Ok(sessions) => {
                         let _ = ready_tx.send(Ok(()));
-                        serve(queue, sessions, &config);
+                        serve(queue, sessions, &models.environment, &config);
                     }
                     Err(error) => {
                         let _ = ready_tx.send(Err(error));
@@ -241,43 +242,110 @@ pub fn busy() -> ApiError {
 /// The worker's sessions: the text model's and one per image model that loaded (by slot).
 struct Sessions {
     toxblock: Option<Session>,
-    images: Vec<Option<Session>>,
-    /// By slot: the model's batch is fixed at 1, so it runs one image at a time.
-    one_by_one: Vec<bool>,
+    images: Vec<ImageSession>,
+    /// The face detector's networks, when all three are installed.
+    faces: Option<FaceNets>,
 }
 
-impl Sessions {
-    fn open(models: &WorkerModels, config: &WorkerConfig) -> Result<Sessions, String> {
-        let open = |spec: &ModelSpec| {
-            models
-                .path_of(spec)
-                .map(|path| open_session(&models.environment, path))
-                .transpose()
-        };
-        let images: Vec<Option<Session>> = config
-            .image_models
-            .iter()
-            .map(|spec| open(&spec.model))
-            .collect::<Result<_, _>>()?;
-        let one_by_one = images
-            .iter()
-            .zip(&config.image_models)
-            .map(|(session, spec)| session.as_ref().is_some_and(|s| takes_one_image(s, spec)))
-            .collect();
-        Ok(Sessions {
-            toxblock: match &config.text_model {
-                Some(spec) => open(spec)?,
-                None => None,
-            },
-            images,
+/// An image model's session on this worker.
+enum ImageSession {
+    /// Open; `one_by_one` when the model's batch is fixed at 1 (it runs one image at a time).
+    Open { session: Session, one_by_one: bool },
+    /// Checked at start, opened when a job first wants it
+    /// ([`ImageModelSpec::open_on_first_use`]).
+    Later(PathBuf),
+    /// Not installed here, or it failed to open.
+    Absent,
+}
+
+impl ImageSession {
+    fn open(environment: &Environment, path: &Path, spec: &ImageModelSpec) -> Result<Self, String> {
+        let session = open_session(environment, path)?;
+        let one_by_one = takes_one_image(&session, spec);
+        Ok(ImageSession::Open {
+            session,
             one_by_one,
         })
     }
 }
 
+impl Sessions {
+    fn open(models: &WorkerModels, config: &WorkerConfig) -> Result<Sessions, String> {
+        let images = config
+            .image_models
+            .iter()
+            .map(|spec| match models.path_of(&spec.model) {
+                None => Ok(ImageSession::Absent),
+                Some(path) if spec.open_on_first_use => Ok(ImageSession::Later(path.clone())),
+                Some(path) => ImageSession::open(&models.environment, path, spec),
+            })
+            .collect::<Result<_, _>>()?;
+        let toxblock = match config
+            .text_model
+            .as_ref()
+            .and_then(|spec| models.path_of(spec))
+        {
+            Some(path) => Some(open_session(&models.environment, path)?),
+            None => None,
+        };
+        Ok(Sessions {
+            toxblock,
+            images,
+            faces: FaceNets::open(models)?,
+        })
+    }
+
+    /// Opens the models of `wanted` that wait for their first use; one that fails is logged
+    /// and stays absent (its check reports its categories unchecked).
+    fn open_wanted(
+        &mut self,
+        environment: &Environment,
+        models: &[&'static ImageModelSpec],
+        wanted: u64,
+    ) {
+        for (slot, spec) in models.iter().enumerate() {
+            let Some(ImageSession::Later(path)) = self.images.get(slot) else {
+                continue;
+            };
+            if !wants(wanted, slot) {
+                continue;
+            }
+            let started = Instant::now();
+            self.images[slot] = match ImageSession::open(environment, path, spec) {
+                Ok(opened) => {
+                    tracing::info!(
+                        model = spec.model.name,
+                        ms = started.elapsed().as_millis() as u64,
+                        "model opened on first use"
+                    );
+                    opened
+                }
+                Err(error) => {
+                    tracing::error!(%error, model = spec.model.name, "a model failed to open on first use");
+                    ImageSession::Absent
+                }
+            };
+        }
+    }
+
+    /// The set of slots whose model can run (open, or to be opened on first use).
+    fn runnable(&self) -> u64 {
+        self.images
+            .iter()
+            .enumerate()
+            .filter(|(_, session)| !matches!(session, ImageSession::Absent))
+            .fold(0, |set, (slot, _)| set | 1 << slot)
+    }
+}
+
 /// The worker's loop: take a job, gather the jobs of the same kind waiting behind it (up to
 /// `batch_rows_max` rows), run them as one batch, answer each.
-fn serve(queue: Receiver<Job>, mut sessions: Sessions, config: &WorkerConfig) {
+fn serve(
+    queue: Receiver<Job>,
+    mut sessions: Sessions,
+    environment: &Environment,
+    config: &WorkerConfig,
+) {
     let mut held: Option<Job> = None;
     loop {
         let first = match held.take() {
@@ -318,6 +386,8 @@ fn serve(queue: Receiver<Job>, mut sessions: Sessions, config: &WorkerConfig) {
                         Err(_) => break,
                     }
                 }
+                let wanted = batch.iter().fold(0, |set, job| set | job.wanted);
+                sessions.open_wanted(environment, &config.image_models, wanted);
                 run_image_batch(&mut sessions, &config.image_models, batch);
             }
         }
@@ -376,10 +446,7 @@ fn run_image_batch(
     models: &[&'static ImageModelSpec],
     batch: Vec<ImageJob>,
 ) {
-    let runnable = |slot: usize| sessions.images.get(slot).is_some_and(Option::is_some);
-    let runnable: u64 = (0..models.len())
-        .filter(|&slot| runnable(slot))
-        .fold(0, |set, slot| set | 1 << slot);
+    let runnable = sessions.runnable();
     // Per model: the inputs of the images that want it, and which images they are.
     let mut inputs: Vec<Vec<f32>> = vec![Vec::new(); models.len()];
     let mut images_of: Vec<Vec<usize>> = vec![Vec::new(); models.len()];
@@ -387,22 +454,28 @@ fn run_image_batch(
     for job in batch {
         let index = prepared.len();
         let wanted = job.wanted & runnable;
-        let scores = prepare(&job, wanted, models, &mut inputs).inspect(|scores| {
-            for row in &scores.rows {
-                images_of[row.slot].push(index);
-            }
-        });
+        let scores =
+            prepare(&job, wanted, models, &mut inputs, sessions.faces.as_mut()).inspect(|scores| {
+                for row in &scores.rows {
+                    images_of[row.slot].push(index);
+                }
+            });
         prepared.push(Prepared { job, scores });
     }
     let images = prepared.len().max(1) as u64;
     for (slot, spec) in models.iter().enumerate() {
-        let (Some(Some(session)), false) =
-            (sessions.images.get_mut(slot), images_of[slot].is_empty())
+        let (
+            Some(ImageSession::Open {
+                session,
+                one_by_one,
+            }),
+            false,
+        ) = (sessions.images.get_mut(slot), images_of[slot].is_empty())
         else {
             continue;
         };
         let started = Instant::now();
-        let run = if sessions.one_by_one[slot] {
+        let run = if *one_by_one {
             image_rows_one_by_one
         } else {
             image_rows
@@ -443,13 +516,18 @@ fn prepare(
     wanted: u64,
     models: &[&'static ImageModelSpec],
     inputs: &mut [Vec<f32>],
+    faces: Option<&mut FaceNets>,
 ) -> Result<ImageJobScores, ImageError> {
     let started = Instant::now();
-    // The side every image model of this build can work from, whichever a job wants: a
-    // model's score must not depend on which other models a workflow names.
+    // The side every image model loaded at start can work from, whichever a job wants: a
+    // model's score must not depend on which other models a workflow names. A model opened on
+    // first use (a larger input no shipped workflow needs) raises it only for the jobs that
+    // want it, so that it does not change what every other workflow decodes and scores.
     let min_side = models
         .iter()
-        .map(|spec| spec.min_side_px)
+        .enumerate()
+        .filter(|(slot, spec)| !spec.open_on_first_use || wants(wanted, *slot))
+        .map(|(_, spec)| spec.min_side_px)
         .max()
         .unwrap_or(0);
     let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -464,13 +542,29 @@ fn prepare(
     let started = Instant::now();
     // Measurements are this crate's own code over bounded buffers; a bug in one must still
     // cost only its figures, not the worker.
-    let measured = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    let mut measured = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         job.measures.run(&job.bytes, &image)
     }))
     .unwrap_or_else(|_| {
         tracing::error!("an image measurement panicked");
         Measured::default()
     });
+    if let (true, Some(nets)) = (job.measures.faces, faces) {
+        // A failed run is this server's fault, not the image's: no faces figure, and the
+        // check reports its category unchecked.
+        measured.faces = match nets.detect(&image) {
+            Ok(found) => Some(
+                found
+                    .iter()
+                    .map(|face| face.in_fractions(image.width, image.height))
+                    .collect(),
+            ),
+            Err(error) => {
+                tracing::error!(%error, "the face detector failed");
+                None
+            }
+        };
+    }
     let mut scores = ImageJobScores {
         format: Some(job.probe.format),
         decode_us,

@@ -528,6 +528,7 @@ async fn start_engine(
         _ => false,
     };
     let image_slots_loaded = crate::checks::image_slots_loaded(worker_models.as_ref());
+    let measures_ready = crate::checks::measures_ready(worker_models.as_ref());
     let worker = match worker_models {
         None => None,
         Some(models) => {
@@ -542,6 +543,7 @@ async fn start_engine(
     Ok(Engine {
         toxblock_ready: toxblock_loaded && text_models.tox_tokenizer.is_some() && worker.is_some(),
         image_slots_loaded,
+        measures_ready,
         text: text_models,
         worker,
         normalizer: Default::default(),

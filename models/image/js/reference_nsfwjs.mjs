@@ -1,7 +1,10 @@
 // Reference scores of the ORIGINAL nsfwjs 4.3.0 pipeline ("MobileNetV2Mid" model bundled in
 // the npm package), run on @tensorflow/tfjs 4.22.0's pure-JS CPU backend.
 //
-// Usage: node reference_nsfwjs.mjs [--out scores.json] [--dump-tensors DIR] [--dump-rgb DIR] FILE|DIR...
+// Usage: node reference_nsfwjs.mjs [--model MobileNetV2Mid|InceptionV3] [--out scores.json]
+//                                  [--dump-tensors DIR] [--dump-rgb DIR] FILE|DIR...
+// (--model: the nsfwjs model name, default MobileNetV2Mid; InceptionV3 uses SIZE 299, the
+// others 224 -- nsfwjs's dist/esm/models/*.js options.)
 //
 // For each image: decode with a pure-JS decoder to 8-bit RGBA/RGB, build an int32
 // tensor3d [H, W, 3] (alpha DROPPED, RGB kept as stored; gray and palette expanded to RGB),
@@ -9,7 +12,7 @@
 // ("Node JS App": jpeg-js -> tf.tensor3d(values, [h, w, 3], 'int32') -> classify).
 // classify() -> infer(): x.toFloat().div(255); if (h, w) != (224, 224):
 // tf.image.resizeBilinear(x, [224, 224], alignCorners = true) (halfPixelCenters = false);
-// reshape [1, 224, 224, 3]; model.predict -> the graph's Softmax output; getTopKClasses just
+// reshape [1, 224, 224, 3] (SIZE = 224; 299 for InceptionV3); model.predict -> the graph's Softmax output; getTopKClasses just
 // sorts those values (NO extra softmax). We map the 5 {className, probability} back to fixed keys.
 //
 // Decoders (all pure JS / wasm from npm, no native code):
@@ -22,7 +25,7 @@
 //                              WebP and decoded (frame must cover the whole canvas; checked)
 //   .ppm        binary P6 8-bit RGB (to feed pixels decoded elsewhere, e.g. by Pillow)
 //
-// --dump-tensors DIR writes, per image, the exact float32 [1,224,224,3] tensor that nsfwjs
+// --dump-tensors DIR writes, per image, the exact float32 [1,SIZE,SIZE,3] tensor that nsfwjs
 // passes to model.predict (captured by wrapping predict) as DIR/<file>.f32 (little endian),
 // used by make_reference_scores.py to compare the converted ONNX model with the original.
 // --dump-rgb DIR writes the decoded RGB (what went into tensor3d) as DIR/<file>.ppm.
@@ -42,9 +45,10 @@ const require = createRequire(import.meta.url);
 const KEYS = { Drawing: 'drawing', Hentai: 'hentai', Neutral: 'neutral', Porn: 'porn', Sexy: 'sexy' };
 
 function parseArgs(argv) {
-  const a = { out: null, dump: null, dumpRgb: null, files: [] };
+  const a = { model: 'MobileNetV2Mid', out: null, dump: null, dumpRgb: null, files: [] };
   for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--out') a.out = argv[++i];
+    if (argv[i] === '--model') a.model = argv[++i];
+    else if (argv[i] === '--out') a.out = argv[++i];
     else if (argv[i] === '--dump-tensors') a.dump = argv[++i];
     else if (argv[i] === '--dump-rgb') a.dumpRgb = argv[++i];
     else a.files.push(argv[i]);
@@ -175,7 +179,7 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   await tf.setBackend('cpu');
   await tf.ready();
-  const model = await nsfwjs.load('MobileNetV2Mid');
+  const model = await nsfwjs.load(args.model);
   let captured = null;
   if (args.dumpRgb) fs.mkdirSync(args.dumpRgb, { recursive: true });
   if (args.dump) {
@@ -201,7 +205,7 @@ async function main() {
   }
   const meta = {
     tfjs: tf.version.tfjs, backend: tf.getBackend(),
-    nsfwjs: JSON.parse(fs.readFileSync(new URL('./node_modules/nsfwjs/package.json', import.meta.url))).version, model: 'MobileNetV2Mid',
+    nsfwjs: JSON.parse(fs.readFileSync(new URL('./node_modules/nsfwjs/package.json', import.meta.url))).version, model: args.model,
   };
   process.stderr.write(JSON.stringify(meta) + '\n');
   const json = JSON.stringify(out, null, 1) + '\n';
