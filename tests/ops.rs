@@ -540,3 +540,84 @@ fn shards_and_model_workers_run_at_their_configured_niceness() {
     assert_eq!(model, [1], "{niceness:?}");
     assert!(niceness["modgate-shard-1"].contains(&4), "{niceness:?}");
 }
+
+/// `modgate eval` over texts and images, offline: the tally on stdout, and with `--decisions`
+/// one JSON line per item with its action, reasons, every category's score and what the
+/// measuring checks found (a text's language, an image's face count).
+#[test]
+fn eval_reports_each_items_decision_scores_language_and_faces() {
+    let dir = tempfile::tempdir().unwrap();
+    let workflows = dir.path().join("workflows.toml");
+    std::fs::write(
+        &workflows,
+        "[workflows.study]\ndescription = \"Words, language and faces.\"\n\
+         text_checks = [\"wordlist\", \"language\"]\nimage_checks = [\"faces\"]\n\
+         [workflows.study.categories]\nprofanity = { review = 0.7, reject = 0.9 }\n\
+         unread_language = { review = 0.8, reject = 1.0 }\nface = { review = 0.9, reject = 1.0 }\n",
+    )
+    .unwrap();
+    let texts = dir.path().join("texts.jsonl");
+    std::fs::write(
+        &texts,
+        "{\"text\":\"What a lovely afternoon we spent walking along the river with our friends.\"}\n\
+         {\"text\":\"Nous avons passé une très belle journée au bord de la rivière avec nos amis.\"}\n\
+         {\"text\":\"you are a fucking idiot\"}\n",
+    )
+    .unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    for name in [
+        "png_rgb_astronaut_224x224.png",
+        "png_rgba_chelsea_300x200.png",
+    ] {
+        std::fs::write(images.join(name), testimage(name)).unwrap();
+    }
+    let models = concat!(env!("CARGO_MANIFEST_DIR"), "/models");
+    let run = |input: &str, path: &std::path::Path, out: &std::path::Path| -> Vec<Value> {
+        let status = Command::new(BIN)
+            .args(["eval", input])
+            .arg(path)
+            .args(["--workflow", "study", "--workflows"])
+            .arg(&workflows)
+            .args(["--models", models, "--decisions"])
+            .arg(out)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        std::fs::read_to_string(out)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    };
+    let lines = run("--texts", &texts, &dir.path().join("texts.out"));
+    assert_eq!(lines.len(), 3);
+    assert_eq!(
+        (&lines[0]["language"], &lines[1]["language"]),
+        (&"en".into(), &"fr".into())
+    );
+    // French is read by no word check of this workflow.
+    assert_ne!(lines[1]["action"], "accept", "{}", lines[1]);
+    assert_eq!(lines[1]["reasons"][0], "unread_language");
+    assert_eq!(lines[0]["action"], "accept", "{}", lines[0]);
+    assert_eq!(lines[2]["reasons"][0], "profanity");
+    assert!(lines[2]["scores"]["profanity"].as_f64().unwrap() >= 0.7, "{}", lines[2]);
+    let lines = run("--images", &images, &dir.path().join("images.out"));
+    let faces: Vec<(&str, u64)> = lines
+        .iter()
+        .map(|line| {
+            (
+                line["item"].as_str().unwrap(),
+                line["face_count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        faces,
+        [
+            ("png_rgb_astronaut_224x224.png", 1),
+            ("png_rgba_chelsea_300x200.png", 0)
+        ]
+    );
+    assert_eq!(lines[0]["action"], "review");
+}
