@@ -601,7 +601,11 @@ fn eval_reports_each_items_decision_scores_language_and_faces() {
     assert_eq!(lines[1]["reasons"][0], "unread_language");
     assert_eq!(lines[0]["action"], "accept", "{}", lines[0]);
     assert_eq!(lines[2]["reasons"][0], "profanity");
-    assert!(lines[2]["scores"]["profanity"].as_f64().unwrap() >= 0.7, "{}", lines[2]);
+    assert!(
+        lines[2]["scores"]["profanity"].as_f64().unwrap() >= 0.7,
+        "{}",
+        lines[2]
+    );
     let lines = run("--images", &images, &dir.path().join("images.out"));
     let faces: Vec<(&str, u64)> = lines
         .iter()

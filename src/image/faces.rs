@@ -187,25 +187,27 @@ pub fn append_input(pixels: &Planar<f64>, out: &mut Vec<f32>) {
 
 /// The crop the later networks read for an integer box: image columns `x1 - 1 ..= x2 - 1` and
 /// rows `y1 - 1 ..= y2 - 1`, zero outside the image, resized (area) to `side` x `side`.
-/// `None` for a box with no area.
+/// `None` for a box with no area, or one more than half as large again as the image's larger
+/// side (no face is larger than the image; the networks' regressions are not bounded, and
+/// such a box would cost memory for nothing).
 pub fn crop(image: &Planar<u8>, bounds: [i64; 4], side: usize) -> Option<Planar<f64>> {
     let [x1, y1, x2, y2] = bounds;
-    let (width, height) = (x2 - x1 + 1, y2 - y1 + 1);
-    if width < 1 || height < 1 {
+    let width = x2.saturating_sub(x1).saturating_add(1);
+    let height = y2.saturating_sub(y1).saturating_add(1);
+    let largest = (image.width.max(image.height) * 3 / 2 + 2) as i64;
+    if width < 1 || height < 1 || width > largest || height > largest {
         return None;
     }
-    // Bounded by the caller: boxes come from an image of at most SIDE_MAX_PX a side, grown
-    // by the regressions at most a few times.
     let (width, height) = (width as usize, height as usize);
     let mut patch = vec![0.0f64; width * height * 3];
     let (iw, ih) = (image.width as i64, image.height as i64);
     for row in 0..height as i64 {
-        let sy = y1 - 1 + row;
+        let sy = y1.saturating_sub(1).saturating_add(row);
         if sy < 0 || sy >= ih {
             continue;
         }
         for column in 0..width as i64 {
-            let sx = x1 - 1 + column;
+            let sx = x1.saturating_sub(1).saturating_add(column);
             if sx < 0 || sx >= iw {
                 continue;
             }
@@ -286,6 +288,23 @@ mod tests {
         let outside = crop(&image, [10, 10, 11, 11], 2).unwrap();
         assert!(outside.values.iter().all(|&v| v == 0.0));
         assert!(crop(&image, [5, 5, 4, 9], 24).is_none());
+        // A box far larger than the image (a runaway regression) is not cropped.
+        assert!(crop(&image, [0, 0, 1_000_000, 1_000_000], 24).is_none());
+        assert!(crop(&image, [i64::MIN, 0, i64::MAX, 1], 24).is_none());
+        assert!(crop(&image, [i64::MIN, i64::MIN, i64::MIN + 3, i64::MIN + 3], 2).is_some());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_crop_of_any_box_is_bounded_or_refused(
+            x1 in proptest::num::i64::ANY, y1 in -50i64..50, w in -5i64..80, h in -5i64..80,
+        ) {
+            let image = Planar { width: 30, height: 20, values: vec![7; 30 * 20 * 3] };
+            let bounds = [x1, y1, x1.saturating_add(w), y1 + h];
+            if let Some(patch) = crop(&image, bounds, 24) {
+                proptest::prop_assert_eq!((patch.width, patch.height), (24, 24));
+            }
+        }
     }
 
     #[test]
