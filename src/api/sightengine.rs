@@ -634,7 +634,13 @@ mod tests {
             assert!(message.contains(says), "{message}");
         };
         refused(None, "is required");
-        refused(Some("nudity,faces"), "model `faces` is not available");
+        refused(
+            Some("nudity,text-content"),
+            "model `text-content` is not available",
+        );
+        let faces = parse_models(Some("faces,nudity")).unwrap();
+        assert_eq!(faces.operations(), 2);
+        assert_eq!(faces.checks(&workflow), ["open_nsfw", "nsfwjs", "faces"]);
         refused(Some("nudity,nudity-2.1"), "one version");
         refused(Some(""), "model `` is not available");
         refused(Some(&"é".repeat(100)), "is not available");
