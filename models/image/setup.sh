@@ -12,5 +12,7 @@ cd "$HERE"
 .venv/bin/pip install -q -r requirements.txt
 # MTCNN reference (faces_*.py): --no-deps, see requirements-faces.txt.
 .venv/bin/pip install -q --no-deps -r requirements-faces.txt
+# OCR reference (ocr_*.py): --no-deps, see requirements-ocr.txt.
+.venv/bin/pip install -q --no-deps -r requirements-ocr.txt
 (cd js && npm ci --ignore-scripts --no-audit --no-fund)
 .venv/bin/python -c "import PIL, onnxruntime, numpy, skimage, tf2onnx, tensorflow as tf; print('python ok', PIL.__version__, onnxruntime.__version__, numpy.__version__, skimage.__version__, tf2onnx.__version__, tf.__version__)"
