@@ -198,7 +198,8 @@ fn faces(c: &mut Criterion, environment: &ort::environment::Environment, dir: &s
     let Ok(Some(mut nets)) = FaceNets::open(&models) else {
         return;
     };
-    let side = modgate::checks::registry::image_min_side_px();
+    // What the worker decodes for a job that looks for faces.
+    let side = modgate::image::Measures::FACES.min_side_px();
     let mut group = c.benchmark_group("measure");
     group.sample_size(10);
     for (name, bytes) in [
@@ -208,9 +209,18 @@ fn faces(c: &mut Criterion, environment: &ort::environment::Environment, dir: &s
         ),
         ("jpeg_12mp", large_jpeg()),
     ] {
-        let decoded = decode(&bytes, &probe(&bytes).unwrap(), side).unwrap();
+        let found = probe(&bytes).unwrap();
+        let decoded = decode(&bytes, &found, side).unwrap();
         group.bench_function(format!("faces/{name}"), |b| {
             b.iter(|| nets.detect(black_box(&decoded)).unwrap())
+        });
+        // The decode a faces job adds: at the detector's side instead of the models'.
+        let models_side = modgate::checks::registry::image_min_side_px();
+        group.bench_function(format!("decode_for_faces/{name}"), |b| {
+            b.iter(|| decode(black_box(&bytes), &found, side).unwrap())
+        });
+        group.bench_function(format!("decode_for_models/{name}"), |b| {
+            b.iter(|| decode(black_box(&bytes), &found, models_side).unwrap())
         });
     }
     group.finish();

@@ -256,8 +256,9 @@ answer_props["face_count"] = {
 answer_props["faces"] = {
     "type": "array",
     "description": "The image's faces, surest first, when the workflow names the `faces` check "
-                   "(`[]`: checked, none found). MTCNN on the image as decoded for the models, "
-                   "scaled to at most 1,024 px a side; faces under 20 px there are not found.",
+                   "(`[]`: checked, none found). MTCNN on the image, "
+                   "decoded to at least 480 px on its short side and scaled to at most 640 px a "
+                   "side; faces under 20 px there (about 3 % of the larger side) are not found.",
     "items": {"type": "object", "required": ["x1", "y1", "x2", "y2", "score", "features"],
               "additionalProperties": False,
               "properties": {

@@ -8,9 +8,10 @@
 //! patterned wallpapers of 4096 px and more, and every real face scored at least 0.997
 //! (`models/image/faces.md`), so a review threshold of 0.9 separates them there.
 //!
-//! The detector reads the image as decoded for the models (a large JPEG at a reduced DCT
-//! scale, at least 299 px a side), scaled down to at most 1,024 px a side: the smallest face it
-//! finds is 20 px there.
+//! The detector reads the image decoded to at least 480 px on its short side (a large JPEG at a
+//! reduced DCT scale: [`crate::image::faces::DECODE_SIDE_MIN_PX`]) and scaled down to at most
+//! 640 px a side: the smallest face it finds is 20 px there, about 3 % of the image's larger
+//! side, whatever its format.
 
 use super::board::ScoreBoard;
 use super::categories::FACE;

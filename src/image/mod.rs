@@ -135,6 +135,16 @@ impl Measures {
         self.properties || self.qr || self.hashes || self.faces
     }
 
+    /// The short side the image must be decoded to at least for these measurements (the face
+    /// detector's; the others read whatever the models need).
+    pub fn min_side_px(self) -> usize {
+        if self.faces {
+            faces::DECODE_SIDE_MIN_PX
+        } else {
+            0
+        }
+    }
+
     /// Whether every measurement of `other` is in this set.
     pub fn contains(self, other: Measures) -> bool {
         self.union(other) == self

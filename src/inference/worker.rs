@@ -521,13 +521,15 @@ fn prepare(
     let started = Instant::now();
     // The side every image model loaded at start can work from, whichever a job wants: a
     // model's score must not depend on which other models a workflow names. A model opened on
-    // first use (a larger input no shipped workflow needs) raises it only for the jobs that
-    // want it, so that it does not change what every other workflow decodes and scores.
+    // first use (a larger input no shipped workflow needs) and the face detector raise it only
+    // for the jobs that want them, so that they do not change what every other workflow
+    // decodes and scores.
     let min_side = models
         .iter()
         .enumerate()
         .filter(|(slot, spec)| !spec.open_on_first_use || wants(wanted, *slot))
         .map(|(_, spec)| spec.min_side_px)
+        .chain([job.measures.min_side_px()])
         .max()
         .unwrap_or(0);
     let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
