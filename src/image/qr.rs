@@ -15,8 +15,12 @@ use serde::Serialize;
 use super::resize::fit_within;
 use super::Rgb8;
 
-/// The long side the reader works at, at most.
-pub const READ_SIDE_MAX: usize = 2048;
+/// The long side the reader works at, at most. The reader's cost grows with the square of
+/// the finder-like patterns it sees times the image's area (rqrr copies the whole working
+/// image for every pair of candidates it tries): a 4,096 px patterned wallpaper took 86 s of
+/// CPU at 2,048 px and 0.7 s at 1,024 (`models/image/NEW_CHECKS_STATS.md`'s set). A large
+/// JPEG is decoded below this anyway, so only large PNG, WebP and GIF files lose detail.
+pub const READ_SIDE_MAX: usize = 1024;
 /// Codes read per image, at most.
 pub const CODES_MAX: usize = 8;
 
