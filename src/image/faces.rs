@@ -179,12 +179,12 @@ pub fn regressed(bounds: [f64; 4], regression: [f64; 4]) -> [f64; 4] {
 /// A network's input from `side` x `side` pixels: `(v - 127.5) / 128` in f64, rounded to f32,
 /// laid out column first (`[x][y][c]`: the networks were trained on transposed images),
 /// appended to `out`.
-pub fn append_input(pixels: &Planar<f64>, out: &mut Vec<f32>) {
+pub fn append_input<T: Copy + Into<f64>>(pixels: &Planar<T>, out: &mut Vec<f32>) {
     for x in 0..pixels.width {
         for y in 0..pixels.height {
             let at = (y * pixels.width + x) * 3;
             for c in 0..3 {
-                out.push(((pixels.values[at + c] - 127.5) * 0.0078125) as f32);
+                out.push(((pixels.values[at + c].into() - 127.5) * 0.0078125) as f32);
             }
         }
     }

@@ -76,12 +76,12 @@ impl FaceNets {
     /// [`FaceNets::detect`] with the image scaled down to at most `side_max` px a side first
     /// (`usize::MAX`: as it is, the reference's way).
     pub fn detect_within(&mut self, image: &Rgb8, side_max: usize) -> Result<Vec<Face>, String> {
-        let fitted = fit_within(image, side_max);
+        let fitted = fit_within(image, side_max).into_owned();
         let back = image.width as f64 / fitted.width as f64;
         let planar = Planar {
             width: fitted.width,
             height: fitted.height,
-            values: fitted.pixels.clone(),
+            values: fitted.pixels,
         };
         let boxes = self.proposals(&planar)?;
         let boxes = self.refined(&planar, &boxes)?;
@@ -108,11 +108,6 @@ impl FaceNets {
             let width = (image.width as f64 * scale).ceil() as usize;
             let height = (image.height as f64 * scale).ceil() as usize;
             let level = shrink_u8(image, width.min(image.width), height.min(image.height));
-            let level = Planar {
-                width: level.width,
-                height: level.height,
-                values: level.values.iter().map(|&v| f64::from(v)).collect(),
-            };
             let mut input = Vec::with_capacity(level.values.len());
             append_input(&level, &mut input);
             let outputs = run(
