@@ -71,6 +71,94 @@ fn models_match_their_python_originals() {
     check_image_models(&environment, models);
     check_faces(&environment, models);
     check_inception(&environment, models);
+    check_ocr(&environment, models);
+}
+
+/// OCR against the reference package (rapidocr 3.10.0, `models/image/ocr_reference.json`) on
+/// the committed part of its test set (`models/image/ocr_testset/`: text on solid and gradient
+/// backgrounds), and on the whole set when it was made here (`make_ocr_set.py`, 240 images):
+/// the same strings, boxes within 1 px, scores within 0.01 (`ocr.md`: the minimum-area
+/// rectangle is not OpenCV's to the bit, which moves a corner by a pixel now and then).
+fn check_ocr(environment: &ort::environment::Environment, models: &std::path::Path) {
+    use modgate::inference::ocr::{OcrNets, NETS};
+    let found = NETS
+        .iter()
+        .map(|spec| (*spec, inference::verify_model(models, spec).unwrap()))
+        .collect();
+    let worker_models = modgate::inference::worker::WorkerModels {
+        environment: environment.clone(),
+        found,
+    };
+    let mut nets = OcrNets::open(&worker_models)
+        .unwrap()
+        .expect("all three nets");
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{MODELS}/image/ocr_reference.json")).unwrap(),
+    )
+    .unwrap();
+    let whole_set = format!("{MODELS}/image/build/ocr_set");
+    let directory = if std::path::Path::new(&whole_set).join("truth.json").exists() {
+        whole_set
+    } else {
+        format!("{MODELS}/image/ocr_testset")
+    };
+    let (mut images, mut same, mut lines) = (0, 0, 0);
+    let (mut worst_box, mut worst_score) = (0.0f64, 0.0f64);
+    let mut differ = Vec::new();
+    for (file, expected) in reference.as_object().unwrap() {
+        let Ok(bytes) = std::fs::read(format!("{directory}/{file}")) else {
+            continue;
+        };
+        let image = decode(&bytes, &probe(&bytes).unwrap(), usize::MAX).unwrap();
+        let read = nets.read(&image).unwrap();
+        images += 1;
+        let texts: Vec<&str> = read.iter().map(|line| line.text.as_str()).collect();
+        let want: Vec<&str> = expected["txts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        if texts != want {
+            differ.push(format!("{file}: {texts:?} vs {want:?}"));
+            continue;
+        }
+        let mut box_difference = 0.0f64;
+        for (line, (quad, score)) in read.iter().zip(
+            expected["boxes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(expected["scores"].as_array().unwrap()),
+        ) {
+            for (got, want) in line.quad.iter().zip(quad.as_array().unwrap()) {
+                for (g, w) in got.iter().zip(want.as_array().unwrap()) {
+                    box_difference =
+                        box_difference.max((f64::from(*g) - w.as_f64().unwrap()).abs());
+                }
+            }
+            worst_score = worst_score.max((line.score - score.as_f64().unwrap()).abs());
+            lines += 1;
+        }
+        worst_box = worst_box.max(box_difference);
+        if box_difference <= 1.0 {
+            same += 1;
+        } else {
+            differ.push(format!("{file}: boxes differ by {box_difference} px"));
+        }
+    }
+    eprintln!(
+        "OCR over {images} images of {directory}: {same} read as the reference ({lines} lines); \
+         largest box difference {worst_box} px, score difference {worst_score:.2e}; \
+         differ: {differ:#?}"
+    );
+    assert!(images >= 40, "{images} OCR test images");
+    assert!(
+        same * 100 >= images * 98,
+        "{} of {images} differ",
+        images - same
+    );
+    assert!(worst_score <= 0.01, "OCR score difference {worst_score}");
 }
 
 /// nsfwjs's InceptionV3 through our decoders and preprocessing against its scores on

@@ -14,6 +14,7 @@ pub mod decode;
 pub mod faces;
 pub mod hashes;
 pub mod jpeg;
+pub mod ocr;
 pub mod probe;
 pub mod properties;
 pub mod qr;

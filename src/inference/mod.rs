@@ -21,6 +21,7 @@
 //! README's first command fetched (`models/cache/libonnxruntime.so.1.31.1`).
 
 pub mod faces;
+pub mod ocr;
 pub mod run;
 pub mod worker;
 
