@@ -19,12 +19,14 @@ node:
 serve: fetch
 	cargo run --release -- serve
 
-# The engines the fleet tests start on 127.0.0.1 (Debian's postgresql and redis-server),
-# installed when missing. Needs root (or sudo) the first time.
+# The engines the fleet tests start on 127.0.0.1 (Debian's postgresql and redis-server) and
+# the font the OCR tests draw their text in (fonts-dejavu-core), installed when missing. Needs
+# root (or sudo) the first time.
 engines:
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing="$$missing fonts-dejavu-core"; \
 	if [ -n "$$missing" ]; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y $$missing; \

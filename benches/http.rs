@@ -179,6 +179,7 @@ fn json_answers(c: &mut Criterion) {
                 properties: None,
                 qr_codes: None,
                 faces: None,
+                text_lines: None,
                 language: None,
                 list_matches: None,
                 image_hashes: None,

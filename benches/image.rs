@@ -178,6 +178,54 @@ fn models(c: &mut Criterion) {
     }
     group.finish();
     faces(c, &environment, dir);
+    ocr(c, &environment, dir);
+}
+
+/// The `ocr` check on what the worker decodes for it: the 1 MP and 12 MP JPEGs (a few words of
+/// text each, if any) and a picture of four lines from the OCR test set (774 x 776 PNG).
+fn ocr(c: &mut Criterion, environment: &ort::environment::Environment, dir: &std::path::Path) {
+    use modgate::inference::ocr::{OcrNets, NETS};
+    let found: Result<Vec<_>, _> = NETS
+        .iter()
+        .map(|spec| inference::verify_model(dir, spec).map(|path| (*spec, path)))
+        .collect();
+    let Ok(found) = found else {
+        eprintln!("OCR benches skipped: run `python3 models/fetch.py` first");
+        return;
+    };
+    let models = inference::WorkerModels {
+        environment: environment.clone(),
+        found,
+    };
+    let Ok(Some(mut nets)) = OcrNets::open(&models) else {
+        return;
+    };
+    let side = modgate::image::Measures::OCR.min_side_px();
+    let lines = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/image/ocr_testset/082.png"
+    ))
+    .unwrap();
+    let mut group = c.benchmark_group("measure");
+    group.sample_size(10);
+    for (name, bytes) in [
+        (
+            "jpeg_1mp",
+            testimage("jpeg_baseline_retina_1152x864_1mp.jpg"),
+        ),
+        ("jpeg_12mp", large_jpeg()),
+        ("png_4_lines", lines),
+    ] {
+        let found = probe(&bytes).unwrap();
+        let decoded = decode(&bytes, &found, side).unwrap();
+        group.bench_function(format!("ocr/{name}"), |b| {
+            b.iter(|| nets.read(black_box(&decoded)).unwrap())
+        });
+        group.bench_function(format!("decode_for_ocr/{name}"), |b| {
+            b.iter(|| decode(black_box(&bytes), &found, side).unwrap())
+        });
+    }
+    group.finish();
 }
 
 /// The `faces` check on what the worker decodes for the models (1 MP and 12 MP JPEGs).

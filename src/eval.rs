@@ -240,7 +240,8 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
 
 /// One item's line of `--decisions`: the item, the action, the reasons' categories, every
 /// category's score, and what the measuring checks found that a threshold study needs (the
-/// text's language, the image's face count) when the workflow names them.
+/// text's language, the image's face count, the text read in the image) when the workflow
+/// names them.
 #[derive(serde::Serialize)]
 struct DecisionLine<'a> {
     item: &'a str,
@@ -251,6 +252,9 @@ struct DecisionLine<'a> {
     language: Option<Option<&'static str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     face_count: Option<usize>,
+    /// The image's lines of text, joined one a line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    image_text: Option<String>,
 }
 
 fn decision_line(
@@ -272,6 +276,7 @@ fn decision_line(
             .language
             .map(|language| language.map(|found| found.code)),
         face_count: board.measured.faces.as_ref().map(Vec::len),
+        image_text: crate::checks::ocr::joined(&board.measured),
     };
     // Plain strings, numbers and maps: serialising cannot fail.
     simd_json::to_string(&line).unwrap_or_default()

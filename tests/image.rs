@@ -580,6 +580,85 @@ fn a_workflow_naming_qr_reads_the_codes_and_checks_what_they_carry() {
 }
 
 #[test]
+fn a_workflow_naming_ocr_reads_the_text_in_the_image_and_checks_it() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    server.import_workflows(
+        "[workflows.overlays]\ndescription = \"Text written in pictures.\"\nimage_checks = [\"ocr\"]\n[workflows.overlays.categories]\npii_email = { review = 0.5, reject = 0.9 }\nprofanity = { review = 0.4, reject = 0.7 }\nlink = { review = 0.5, reject = 1.0 }\nimage_text = { review = 0.95, reject = 1.0 }\n",
+    );
+    let (status, answer) = image(
+        &server,
+        &key,
+        "?workflow=overlays",
+        &text_webp(&[
+            "Write to jane.doe@example.com",
+            "or visit www.example.org now",
+        ]),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let lines = answer["text_lines"].as_array().unwrap();
+    let texts: Vec<&str> = lines.iter().map(|l| l["text"].as_str().unwrap()).collect();
+    assert_eq!(
+        texts,
+        [
+            "Write to jane.doe@example.com",
+            "or visit www.example.org now"
+        ],
+        "{answer}"
+    );
+    // Boxes in fractions: the first line starts near (30, 30) of 640 x 300.
+    let first = &lines[0]["box"];
+    let (x, y) = (first[0][0].as_f64().unwrap(), first[0][1].as_f64().unwrap());
+    assert!(
+        (x * 640.0 - 30.0).abs() < 12.0 && (y * 300.0 - 35.0).abs() < 15.0,
+        "{answer}"
+    );
+    assert!(lines[0]["score"].as_f64().unwrap() > 0.9, "{answer}");
+    assert!(
+        answer["scores"]["image_text"].as_f64().unwrap() > 0.9,
+        "{answer}"
+    );
+    assert_eq!(answer["summary"]["action"], "reject", "{answer}");
+    let reasons = answer["summary"]["reject_reason"].as_array().unwrap();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r["id"] == "pii_email" && r["source"] == "ocr+pii"),
+        "{answer}"
+    );
+    assert!(
+        answer["summary"]["review_reason"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == "link" && r["source"] == "ocr+links"),
+        "{answer}"
+    );
+    // Profanity written in the picture is told from nudity by its source.
+    let (_, answer) = image(
+        &server,
+        &key,
+        "?workflow=overlays",
+        &text_webp(&["what the fuck"]),
+    );
+    assert_eq!(answer["summary"]["action"], "reject", "{answer}");
+    let reason = &answer["summary"]["reject_reason"][0];
+    assert_eq!(
+        (&reason["id"], &reason["source"]),
+        (&json!("profanity"), &json!("ocr+wordlist")),
+        "{answer}"
+    );
+    // No text: checked, every category 0.
+    let (_, answer) = image(&server, &key, "?workflow=overlays", &text_webp(&[]));
+    assert_eq!(answer["text_lines"], json!([]), "{answer}");
+    assert_eq!(answer["scores"]["image_text"], 0.0);
+    assert_eq!(answer["summary"]["action"], "accept");
+    // Workflows that do not name the check say nothing of text.
+    let (_, answer) = image(&server, &key, "", &text_webp(&["hello"]));
+    assert!(answer.get("text_lines").is_none(), "{answer}");
+}
+
+#[test]
 fn a_workflow_naming_faces_answers_the_faces_with_their_landmarks() {
     let server = Server::start();
     let key = server.demo_key.clone().unwrap();

@@ -543,7 +543,7 @@ fn shards_and_model_workers_run_at_their_configured_niceness() {
 
 /// `modgate eval` over texts and images, offline: the tally on stdout, and with `--decisions`
 /// one JSON line per item with its action, reasons, every category's score and what the
-/// measuring checks found (a text's language, an image's face count).
+/// measuring checks found (a text's language, an image's face count and text).
 #[test]
 fn eval_reports_each_items_decision_scores_language_and_faces() {
     let dir = tempfile::tempdir().unwrap();
@@ -551,7 +551,7 @@ fn eval_reports_each_items_decision_scores_language_and_faces() {
     std::fs::write(
         &workflows,
         "[workflows.study]\ndescription = \"Words, language and faces.\"\n\
-         text_checks = [\"wordlist\", \"language\"]\nimage_checks = [\"faces\"]\n\
+         text_checks = [\"wordlist\", \"language\"]\nimage_checks = [\"faces\", \"ocr\"]\n\
          [workflows.study.categories]\nprofanity = { review = 0.7, reject = 0.9 }\n\
          unread_language = { review = 0.8, reject = 1.0 }\nface = { review = 0.9, reject = 1.0 }\n",
     )
@@ -572,6 +572,7 @@ fn eval_reports_each_items_decision_scores_language_and_faces() {
     ] {
         std::fs::write(images.join(name), testimage(name)).unwrap();
     }
+    std::fs::write(images.join("words.webp"), text_webp(&["Just words here"])).unwrap();
     let models = concat!(env!("CARGO_MANIFEST_DIR"), "/models");
     let run = |input: &str, path: &std::path::Path, out: &std::path::Path| -> Vec<Value> {
         let status = Command::new(BIN)
@@ -620,8 +621,12 @@ fn eval_reports_each_items_decision_scores_language_and_faces() {
         faces,
         [
             ("png_rgb_astronaut_224x224.png", 1),
-            ("png_rgba_chelsea_300x200.png", 0)
+            ("png_rgba_chelsea_300x200.png", 0),
+            ("words.webp", 0),
         ]
     );
     assert_eq!(lines[0]["action"], "review");
+    assert_eq!(lines[2]["image_text"], "Just words here", "{}", lines[2]);
+    // Checked on every image (the cat's fur reads as a "0" here, as in the reference package).
+    assert!(lines[1]["image_text"].is_string(), "{}", lines[1]);
 }

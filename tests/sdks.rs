@@ -373,7 +373,7 @@ fn assert_sightengine_answers(out: &Value, url: &str, server: &Server) {
     assert!(refused["error"]["message"]
         .as_str()
         .unwrap()
-        .contains("model `text-content` is not available"));
+        .contains("model `gore-2.0` is not available"));
     let properties = &out["properties"];
     assert_eq!(properties["status"], "success", "{properties}");
     assert_eq!(properties["request"]["operations"], 2);

@@ -71,6 +71,30 @@ fn check_json_answers_nudity_and_refuses_what_it_cannot_score() {
             "profanity": [{"type": "inappropriate", "intensity": "high", "match": "Fuck"}],
         })
     );
+    // What is written in the picture, listed as the text route lists it (no positions).
+    let (status, answer) = send_image(
+        "text-content,qr-content",
+        &text_webp(&[
+            "Fuck this, visit www.example.org",
+            "or mail jane@example.com",
+        ]),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("SightengineAnswer", &answer);
+    assert_eq!(answer["request"]["operations"], 2);
+    assert_eq!(
+        answer["text"],
+        serde_json::json!({
+            "link": [{"type": "url", "match": "www.example.org"}],
+            "personal": [{"type": "email", "match": "jane@example.com"}],
+            "profanity": [{"type": "inappropriate", "intensity": "high", "match": "Fuck"}],
+        })
+    );
+    let nothing = serde_json::json!({"link": [], "personal": [], "profanity": []});
+    assert_eq!(answer["qr"], nothing, "no QR code: {answer}");
+    let (status, answer) = send("text-content");
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["text"], nothing, "a cat: {answer}");
     // Faces: Sightengine's boxes and features, in fractions; none on the cat.
     let (status, answer) = send_image("nudity,faces", &testimage("jpeg_gray_camera_512x512.jpg"));
     assert_eq!(status, 200, "{answer}");
@@ -87,7 +111,7 @@ fn check_json_answers_nudity_and_refuses_what_it_cannot_score() {
     let (status, answer) = send("faces");
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["faces"], serde_json::json!([]));
-    for models in ["text-content", "nudity,minors", "nudity,nudity-2.0"] {
+    for models in ["gore-2.0", "nudity,minors", "nudity,nudity-2.0"] {
         let (status, answer) = send(models);
         assert_error(status, &answer, 400, "bad_request", true);
         assert_schema("CompatErrorEnvelope", &answer);

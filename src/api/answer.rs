@@ -9,6 +9,7 @@ use crate::decision::{Decision, Reason};
 use crate::http::response::Response;
 use crate::image::faces::FoundFace;
 use crate::image::hashes::ImageHashes;
+use crate::image::ocr::TextLine;
 use crate::image::properties::Properties;
 use crate::image::qr::QrCode;
 use crate::lists::{ListKind, ListMatch};
@@ -38,6 +39,8 @@ pub struct CheckAnswer<'a> {
     pub qr_codes: Option<&'a [QrCode]>,
     /// The image's faces, when a `faces` check looked for them.
     pub faces: Option<&'a [FoundFace]>,
+    /// The image's lines of text, when an `ocr` check read them.
+    pub text_lines: Option<&'a [TextLine]>,
     /// A text's language when the workflow names the `language` check; `Some(None)` (null) for
     /// a text without one.
     pub language: Option<Option<&'a Language>>,
@@ -210,6 +213,8 @@ struct Answer<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     faces: Option<&'a [FoundFace]>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    text_lines: Option<&'a [TextLine]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     language: Option<Option<&'a Language>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     list_matches: Option<Matches<'a>>,
@@ -261,6 +266,7 @@ pub fn check_answer(answer: &CheckAnswer<'_>) -> Response {
             qr_codes: answer.qr_codes,
             face_count: answer.faces.map(<[FoundFace]>::len),
             faces: answer.faces,
+            text_lines: answer.text_lines,
             language: answer.language,
             list_matches: answer.list_matches.map(Matches),
             image_hashes: answer.image_hashes.map(HashesView),

@@ -39,6 +39,7 @@ pub fn finish_check(
         properties: board.measured.properties.as_ref(),
         qr_codes: board.measured.qr_codes.as_deref(),
         faces: board.measured.faces.as_deref(),
+        text_lines: board.measured.text_lines.as_deref(),
         language: board.language.as_ref().map(Option::as_ref),
         list_matches: board
             .lists_consulted

@@ -280,6 +280,30 @@ answer_props["faces"] = {
                           "left_eye", "right_eye", "nose_tip", "left_mouth_corner",
                           "right_mouth_corner"]}}}},
 }
+_corner = {"type": "array", "minItems": 2, "maxItems": 2,
+           "items": {"type": "number", "minimum": 0, "maximum": 1}}
+answer_props["text_lines"] = {
+    "type": "array",
+    "maxItems": 32,
+    "description": "The lines of text written in the image, in reading order, when the workflow "
+                   "names the `ocr` check (`[]`: checked, none read). PaddleOCR's PP-OCRv6 "
+                   "networks as rapidocr 3.10.0 runs them, on the image scaled to at most "
+                   "1,280 px on its larger side (text of about 1 % of that side and up is read); "
+                   "at most 32 lines, the largest. The text is checked by the word list, the PII "
+                   "scanners and the link check (reasons with the sources `ocr+wordlist`, "
+                   "`ocr+pii`, `ocr+links`).",
+    "items": {"type": "object", "required": ["text", "score", "box"],
+              "additionalProperties": False,
+              "properties": {
+                  "text": {"type": "string"},
+                  "score": {"type": "number", "minimum": 0.5, "maximum": 1,
+                            "description": "The recognition's mean probability (lines under "
+                                           "0.5 are dropped)."},
+                  "box": {"type": "array", "minItems": 4, "maxItems": 4, "items": _corner,
+                          "description": "Corners [x, y] in fractions of the width and height: "
+                                         "top-left, top-right, bottom-right, bottom-left of the "
+                                         "line as read (turned text gives a turned box)."}}},
+}
 answer_props["properties"] = {
     "allOf": [sref("ImageProperties")],
     "description": "An image's properties, when the workflow names the `properties` check.",
@@ -1813,6 +1837,19 @@ schemas["SightengineAnswer"] = {
                                   "intensity": {"enum": ["high", "medium"]},
                                   "match": {"type": "string"}}}}
                    for k in ("link", "personal", "profanity")}},
+        "text": {"type": "object", "required": ["link", "personal", "profanity"],
+                 "additionalProperties": False,
+                 "description": "`models=text-content`: the matches of the text read in the "
+                                "image (its lines joined, one a line), as `/1.0/text/check.json` "
+                                "lists them, without positions. Sightengine's other rule "
+                                "categories have no list here and are absent. 503 "
+                                "`workflow_unavailable` when the OCR models are not installed.",
+                 "properties": {k: {"type": "array", "items": {
+                     "type": "object", "required": ["type", "match"], "additionalProperties": False,
+                     "properties": {"type": {"type": "string"},
+                                    "intensity": {"enum": ["high", "medium"]},
+                                    "match": {"type": "string"}}}}
+                     for k in ("link", "personal", "profanity")}},
         "faces": {**answer_props["faces"],
                   "description": "`models=faces`: the faces, surest first, boxes and `features` "
                                  "in fractions of the width and height, and modgate's `score` "
@@ -1853,7 +1890,7 @@ schemas["SightengineAnswer"] = {
 }
 p_models = qparam("models", {"type": "string"},
                   "Comma list of `nudity`, `nudity-2.0` or `nudity-2.1` (one version), `type`, "
-                  "`properties`, `qr-content` and `faces`, and the models the operator's own classifiers answer "
+                  "`properties`, `qr-content`, `text-content` and `faces`, and the models the operator's own classifiers answer "
                   "(`[[models.custom]]` with `sightengine`). Any other model is 400 `bad_request` naming it "
                   "and the supported ones. Required unless `add_to_list` or `lists` is given.")
 check_json_list_fields = {

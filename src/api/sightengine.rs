@@ -21,6 +21,10 @@
 //!   payload as `/1.0/text/check.json` lists them (`type`, `match`, and `intensity` for
 //!   profanity; no positions). Sightengine's `category` of a link (unsafe sites) and its `spam`
 //!   list have nothing behind them here and are absent.
+//! - `text-content`: `text.link`, `text.personal` and `text.profanity`, the matches of the
+//!   text read in the image ([`crate::checks::ocr`]: its lines joined, one a line), listed as
+//!   for `qr-content`. Sightengine's other rule categories (`extremism`, `drug`, `spam`, ...)
+//!   have no list here and are absent.
 //! - `faces`: `faces`, each face's box (`x1`, `y1`, `x2`, `y2`) and `features` (`left_eye`,
 //!   `right_eye`, `nose_tip`, `left_mouth_corner`, `right_mouth_corner`, each `{x, y}`), in
 //!   fractions of the width and height as Sightengine gives them, from the `faces` check
@@ -65,7 +69,7 @@ use super::sightengine_text::RuleMatches;
 use super::{scored, CheckSummary, RequestNotes};
 use crate::checks::categories::ILLUSTRATION;
 use crate::checks::custom::{self, SightengineAnswer};
-use crate::checks::{faces, nsfwjs, qr, registry};
+use crate::checks::{faces, nsfwjs, ocr, qr, registry};
 use crate::decision::decide;
 use crate::error::{ApiError, ApiResult};
 use crate::http::conn::Exchange;
@@ -82,6 +86,7 @@ pub const SUPPORTED_MODELS: &[&str] = &[
     "properties",
     "type",
     "qr-content",
+    "text-content",
     "faces",
 ];
 
@@ -122,6 +127,8 @@ struct Asked {
     kind: bool,
     /// `qr-content`: what the QR codes carry.
     qr: bool,
+    /// `text-content`: what the text written in the image says.
+    text: bool,
     /// `faces`: the faces and their landmarks.
     faces: bool,
     /// Models the operator's own classifiers answer.
@@ -135,6 +142,7 @@ impl Asked {
             + u32::from(self.properties)
             + u32::from(self.kind)
             + u32::from(self.qr)
+            + u32::from(self.text)
             + u32::from(self.faces)
             + self.declared.len() as u32
     }
@@ -154,6 +162,9 @@ impl Asked {
         }
         if self.qr {
             checks.push(qr::SOURCE.to_owned());
+        }
+        if self.text {
+            checks.push(ocr::SOURCE.to_owned());
         }
         if self.faces {
             checks.push(faces::SOURCE.to_owned());
@@ -182,16 +193,17 @@ enum NudityAnswer {
     },
 }
 
-/// `qr-content`: the rule matches of every QR code's payload, by category.
+/// `qr-content` and `text-content`: the rule matches of every QR code's payload, or of the
+/// image's text, by category.
 #[derive(Serialize, Default)]
-struct QrAnswer<'a> {
-    link: Vec<QrMatch<'a>>,
-    personal: Vec<QrMatch<'a>>,
-    profanity: Vec<QrMatch<'a>>,
+struct RuleAnswer<'a> {
+    link: Vec<RuleMatch<'a>>,
+    personal: Vec<RuleMatch<'a>>,
+    profanity: Vec<RuleMatch<'a>>,
 }
 
 #[derive(Serialize)]
-struct QrMatch<'a> {
+struct RuleMatch<'a> {
     #[serde(rename = "type")]
     kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -215,7 +227,9 @@ struct Answer<'a> {
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     kind: Option<TypeAnswer>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    qr: Option<QrAnswer<'a>>,
+    qr: Option<RuleAnswer<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<RuleAnswer<'a>>,
     /// `faces`: Sightengine's boxes and `features` (no `attributes`: nothing here measures them).
     #[serde(skip_serializing_if = "Option::is_none")]
     faces: Option<&'a [FoundFace]>,
@@ -408,7 +422,28 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
         })?),
         false => None,
     };
-    let qr = qr_codes.map(|codes| qr_answer(cx, codes));
+    let qr = qr_codes.map(|codes| {
+        let mut answer = RuleAnswer::default();
+        for code in codes {
+            answer.add(cx, &code.payload);
+        }
+        answer
+    });
+    let image_text = match asked.text {
+        true => Some(ocr::joined(&board.measured).ok_or_else(|| {
+            ApiError::new(
+                crate::error::ErrorKind::WorkflowUnavailable,
+                "the OCR models are not installed on this server",
+            )
+            .with_retry_after(60)
+        })?),
+        false => None,
+    };
+    let text = image_text.as_deref().map(|text| {
+        let mut answer = RuleAnswer::default();
+        answer.add(cx, text);
+        answer
+    });
     let faces = match asked.faces {
         true => Some(board.measured.faces.as_deref().ok_or_else(|| {
             ApiError::new(
@@ -440,6 +475,7 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
             nudity,
             kind,
             qr,
+            text,
             faces,
             properties,
             declared,
@@ -460,20 +496,20 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// The rule matches of the QR codes' payloads, as `/1.0/text/check.json` finds them.
-fn qr_answer<'a>(cx: &Context, codes: &'a [crate::image::qr::QrCode]) -> QrAnswer<'a> {
-    let mut answer = QrAnswer::default();
-    for code in codes {
-        let found = RuleMatches::all(cx, &code.payload);
+impl<'a> RuleAnswer<'a> {
+    /// Adds the rule matches of `text`.
+    fn add(&mut self, cx: &Context, text: &'a str) {
+        let found = RuleMatches::all(cx, text);
         for (matches, list) in [
-            (found.link, &mut answer.link),
-            (found.personal, &mut answer.personal),
-            (found.profanity, &mut answer.profanity),
+            (found.link, &mut self.link),
+            (found.personal, &mut self.personal),
+            (found.profanity, &mut self.profanity),
         ] {
             list.extend(
                 matches
                     .into_iter()
                     .flat_map(|m| m.matches)
-                    .map(|m| QrMatch {
+                    .map(|m| RuleMatch {
                         kind: m.kind,
                         intensity: m.intensity,
                         matched: m.matched,
@@ -481,7 +517,6 @@ fn qr_answer<'a>(cx: &Context, codes: &'a [crate::image::qr::QrCode]) -> QrAnswe
             );
         }
     }
-    answer
 }
 
 /// A field of a declared model's object: a score, or an object of fields.
@@ -578,6 +613,10 @@ fn parse_models(models: Option<&str>) -> ApiResult<Asked> {
                 asked.faces = true;
                 continue;
             }
+            "text-content" => {
+                asked.text = true;
+                continue;
+            }
             other => {
                 if let Some(declared) = custom::sightengine_answer(other) {
                     if !asked
@@ -634,9 +673,11 @@ mod tests {
             assert!(message.contains(says), "{message}");
         };
         refused(None, "is required");
-        refused(
-            Some("nudity,text-content"),
-            "model `text-content` is not available",
+        refused(Some("nudity,gore-2.0"), "model `gore-2.0` is not available");
+        let text = parse_models(Some("text-content")).unwrap();
+        assert_eq!(
+            (text.operations(), text.checks(&workflow)),
+            (1, vec!["ocr".to_owned()])
         );
         let faces = parse_models(Some("faces,nudity")).unwrap();
         assert_eq!(faces.operations(), 2);

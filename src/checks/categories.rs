@@ -14,6 +14,7 @@ pub const UNREAD_LANGUAGE: &str = "unread_language";
 pub const KNOWN_IMAGE: &str = "known_image";
 pub const LISTED_TERM: &str = "listed_term";
 pub const FACE: &str = "face";
+pub const IMAGE_TEXT: &str = "image_text";
 
 /// `(id, text, message)`.
 pub const CATEGORIES: &[(&str, &str, &str)] = &[
@@ -100,6 +101,11 @@ pub const CATEGORIES: &[(&str, &str, &str)] = &[
     ),
     ("qr_code", "QR code", "This image contains a QR code."),
     ("face", "Face", "This image shows a human face."),
+    (
+        "image_text",
+        "Text in the image",
+        "This image contains written text.",
+    ),
     (
         "listed_term",
         "Listed term",

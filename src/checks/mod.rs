@@ -34,6 +34,7 @@ pub mod faces;
 pub mod links;
 pub mod nsfwjs;
 pub mod nsfwjs_inception;
+pub mod ocr;
 pub mod open_nsfw;
 pub mod pii;
 pub mod profanity_svm;

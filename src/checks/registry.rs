@@ -18,8 +18,8 @@ use super::board::ScoreBoard;
 use std::sync::OnceLock;
 
 use super::{
-    faces, links, nsfwjs, nsfwjs_inception, open_nsfw, pii, profanity_svm, qr, toxblock, wordlist,
-    TextModels,
+    faces, links, nsfwjs, nsfwjs_inception, ocr, open_nsfw, pii, profanity_svm, qr, toxblock,
+    wordlist, TextModels,
 };
 use crate::content::ContentKind;
 use crate::image::{Measured, Measures};
@@ -130,6 +130,7 @@ pub const REGISTRY: &[&Check] = &[
     &PROPERTIES,
     &qr::CHECK,
     &faces::CHECK,
+    &ocr::CHECK,
     &LANGUAGE,
     &HASHLIST,
     &TERMLIST,

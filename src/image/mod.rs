@@ -106,6 +106,8 @@ pub struct Measures {
     pub hashes: bool,
     /// The faces ([`faces`]): found by networks the worker runs, not by [`Measures::run`].
     pub faces: bool,
+    /// The lines of text ([`ocr`]): read by networks the worker runs, not by [`Measures::run`].
+    pub ocr: bool,
 }
 
 impl Measures {
@@ -114,6 +116,7 @@ impl Measures {
         qr: false,
         hashes: false,
         faces: false,
+        ocr: false,
     };
     pub const PROPERTIES: Measures = Measures {
         properties: true,
@@ -131,19 +134,25 @@ impl Measures {
         faces: true,
         ..Measures::NONE
     };
+    pub const OCR: Measures = Measures {
+        ocr: true,
+        ..Measures::NONE
+    };
 
     pub fn any(self) -> bool {
-        self.properties || self.qr || self.hashes || self.faces
+        self.properties || self.qr || self.hashes || self.faces || self.ocr
     }
 
     /// The short side the image must be decoded to at least for these measurements (the face
-    /// detector's; the others read whatever the models need).
+    /// detector's and the OCR's; the others read whatever the models need).
     pub fn min_side_px(self) -> usize {
-        if self.faces {
+        let faces = if self.faces {
             faces::DECODE_SIDE_MIN_PX
         } else {
             0
-        }
+        };
+        let ocr = if self.ocr { ocr::DECODE_SIDE_MIN_PX } else { 0 };
+        faces.max(ocr)
     }
 
     /// Whether every measurement of `other` is in this set.
@@ -157,16 +166,19 @@ impl Measures {
             qr: self.qr || other.qr,
             hashes: self.hashes || other.hashes,
             faces: self.faces || other.faces,
+            ocr: self.ocr || other.ocr,
         }
     }
 
-    /// Runs the measurements asked for on `image`, decoded from `bytes` (all but the faces).
+    /// Runs the measurements asked for on `image`, decoded from `bytes` (all but the faces and
+    /// the text).
     pub fn run(self, bytes: &[u8], image: &Rgb8) -> Measured {
         Measured {
             properties: self.properties.then(|| properties::measure(image)),
             qr_codes: self.qr.then(|| qr::read(image)),
             hashes: self.hashes.then(|| hashes::hash(bytes, image)),
             faces: None,
+            text_lines: None,
         }
     }
 }
@@ -178,4 +190,6 @@ pub struct Measured {
     pub qr_codes: Option<Vec<qr::QrCode>>,
     pub hashes: Option<hashes::ImageHashes>,
     pub faces: Option<Vec<faces::FoundFace>>,
+    /// Corners in fractions of the image's width and height.
+    pub text_lines: Option<Vec<ocr::TextLine>>,
 }

@@ -23,6 +23,7 @@ use ort::environment::Environment;
 use ort::session::Session;
 
 use super::faces::FaceNets;
+use super::ocr::OcrNets;
 use super::run::{image_rows, image_rows_one_by_one, takes_one_image, toxblock_probs};
 use super::{open_session, ImageModelSpec, ModelSpec};
 use crate::error::{ApiError, ApiResult, ErrorKind};
@@ -245,6 +246,8 @@ struct Sessions {
     images: Vec<ImageSession>,
     /// The face detector's networks, when all three are installed.
     faces: Option<FaceNets>,
+    /// The OCR's networks, when all three are installed.
+    ocr: Option<OcrNets>,
 }
 
 /// An image model's session on this worker.
@@ -292,6 +295,7 @@ impl Sessions {
             toxblock,
             images,
             faces: FaceNets::open(models)?,
+            ocr: OcrNets::open(models)?,
         })
     }
 
@@ -454,12 +458,15 @@ fn run_image_batch(
     for job in batch {
         let index = prepared.len();
         let wanted = job.wanted & runnable;
-        let scores =
-            prepare(&job, wanted, models, &mut inputs, sessions.faces.as_mut()).inspect(|scores| {
-                for row in &scores.rows {
-                    images_of[row.slot].push(index);
-                }
-            });
+        let nets = Nets {
+            faces: sessions.faces.as_mut(),
+            ocr: sessions.ocr.as_mut(),
+        };
+        let scores = prepare(&job, wanted, models, &mut inputs, nets).inspect(|scores| {
+            for row in &scores.rows {
+                images_of[row.slot].push(index);
+            }
+        });
         prepared.push(Prepared { job, scores });
     }
     let images = prepared.len().max(1) as u64;
@@ -510,18 +517,24 @@ fn run_image_batch(
     }
 }
 
+/// The networks behind measurements (not image models of the registry's slots).
+struct Nets<'a> {
+    faces: Option<&'a mut FaceNets>,
+    ocr: Option<&'a mut OcrNets>,
+}
+
 /// Decodes one image and appends the input of each model in `wanted` to that model's inputs.
 fn prepare(
     job: &ImageJob,
     wanted: u64,
     models: &[&'static ImageModelSpec],
     inputs: &mut [Vec<f32>],
-    faces: Option<&mut FaceNets>,
+    nets: Nets<'_>,
 ) -> Result<ImageJobScores, ImageError> {
     let started = Instant::now();
     // The side every image model loaded at start can work from, whichever a job wants: a
     // model's score must not depend on which other models a workflow names. A model opened on
-    // first use (a larger input no shipped workflow needs) and the face detector raise it only
+    // first use (a larger input no shipped workflow needs), the face detector and the OCR raise it only
     // for the jobs that want them, so that they do not change what every other workflow
     // decodes and scores.
     let min_side = models
@@ -551,7 +564,26 @@ fn prepare(
         tracing::error!("an image measurement panicked");
         Measured::default()
     });
-    if let (true, Some(nets)) = (job.measures.faces, faces) {
+    if let (true, Some(ocr)) = (job.measures.ocr, nets.ocr) {
+        // As for the faces: a failed run leaves the text unread, and the check unchecked.
+        // The pixel work around the networks is this crate's own code: a bug in it costs the
+        // text, not the worker.
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ocr.read(&image)))
+            .unwrap_or_else(|_| Err("the OCR panicked".into()));
+        measured.text_lines = match read {
+            Ok(lines) => Some(
+                lines
+                    .into_iter()
+                    .map(|line| line.in_fractions(image.width, image.height))
+                    .collect(),
+            ),
+            Err(error) => {
+                tracing::error!(%error, "the OCR failed");
+                None
+            }
+        };
+    }
+    if let (true, Some(nets)) = (job.measures.faces, nets.faces) {
         // A failed run is this server's fault, not the image's: no faces figure, and the
         // check reports its category unchecked.
         measured.faces = match nets.detect(&image) {

@@ -840,3 +840,58 @@ pub fn qr_webp(payload: &str) -> Vec<u8> {
         .expect("WebP encoding");
     out
 }
+
+/// The font the OCR tests draw with (Debian's `fonts-dejavu-core`, which `make test` installs).
+pub const TEST_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+
+/// `lines` drawn in black DejaVu Sans, 32 px, one under the other from (30, 30) on a pale
+/// 640 x 300 picture, encoded as a lossless WebP.
+pub fn text_webp(lines: &[&str]) -> Vec<u8> {
+    use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
+    let bytes = std::fs::read(TEST_FONT)
+        .unwrap_or_else(|e| panic!("{TEST_FONT}: {e} (`make engines` installs fonts-dejavu-core)"));
+    let font = FontRef::try_from_slice(&bytes).expect("a font");
+    let scaled = font.as_scaled(PxScale::from(32.0));
+    let (width, height) = (640usize, 300usize);
+    let mut luma = vec![235u8; width * height];
+    for (row, line) in lines.iter().enumerate() {
+        let baseline = 30.0 + scaled.ascent() + row as f32 * 48.0;
+        let mut x = 30.0;
+        let mut previous = None;
+        for c in line.chars() {
+            let id = scaled.glyph_id(c);
+            if let Some(before) = previous {
+                x += scaled.kern(before, id);
+            }
+            let glyph =
+                id.with_scale_and_position(PxScale::from(32.0), ab_glyph::point(x, baseline));
+            x += scaled.h_advance(id);
+            previous = Some(id);
+            let Some(outlined) = font.outline_glyph(glyph) else {
+                continue;
+            };
+            let bounds = outlined.px_bounds();
+            outlined.draw(|gx, gy, coverage| {
+                let (px, py) = (
+                    bounds.min.x as i64 + gx as i64,
+                    bounds.min.y as i64 + gy as i64,
+                );
+                if (0..width as i64).contains(&px) && (0..height as i64).contains(&py) {
+                    let at = py as usize * width + px as usize;
+                    let ink = (coverage.clamp(0.0, 1.0) * 235.0) as u8;
+                    luma[at] = luma[at].saturating_sub(ink);
+                }
+            });
+        }
+    }
+    let mut out = Vec::new();
+    image_webp::WebPEncoder::new(&mut out)
+        .encode(
+            &luma,
+            width as u32,
+            height as u32,
+            image_webp::ColorType::L8,
+        )
+        .expect("WebP encoding");
+    out
+}

@@ -12,7 +12,7 @@ async function main() {
   out.bytes = await sightengine.check(["nudity-2.1"]).set_bytes(fs.readFileSync(path), "cat.jpg");
   out.url = await sightengine.check(["nudity"]).set_url(url);
   out.properties = await sightengine.check(["properties", "type"]).set_url(url);
-  out.unsupported = await sightengine.check(["nudity", "text-content"]).set_file(path);
+  out.unsupported = await sightengine.check(["nudity", "gore-2.0"]).set_file(path);
   console.log(JSON.stringify(out));
 }
 main().catch((error) => {

@@ -16,6 +16,6 @@ out = {
     "bytes": client.check("nudity-2.1").set_bytes(open(path, "rb").read()),
     "url": client.check("nudity").set_url(url),
     "properties": client.check("properties", "type").set_url(url),
-    "unsupported": client.check("nudity", "text-content").set_file(path),
+    "unsupported": client.check("nudity", "gore-2.0").set_file(path),
 }
 print(json.dumps(out))

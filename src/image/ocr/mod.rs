@@ -27,6 +27,9 @@ use crate::image::Rgb8;
 pub use boxes::Quad;
 use linear::resize_linear;
 
+/// The short side a JPEG is decoded to at least for the OCR (at a reduced DCT scale): a 4:3
+/// photo then has at least [`SIDE_MAX_PX`] on its larger side.
+pub const DECODE_SIDE_MIN_PX: usize = 960;
 /// The larger side the image is brought down to before detection (the reference: 2,000 px).
 /// Text of about 1 % of the larger side is still read (`models/image/ocr.md`, "Cost").
 pub const SIDE_MAX_PX: usize = 1280;
@@ -242,20 +245,24 @@ pub fn ctc_decode(output: &[f32], classes: usize, characters: &[String]) -> (Str
 }
 
 /// A line of text found in an image.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct TextLine {
     pub text: String,
     /// The recognition's mean probability.
     pub score: f64,
-    /// Corners in the image as sent (top-left, top-right, bottom-right, bottom-left), px.
+    /// Corners (top-left, top-right, bottom-right, bottom-left): in pixels of the image as
+    /// sent, or in fractions of its width and height after [`TextLine::in_fractions`].
+    #[serde(rename = "box")]
     pub quad: Quad,
 }
 
 impl TextLine {
-    /// The corners in fractions of the image's width and height.
-    pub fn in_fractions(&self, width: usize, height: usize) -> Quad {
-        self.quad
-            .map(|[x, y]| [x / width.max(1) as f32, y / height.max(1) as f32])
+    /// The line with its corners in fractions of the image's width and height.
+    pub fn in_fractions(mut self, width: usize, height: usize) -> TextLine {
+        self.quad = self
+            .quad
+            .map(|[x, y]| [x / width.max(1) as f32, y / height.max(1) as f32]);
+        self
     }
 }
 

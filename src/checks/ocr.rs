@@ -1,0 +1,148 @@
+//! `ocr`: the text written in an image (read on the model worker by PaddleOCR's networks,
+//! [`crate::inference::ocr`]), checked as text on the shard with the checks that need no model,
+//! as the QR codes' payloads are ([`super::qr`]):
+//!
+//! - `image_text`: the surest line's recognition score, 0 when the image holds no readable
+//!   text (a platform that forbids text overlays thresholds it);
+//! - `link` from [`super::links`] (source `ocr+links`), `profanity` from the word list
+//!   (source `ocr+wordlist`) and the PII categories (source `ocr+pii`), so that a reason tells
+//!   "an e-mail address written in the picture" from one in a caption, and "profanity in the
+//!   picture" from nudity.
+//!
+//! The lines are joined with line breaks and checked as one text, so a phone number or a
+//! sentence broken over two boxes of one line is still seen. The text models (tox-block, the
+//! profanity SVM) are not run on it: they run on the worker between images, and an image
+//! workflow names image checks; the word list and the scanners cover what is written in
+//! images in practice (profanity, contact details, links).
+//!
+//! Bounds ([`crate::image::ocr`]): the image is read at most 1,280 px on its larger side, so
+//! text of about 1 % of that side and larger is read; at most 32 lines (the largest).
+
+use super::board::ScoreBoard;
+use super::categories::IMAGE_TEXT;
+use super::registry::{Check, Runner};
+use super::{links, pii, wordlist, TextModels};
+use crate::content::ContentKind;
+use crate::image::{Measured, Measures};
+use crate::inference::ocr::NETS;
+use crate::text::normalize::normalize;
+
+pub const SOURCE: &str = "ocr";
+pub const LINKS_SOURCE: &str = "ocr+links";
+pub const WORDLIST_SOURCE: &str = "ocr+wordlist";
+pub const PII_SOURCE: &str = "ocr+pii";
+pub const CATEGORIES: &[&str] = &[
+    IMAGE_TEXT,
+    links::CATEGORY,
+    wordlist::CATEGORY,
+    pii::EMAIL,
+    pii::PHONE,
+    pii::IBAN,
+    pii::CARD,
+    pii::IP,
+];
+
+pub const CHECK: Check = Check {
+    name: SOURCE,
+    kind: ContentKind::Image,
+    categories: CATEGORIES,
+    languages: None,
+    runner: Runner::Measure {
+        measures: Measures::OCR,
+        models: NETS,
+        score,
+    },
+};
+
+/// The image's text as one string: its lines in reading order, one a line.
+pub fn joined(measured: &Measured) -> Option<String> {
+    let lines = measured.text_lines.as_ref()?;
+    let texts: Vec<&str> = lines.iter().map(|line| line.text.as_str()).collect();
+    Some(texts.join("\n"))
+}
+
+fn score(measured: &Measured, models: &TextModels, board: &mut ScoreBoard) {
+    let (Some(lines), Some(text)) = (&measured.text_lines, joined(measured)) else {
+        return;
+    };
+    let surest = lines.iter().map(|line| line.score).fold(0.0, f64::max);
+    board.add(IMAGE_TEXT, surest, SOURCE);
+    board.add(links::CATEGORY, links::score(&text), LINKS_SOURCE);
+    let mut normalised = String::new();
+    normalize(&text, &mut normalised);
+    board.add(
+        wordlist::CATEGORY,
+        models.wordlist.score(&normalised),
+        WORDLIST_SOURCE,
+    );
+    for category in pii::CATEGORIES {
+        board.add(category, 0.0, PII_SOURCE);
+    }
+    for (category, score) in pii::scan(&text).by_category() {
+        board.add(category, score, PII_SOURCE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::ocr::TextLine;
+
+    fn scored(texts: &[&str]) -> ScoreBoard {
+        let models = TextModels::load(std::path::Path::new("/nonexistent"))
+            .unwrap()
+            .0;
+        let measured = Measured {
+            text_lines: Some(
+                texts
+                    .iter()
+                    .map(|text| TextLine {
+                        text: (*text).to_owned(),
+                        score: 0.97,
+                        quad: [[0.0, 0.0], [1.0, 0.0], [1.0, 0.1], [0.0, 0.1]],
+                    })
+                    .collect(),
+            ),
+            ..Measured::default()
+        };
+        let mut board = ScoreBoard::default();
+        score(&measured, &models, &mut board);
+        board
+    }
+
+    #[test]
+    fn the_text_is_checked_with_the_ocr_as_source() {
+        let board = scored(&["Call me: jane@example.com", "you shit", "www.win-prize.com"]);
+        let get = |category: &str| board.get(category).map(|s| (s.score, s.source));
+        assert_eq!(get(IMAGE_TEXT), Some((0.97, SOURCE)));
+        assert_eq!(get(pii::EMAIL), Some((0.95, PII_SOURCE)));
+        assert_eq!(
+            get("profanity"),
+            Some((wordlist::SEVERE_SCORE, WORDLIST_SOURCE))
+        );
+        assert_eq!(get(links::CATEGORY).map(|(_, s)| s), Some(LINKS_SOURCE));
+        assert!(get(links::CATEGORY).unwrap().0 >= links::BARE_SCORE);
+        assert_eq!(get(pii::CARD), Some((0.0, PII_SOURCE)));
+    }
+
+    #[test]
+    fn no_text_scores_zero_and_unread_text_is_not_scored() {
+        let board = scored(&[]);
+        for category in CATEGORIES {
+            assert_eq!(
+                board.get(category).map(|s| s.score),
+                Some(0.0),
+                "{category}"
+            );
+        }
+        let mut untouched = ScoreBoard::default();
+        score(
+            &Measured::default(),
+            &TextModels::load(std::path::Path::new("/nonexistent"))
+                .unwrap()
+                .0,
+            &mut untouched,
+        );
+        assert!(untouched.get(IMAGE_TEXT).is_none(), "not read: not scored");
+    }
+}
