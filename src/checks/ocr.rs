@@ -2,8 +2,12 @@
 //! [`crate::inference::ocr`]), checked as text on the shard with the checks that need no model,
 //! as the QR codes' payloads are ([`super::qr`]):
 //!
-//! - `image_text`: the surest line's recognition score, 0 when the image holds no readable
-//!   text (a platform that forbids text overlays thresholds it);
+//! - `image_text`: the surest recognition score of a line of at least [`TEXT_CHARS_MIN`]
+//!   letters or digits, 0 when the image holds none (a platform that forbids text overlays
+//!   thresholds it). Shorter reads do not count: on the safe photo sets the recogniser reads
+//!   single characters into textures at up to 0.94 ("8" in a coffee cup, "JN" in a pixel-art
+//!   wallpaper; `models/image/OCR_STATS.md`); they are still listed in `text_lines` and
+//!   checked with the rest of the text;
 //! - `link` from [`super::links`] (source `ocr+links`), `profanity` from the word list
 //!   (source `ocr+wordlist`) and the PII categories (source `ocr+pii`), so that a reason tells
 //!   "an e-mail address written in the picture" from one in a caption, and "profanity in the
@@ -31,6 +35,8 @@ pub const SOURCE: &str = "ocr";
 pub const LINKS_SOURCE: &str = "ocr+links";
 pub const WORDLIST_SOURCE: &str = "ocr+wordlist";
 pub const PII_SOURCE: &str = "ocr+pii";
+/// Letters or digits a line needs to count for `image_text`.
+pub const TEXT_CHARS_MIN: usize = 4;
 pub const CATEGORIES: &[&str] = &[
     IMAGE_TEXT,
     links::CATEGORY,
@@ -65,7 +71,11 @@ fn score(measured: &Measured, models: &TextModels, board: &mut ScoreBoard) {
     let (Some(lines), Some(text)) = (&measured.text_lines, joined(measured)) else {
         return;
     };
-    let surest = lines.iter().map(|line| line.score).fold(0.0, f64::max);
+    let surest = lines
+        .iter()
+        .filter(|line| line.text.chars().filter(|c| c.is_alphanumeric()).count() >= TEXT_CHARS_MIN)
+        .map(|line| line.score)
+        .fold(0.0, f64::max);
     board.add(IMAGE_TEXT, surest, SOURCE);
     board.add(links::CATEGORY, links::score(&text), LINKS_SOURCE);
     let mut normalised = String::new();
@@ -123,6 +133,17 @@ mod tests {
         assert_eq!(get(links::CATEGORY).map(|(_, s)| s), Some(LINKS_SOURCE));
         assert!(get(links::CATEGORY).unwrap().0 >= links::BARE_SCORE);
         assert_eq!(get(pii::CARD), Some((0.0, PII_SOURCE)));
+    }
+
+    #[test]
+    fn a_few_characters_are_not_text_but_are_still_checked() {
+        let board = scored(&["8", "JN", "fuk"]);
+        assert_eq!(board.get(IMAGE_TEXT).map(|s| s.score), Some(0.0));
+        assert!(board.get("profanity").unwrap().score > 0.0, "still checked");
+        assert_eq!(
+            scored(&["8", "Sale"]).get(IMAGE_TEXT).map(|s| s.score),
+            Some(0.97)
+        );
     }
 
     #[test]
