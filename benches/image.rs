@@ -307,5 +307,45 @@ fn measuring(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decoding, resizing, pipeline, models, measuring);
+/// A white picture with `n` x `n` QR finder patterns of 4 px modules: what the QR reader's
+/// guard is for (`modgate::image::qr::FINDER_CANDIDATES_MAX`).
+fn finder_tiles(n: usize) -> Rgb8 {
+    let (module, cell) = (4, 36);
+    let side = n * cell;
+    let mut pixels = vec![255u8; side * side * 3];
+    for ty in 0..n {
+        for tx in 0..n {
+            for my in 0..7 {
+                for mx in 0..7 {
+                    let ring = mx == 0 || my == 0 || mx == 6 || my == 6;
+                    let core = (2..=4).contains(&mx) && (2..=4).contains(&my);
+                    if ring || core {
+                        for y in 0..module {
+                            let row = ty * cell + module + my * module + y;
+                            let x0 = tx * cell + module + mx * module;
+                            pixels[(row * side + x0) * 3..(row * side + x0 + module) * 3].fill(0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Rgb8::new(side, side, pixels)
+}
+
+/// The QR reader on pictures of finder patterns: 64 (8 x 8, read: the guard's limit) and 144
+/// (12 x 12, refused by the guard's count).
+fn qr_guard(c: &mut Criterion) {
+    let mut group = c.benchmark_group("measure");
+    group.sample_size(10);
+    for n in [8, 12] {
+        let image = finder_tiles(n);
+        group.bench_function(format!("qr/finder_tiles_{}", n * n), |b| {
+            b.iter(|| modgate::image::qr::read(black_box(&image)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decoding, resizing, pipeline, models, measuring, qr_guard);
 criterion_main!(benches);

@@ -63,7 +63,10 @@ fn main() {
                     .iter()
                     .filter(|payload| {
                         let image = box_blur(&drawn(&photo, payload, module, rotation), blur);
-                        read(&image).iter().any(|code| code.payload == **payload)
+                        read(&image)
+                            .unwrap_or_default()
+                            .iter()
+                            .any(|code| code.payload == **payload)
                     })
                     .count();
                 print!(" {read_ok}/{} |", PAYLOADS.len());

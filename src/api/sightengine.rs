@@ -418,7 +418,13 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     };
     let qr_codes = match asked.qr {
         true => Some(board.measured.qr_codes.as_deref().ok_or_else(|| {
-            ApiError::internal("the image's QR codes were asked for and not read")
+            // The reader refuses images tiled with finder-like patterns (crate::image::qr):
+            // an empty list would say "no QR code", which was not checked.
+            ApiError::bad_request(format!(
+                "the QR codes of this image cannot be read: it holds more than {} \
+                 finder-like patterns",
+                crate::image::qr::FINDER_CANDIDATES_MAX
+            ))
         })?),
         false => None,
     };

@@ -175,7 +175,7 @@ impl Measures {
     pub fn run(self, bytes: &[u8], image: &Rgb8) -> Measured {
         Measured {
             properties: self.properties.then(|| properties::measure(image)),
-            qr_codes: self.qr.then(|| qr::read(image)),
+            qr_codes: self.qr.then(|| qr::read(image)).flatten(),
             hashes: self.hashes.then(|| hashes::hash(bytes, image)),
             faces: None,
             text_lines: None,
