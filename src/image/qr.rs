@@ -127,7 +127,7 @@ impl Stack {
 const STACK_HEIGHT_MIN: f64 = 0.6;
 
 /// Finder-like patterns of a `width` x `height` binary image (`dark(x, y)`): row hits of
-/// [`finder_like`] runs, stacked when a hit's centre lies within its core of a stack's centre
+/// 1:1:3:1:1 runs (`finder_like`), stacked when a hit's centre lies within its core of a stack's centre
 /// one or two rows below that stack's last hit, counted when the stack is about as tall as
 /// its core is wide. Returns early, with a count of at least `stop`, once it reaches it.
 pub fn finder_candidates(
