@@ -185,17 +185,9 @@ fn models(c: &mut Criterion) {
 /// text each, if any) and a picture of four lines from the OCR test set (774 x 776 PNG).
 fn ocr(c: &mut Criterion, environment: &ort::environment::Environment, dir: &std::path::Path) {
     use modgate::inference::ocr::{OcrNets, NETS};
-    let found: Result<Vec<_>, _> = NETS
-        .iter()
-        .map(|spec| inference::verify_model(dir, spec).map(|path| (*spec, path)))
-        .collect();
-    let Ok(found) = found else {
+    let Ok(models) = inference::WorkerModels::verified(environment, dir, NETS) else {
         eprintln!("OCR benches skipped: run `python3 models/fetch.py` first");
         return;
-    };
-    let models = inference::WorkerModels {
-        environment: environment.clone(),
-        found,
     };
     let Ok(Some(mut nets)) = OcrNets::open(&models) else {
         return;
@@ -231,17 +223,9 @@ fn ocr(c: &mut Criterion, environment: &ort::environment::Environment, dir: &std
 /// The `faces` check on what the worker decodes for the models (1 MP and 12 MP JPEGs).
 fn faces(c: &mut Criterion, environment: &ort::environment::Environment, dir: &std::path::Path) {
     use modgate::inference::faces::{FaceNets, NETS};
-    let found: Result<Vec<_>, _> = NETS
-        .iter()
-        .map(|spec| inference::verify_model(dir, spec).map(|path| (*spec, path)))
-        .collect();
-    let Ok(found) = found else {
+    let Ok(models) = inference::WorkerModels::verified(environment, dir, NETS) else {
         eprintln!("face benches skipped: run `python3 models/fetch.py` first");
         return;
-    };
-    let models = inference::WorkerModels {
-        environment: environment.clone(),
-        found,
     };
     let Ok(Some(mut nets)) = FaceNets::open(&models) else {
         return;

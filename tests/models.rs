@@ -81,14 +81,8 @@ fn models_match_their_python_originals() {
 /// rectangle is not OpenCV's to the bit, which moves a corner by a pixel now and then).
 fn check_ocr(environment: &ort::environment::Environment, models: &std::path::Path) {
     use modgate::inference::ocr::{OcrNets, NETS};
-    let found = NETS
-        .iter()
-        .map(|spec| (*spec, inference::verify_model(models, spec).unwrap()))
-        .collect();
-    let worker_models = modgate::inference::worker::WorkerModels {
-        environment: environment.clone(),
-        found,
-    };
+    let worker_models =
+        modgate::inference::worker::WorkerModels::verified(environment, models, NETS).unwrap();
     let mut nets = OcrNets::open(&worker_models)
         .unwrap()
         .expect("all three nets");
@@ -200,14 +194,8 @@ fn check_inception(environment: &ort::environment::Environment, models: &std::pa
 /// closely; JPEG decoders differ by a few levels per pixel.
 fn check_faces(environment: &ort::environment::Environment, models: &std::path::Path) {
     use modgate::inference::faces::{FaceNets, NETS};
-    let found = NETS
-        .iter()
-        .map(|spec| (*spec, inference::verify_model(models, spec).unwrap()))
-        .collect();
-    let worker_models = modgate::inference::worker::WorkerModels {
-        environment: environment.clone(),
-        found,
-    };
+    let worker_models =
+        modgate::inference::worker::WorkerModels::verified(environment, models, NETS).unwrap();
     let mut nets = FaceNets::open(&worker_models)
         .unwrap()
         .expect("all three nets");

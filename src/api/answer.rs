@@ -9,7 +9,7 @@ use crate::decision::{Decision, Reason};
 use crate::http::response::Response;
 use crate::image::faces::FoundFace;
 use crate::image::hashes::ImageHashes;
-use crate::image::ocr::TextLine;
+use crate::image::ocr::FoundLine;
 use crate::image::properties::Properties;
 use crate::image::qr::QrCode;
 use crate::lists::{ListKind, ListMatch};
@@ -40,7 +40,7 @@ pub struct CheckAnswer<'a> {
     /// The image's faces, when a `faces` check looked for them.
     pub faces: Option<&'a [FoundFace]>,
     /// The image's lines of text, when an `ocr` check read them.
-    pub text_lines: Option<&'a [TextLine]>,
+    pub text_lines: Option<&'a [FoundLine]>,
     /// A text's language when the workflow names the `language` check; `Some(None)` (null) for
     /// a text without one.
     pub language: Option<Option<&'a Language>>,
@@ -213,7 +213,7 @@ struct Answer<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     faces: Option<&'a [FoundFace]>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    text_lines: Option<&'a [TextLine]>,
+    text_lines: Option<&'a [FoundLine]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     language: Option<Option<&'a Language>>,
     #[serde(skip_serializing_if = "Option::is_none")]

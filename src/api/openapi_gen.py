@@ -1806,6 +1806,19 @@ added_entries_fields = {
                  "description": "Entry ids that already held a hash given (a hash is in a "
                                 "list once)."},
 }
+def rule_lists(description):
+    """`qr` and `text` of a Sightengine answer: rule matches by category, without positions."""
+    return {"type": "object", "required": ["link", "personal", "profanity"],
+            "additionalProperties": False,
+            "description": description,
+            "properties": {k: {"type": "array", "items": {
+                "type": "object", "required": ["type", "match"], "additionalProperties": False,
+                "properties": {"type": {"type": "string"},
+                               "intensity": {"enum": ["high", "medium"]},
+                               "match": {"type": "string"}}}}
+                for k in ("link", "personal", "profanity")}}
+
+
 schemas["SightengineAnswer"] = {
     "type": "object",
     "description": (
@@ -1827,29 +1840,13 @@ schemas["SightengineAnswer"] = {
         **properties_fields,
         "status": {"const": "success"},
         "request": sref("CompatRequest"),
-        "qr": {"type": "object", "required": ["link", "personal", "profanity"],
-               "additionalProperties": False,
-               "description": "`models=qr-content`: the matches of every QR code's payload, as "
-                              "`/1.0/text/check.json` lists them, without positions.",
-               "properties": {k: {"type": "array", "items": {
-                   "type": "object", "required": ["type", "match"], "additionalProperties": False,
-                   "properties": {"type": {"type": "string"},
-                                  "intensity": {"enum": ["high", "medium"]},
-                                  "match": {"type": "string"}}}}
-                   for k in ("link", "personal", "profanity")}},
-        "text": {"type": "object", "required": ["link", "personal", "profanity"],
-                 "additionalProperties": False,
-                 "description": "`models=text-content`: the matches of the text read in the "
-                                "image (its lines joined, one a line), as `/1.0/text/check.json` "
-                                "lists them, without positions. Sightengine's other rule "
-                                "categories have no list here and are absent. 503 "
-                                "`workflow_unavailable` when the OCR models are not installed.",
-                 "properties": {k: {"type": "array", "items": {
-                     "type": "object", "required": ["type", "match"], "additionalProperties": False,
-                     "properties": {"type": {"type": "string"},
-                                    "intensity": {"enum": ["high", "medium"]},
-                                    "match": {"type": "string"}}}}
-                     for k in ("link", "personal", "profanity")}},
+        "qr": rule_lists("`models=qr-content`: the matches of every QR code's payload, as "
+                         "`/1.0/text/check.json` lists them, without positions."),
+        "text": rule_lists("`models=text-content`: the matches of the text read in the "
+                           "image (its lines joined, one a line), as `/1.0/text/check.json` "
+                           "lists them, without positions. Sightengine's other rule "
+                           "categories have no list here and are absent. 503 "
+                           "`workflow_unavailable` when the OCR models are not installed."),
         "faces": {**answer_props["faces"],
                   "description": "`models=faces`: the faces, surest first, boxes and `features` "
                                  "in fractions of the width and height, and modgate's `score` "

@@ -96,7 +96,7 @@ fn score(measured: &Measured, models: &TextModels, board: &mut ScoreBoard) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::ocr::TextLine;
+    use crate::image::ocr::FoundLine;
 
     fn scored(texts: &[&str]) -> ScoreBoard {
         let models = TextModels::load(std::path::Path::new("/nonexistent"))
@@ -106,10 +106,10 @@ mod tests {
             text_lines: Some(
                 texts
                     .iter()
-                    .map(|text| TextLine {
+                    .map(|text| FoundLine {
                         text: (*text).to_owned(),
                         score: 0.97,
-                        quad: [[0.0, 0.0], [1.0, 0.0], [1.0, 0.1], [0.0, 0.1]],
+                        corners: [[0.0, 0.0], [1.0, 0.0], [1.0, 0.1], [0.0, 0.1]],
                     })
                     .collect(),
             ),

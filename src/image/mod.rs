@@ -190,6 +190,5 @@ pub struct Measured {
     pub qr_codes: Option<Vec<qr::QrCode>>,
     pub hashes: Option<hashes::ImageHashes>,
     pub faces: Option<Vec<faces::FoundFace>>,
-    /// Corners in fractions of the image's width and height.
-    pub text_lines: Option<Vec<ocr::TextLine>>,
+    pub text_lines: Option<Vec<ocr::FoundLine>>,
 }

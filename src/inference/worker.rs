@@ -42,6 +42,23 @@ pub struct WorkerModels {
 }
 
 impl WorkerModels {
+    /// The models of `specs` under `models_dir`, each verified ([`super::verify_model`]): for
+    /// tools, tests and benchmarks that run a set of networks outside a server.
+    pub fn verified(
+        environment: &Environment,
+        models_dir: &std::path::Path,
+        specs: &[ModelSpec],
+    ) -> Result<WorkerModels, String> {
+        let found = specs
+            .iter()
+            .map(|spec| super::verify_model(models_dir, spec).map(|path| (*spec, path)))
+            .collect::<Result<_, _>>()?;
+        Ok(WorkerModels {
+            environment: environment.clone(),
+            found,
+        })
+    }
+
     pub fn path_of(&self, spec: &ModelSpec) -> Option<&PathBuf> {
         self.found
             .iter()

@@ -245,24 +245,42 @@ pub fn ctc_decode(output: &[f32], classes: usize, characters: &[String]) -> (Str
 }
 
 /// A line of text found in an image.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TextLine {
     pub text: String,
     /// The recognition's mean probability.
     pub score: f64,
-    /// Corners (top-left, top-right, bottom-right, bottom-left): in pixels of the image as
-    /// sent, or in fractions of its width and height after [`TextLine::in_fractions`].
-    #[serde(rename = "box")]
+    /// Corners (top-left, top-right, bottom-right, bottom-left) in pixels of the image as
+    /// sent.
     pub quad: Quad,
 }
 
+/// Decimals the corners of a [`FoundLine`] keep (a tenth of a pixel on a 1,000 px side).
+const FRACTION_DECIMALS: i32 = 4;
+
+/// A line as answers show it: its corners in fractions of the image's width and height.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct FoundLine {
+    pub text: String,
+    pub score: f64,
+    /// Top-left, top-right, bottom-right, bottom-left, each `[x, y]`.
+    #[serde(rename = "box")]
+    pub corners: [[f64; 2]; 4],
+}
+
 impl TextLine {
-    /// The line with its corners in fractions of the image's width and height.
-    pub fn in_fractions(mut self, width: usize, height: usize) -> TextLine {
-        self.quad = self
-            .quad
-            .map(|[x, y]| [x / width.max(1) as f32, y / height.max(1) as f32]);
-        self
+    /// The line with its corners in fractions of a `width` x `height` image.
+    pub fn in_fractions(self, width: usize, height: usize) -> FoundLine {
+        let scale = 10f64.powi(FRACTION_DECIMALS);
+        let fraction =
+            |v: f32, side: usize| (f64::from(v) / side.max(1) as f64 * scale).round() / scale;
+        FoundLine {
+            text: self.text,
+            score: self.score,
+            corners: self
+                .quad
+                .map(|[x, y]| [fraction(x, width), fraction(y, height)]),
+        }
     }
 }
 
@@ -294,6 +312,19 @@ pub fn lines_to_read(quads: &[Quad]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_show_corners_in_fractions_with_four_decimals() {
+        let line = TextLine {
+            text: "Sale".into(),
+            score: 0.99,
+            quad: [[27.0, 29.0], [482.0, 30.0], [482.0, 64.0], [26.0, 63.0]],
+        };
+        let found = line.in_fractions(640, 300);
+        assert_eq!(found.corners[0], [0.0422, 0.0967]);
+        assert_eq!(found.corners[2], [0.7531, 0.2133]);
+        assert_eq!((found.text.as_str(), found.score), ("Sale", 0.99));
+    }
 
     #[test]
     fn round32_halves_to_even() {
