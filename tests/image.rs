@@ -643,9 +643,10 @@ fn a_workflow_naming_ocr_reads_the_text_in_the_image_and_checks_it() {
     );
     assert_eq!(answer["summary"]["action"], "reject", "{answer}");
     let reason = &answer["summary"]["reject_reason"][0];
-    assert_eq!(
-        (&reason["id"], &reason["source"]),
-        (&json!("profanity"), &json!("ocr+wordlist")),
+    assert_eq!(reason["id"], "profanity", "{answer}");
+    let source = reason["source"].as_str().unwrap();
+    assert!(
+        ["ocr+wordlist", "ocr+profanity_svm"].contains(&source),
         "{answer}"
     );
     // No text: checked, every category 0.

@@ -109,7 +109,7 @@ def write_report(rows: list, startup: float) -> None:
            "minimum-area rectangle is computed in f64, OpenCV's in f32), scores within 0.006.",
            "CI runs the same comparison on the 47 committed images of `ocr_testset/`.", "",
            f"## The safe photo sets ({len(rows)} images; no text was added to them)", "",
-           f"- Images where some text was read: {len(read)}; flagged by the word list, the PII",
+           f"- Images where some text was read: {len(read)}; flagged by the word list, the linear profanity model, the PII",
            f"  scanners or the link check (link or PII >= 0.5, profanity >= 0.4): {len(flagged)}.",
            f"- `image_text` (lines of 4 letters or digits and more) at 0.9 or more: {len(texty)}"
            + (" (" + ", ".join(r["item"] for r in texty) + ")" if texty else "") + ".",

@@ -290,8 +290,8 @@ answer_props["text_lines"] = {
                    "networks as rapidocr 3.10.0 runs them, on the image scaled to at most "
                    "1,280 px on its larger side (text of about 1 % of that side and up is read); "
                    "at most 32 lines, the largest. The text is checked by the word list, the PII "
-                   "scanners and the link check (reasons with the sources `ocr+wordlist`, "
-                   "`ocr+pii`, `ocr+links`).",
+                   "scanners, the linear profanity model and the link check (reasons with the "
+                   "sources `ocr+wordlist`, `ocr+profanity_svm`, `ocr+pii`, `ocr+links`).",
     "items": {"type": "object", "required": ["text", "score", "box"],
               "additionalProperties": False,
               "properties": {

@@ -9,15 +9,16 @@
 //!   wallpaper; `models/image/OCR_STATS.md`); they are still listed in `text_lines` and
 //!   checked with the rest of the text;
 //! - `link` from [`super::links`] (source `ocr+links`), `profanity` from the word list
-//!   (source `ocr+wordlist`) and the PII categories (source `ocr+pii`), so that a reason tells
+//!   (source `ocr+wordlist`) and the linear profanity model (source `ocr+profanity_svm`, on
+//!   the text as read and, when normalising changed a word, as normalised), and the PII
+//!   categories (source `ocr+pii`), so that a reason tells
 //!   "an e-mail address written in the picture" from one in a caption, and "profanity in the
 //!   picture" from nudity.
 //!
 //! The lines are joined with line breaks and checked as one text, so a phone number or a
-//! sentence broken over two boxes of one line is still seen. The text models (tox-block, the
-//! profanity SVM) are not run on it: they run on the worker between images, and an image
-//! workflow names image checks; the word list and the scanners cover what is written in
-//! images in practice (profanity, contact details, links).
+//! sentence broken over two boxes of one line is still seen. tox-block is not run on it: it
+//! runs on the worker between images; the word list, the linear model and the scanners cover
+//! what is written in images in practice (profanity, contact details, links).
 //!
 //! Bounds ([`crate::image::ocr`]): the image is read at most 1,280 px on its larger side, so
 //! text of about 1 % of that side and larger is read; at most 32 lines (the largest).
@@ -34,6 +35,7 @@ use crate::text::normalize::normalize;
 pub const SOURCE: &str = "ocr";
 pub const LINKS_SOURCE: &str = "ocr+links";
 pub const WORDLIST_SOURCE: &str = "ocr+wordlist";
+pub const SVM_SOURCE: &str = "ocr+profanity_svm";
 pub const PII_SOURCE: &str = "ocr+pii";
 /// Letters or digits a line needs to count for `image_text`.
 pub const TEXT_CHARS_MIN: usize = 4;
@@ -79,12 +81,22 @@ fn score(measured: &Measured, models: &TextModels, board: &mut ScoreBoard) {
     board.add(IMAGE_TEXT, surest, SOURCE);
     board.add(links::CATEGORY, links::score(&text), LINKS_SOURCE);
     let mut normalised = String::new();
-    normalize(&text, &mut normalised);
+    let disguised = normalize(&text, &mut normalised);
     board.add(
         wordlist::CATEGORY,
         models.wordlist.score(&normalised),
         WORDLIST_SOURCE,
     );
+    // No text read: nothing for the model to score (it gives an empty text a small prior).
+    let mut model = if text.trim().is_empty() {
+        0.0
+    } else {
+        models.svm.score(&text)
+    };
+    if disguised {
+        model = model.max(models.svm.score(&normalised));
+    }
+    board.add(wordlist::CATEGORY, model, SVM_SOURCE);
     for category in pii::CATEGORIES {
         board.add(category, 0.0, PII_SOURCE);
     }
@@ -126,13 +138,31 @@ mod tests {
         let get = |category: &str| board.get(category).map(|s| (s.score, s.source));
         assert_eq!(get(IMAGE_TEXT), Some((0.97, SOURCE)));
         assert_eq!(get(pii::EMAIL), Some((0.95, PII_SOURCE)));
-        assert_eq!(
-            get("profanity"),
-            Some((wordlist::SEVERE_SCORE, WORDLIST_SOURCE))
-        );
+        // The word list's severe term, or the linear model where it is surer.
+        let (profanity, source) = get("profanity").unwrap();
+        assert!(profanity >= wordlist::SEVERE_SCORE, "{profanity}");
+        assert!([WORDLIST_SOURCE, SVM_SOURCE].contains(&source), "{source}");
         assert_eq!(get(links::CATEGORY).map(|(_, s)| s), Some(LINKS_SOURCE));
         assert!(get(links::CATEGORY).unwrap().0 >= links::BARE_SCORE);
         assert_eq!(get(pii::CARD), Some((0.0, PII_SOURCE)));
+    }
+
+    #[test]
+    fn the_linear_model_reads_the_text_too() {
+        let board = scored(&["shut up you stupid piece of trash"]);
+        let profanity = board.get("profanity").unwrap();
+        let svm = TextModels::load(std::path::Path::new("/nonexistent"))
+            .unwrap()
+            .0
+            .svm
+            .score("shut up you stupid piece of trash");
+        assert!(profanity.score >= svm, "{profanity:?} vs {svm}");
+        let calm = scored(&["Fresh bread every morning"]);
+        assert!(
+            calm.get("profanity").unwrap().score < 0.4,
+            "{:?}",
+            calm.get("profanity")
+        );
     }
 
     #[test]
