@@ -142,6 +142,47 @@ pub fn measures_ready(models: Option<&WorkerModels>) -> crate::image::Measures {
 /// Refuses a workflow that names a check this process does not have: one declared in another
 /// node's configuration (`[[models.custom]]`), or by a configuration since changed. Its
 /// categories are unknown here, so an answer without them would be a decision made up.
+/// Text found in an image (a QR code's payload, the words written on it), scored by the rule
+/// checks that need no model run: where its scores go (the link category and each check's
+/// source), so that a reason tells text in an image from a caption.
+pub struct FoundText {
+    pub link_category: &'static str,
+    pub links_source: &'static str,
+    pub wordlist_source: &'static str,
+    pub pii_source: &'static str,
+}
+
+impl FoundText {
+    /// Every category scored 0: checked, and nothing found yet (the board keeps the best score
+    /// per category, so the texts' scores replace these).
+    pub fn zero(&self, board: &mut ScoreBoard) {
+        board.add(self.link_category, 0.0, self.links_source);
+        board.add(wordlist::CATEGORY, 0.0, self.wordlist_source);
+        for category in pii::CATEGORIES {
+            board.add(category, 0.0, self.pii_source);
+        }
+    }
+
+    /// Scores `text` by the link check, the word list (on `normalised`, which this fills) and
+    /// the PII scanners; whether normalising changed a word.
+    pub fn score(
+        &self,
+        text: &str,
+        models: &TextModels,
+        board: &mut ScoreBoard,
+        normalised: &mut String,
+    ) -> bool {
+        board.add(self.link_category, links::score(text), self.links_source);
+        let disguised = crate::text::normalize::normalize(text, normalised);
+        let profanity = models.wordlist.score(normalised);
+        board.add(wordlist::CATEGORY, profanity, self.wordlist_source);
+        for (category, score) in pii::scan(text).by_category() {
+            board.add(category, score, self.pii_source);
+        }
+        disguised
+    }
+}
+
 fn undeclared(checks: &[String]) -> ApiResult<()> {
     match checks.iter().find(|name| registry::find(name).is_none()) {
         None => Ok(()),

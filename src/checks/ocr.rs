@@ -26,11 +26,10 @@
 use super::board::ScoreBoard;
 use super::categories::IMAGE_TEXT;
 use super::registry::{Check, Runner};
-use super::{links, pii, wordlist, TextModels};
+use super::{links, pii, wordlist, FoundText, TextModels};
 use crate::content::ContentKind;
 use crate::image::{Measured, Measures};
 use crate::inference::ocr::NETS;
-use crate::text::normalize::normalize;
 
 pub const SOURCE: &str = "ocr";
 pub const LINKS_SOURCE: &str = "ocr+links";
@@ -79,14 +78,9 @@ fn score(measured: &Measured, models: &TextModels, board: &mut ScoreBoard) {
         .map(|line| line.score)
         .fold(0.0, f64::max);
     board.add(IMAGE_TEXT, surest, SOURCE);
-    board.add(links::CATEGORY, links::score(&text), LINKS_SOURCE);
+    FOUND.zero(board);
     let mut normalised = String::new();
-    let disguised = normalize(&text, &mut normalised);
-    board.add(
-        wordlist::CATEGORY,
-        models.wordlist.score(&normalised),
-        WORDLIST_SOURCE,
-    );
+    let disguised = FOUND.score(&text, models, board, &mut normalised);
     // No text read: nothing for the model to score (it gives an empty text a small prior).
     let mut model = if text.trim().is_empty() {
         0.0
@@ -97,13 +91,15 @@ fn score(measured: &Measured, models: &TextModels, board: &mut ScoreBoard) {
         model = model.max(models.svm.score(&normalised));
     }
     board.add(wordlist::CATEGORY, model, SVM_SOURCE);
-    for category in pii::CATEGORIES {
-        board.add(category, 0.0, PII_SOURCE);
-    }
-    for (category, score) in pii::scan(&text).by_category() {
-        board.add(category, score, PII_SOURCE);
-    }
 }
+
+/// Where the text's scores from the rule checks go.
+const FOUND: FoundText = FoundText {
+    link_category: links::CATEGORY,
+    links_source: LINKS_SOURCE,
+    wordlist_source: WORDLIST_SOURCE,
+    pii_source: PII_SOURCE,
+};
 
 #[cfg(test)]
 mod tests {

@@ -13,10 +13,9 @@
 use super::board::ScoreBoard;
 use super::categories::{QR_CODE, QR_LINK};
 use super::registry::{Check, Runner};
-use super::{links, pii, wordlist, TextModels};
+use super::{pii, wordlist, FoundText, TextModels};
 use crate::content::ContentKind;
 use crate::image::{Measured, Measures};
-use crate::text::normalize::normalize;
 
 pub const SOURCE: &str = "qr";
 pub const LINKS_SOURCE: &str = "qr+links";
@@ -52,26 +51,25 @@ fn score(measured: &Measured, models: &TextModels, board: &mut ScoreBoard) {
     // Checked: every category is scored, 0 unless a payload says otherwise (the board keeps
     // the best score per category).
     board.add(QR_CODE, if codes.is_empty() { 0.0 } else { 1.0 }, SOURCE);
-    board.add(QR_LINK, 0.0, LINKS_SOURCE);
-    board.add(wordlist::CATEGORY, 0.0, WORDLIST_SOURCE);
-    for category in pii::CATEGORIES {
-        board.add(category, 0.0, PII_SOURCE);
-    }
+    FOUND.zero(board);
     let mut normalised = String::new();
     for code in codes {
-        board.add(QR_LINK, links::score(&code.payload), LINKS_SOURCE);
-        normalize(&code.payload, &mut normalised);
-        let profanity = models.wordlist.score(&normalised);
-        board.add(wordlist::CATEGORY, profanity, WORDLIST_SOURCE);
-        for (category, score) in pii::scan(&code.payload).by_category() {
-            board.add(category, score, PII_SOURCE);
-        }
+        FOUND.score(&code.payload, models, board, &mut normalised);
     }
 }
+
+/// Where the payloads' scores go.
+const FOUND: FoundText = FoundText {
+    link_category: QR_LINK,
+    links_source: LINKS_SOURCE,
+    wordlist_source: WORDLIST_SOURCE,
+    pii_source: PII_SOURCE,
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checks::links;
     use crate::image::qr::QrCode;
 
     fn scored(payloads: &[&str]) -> ScoreBoard {

@@ -263,8 +263,50 @@ struct Sessions {
     images: Vec<ImageSession>,
     /// The face detector's networks, when all three are installed.
     faces: Option<FaceNets>,
-    /// The OCR's networks, when all three are installed.
-    ocr: Option<OcrNets>,
+    /// The OCR's networks.
+    ocr: OcrSession,
+}
+
+/// The OCR's networks on this worker: opened when a job first reads text (31 MB of weights
+/// that no shipped workflow names), as [`ImageModelSpec::open_on_first_use`] models are.
+enum OcrSession {
+    /// All three installed and checked at start; not open yet.
+    Later(WorkerModels),
+    Open(OcrNets),
+    /// Not installed here, or they failed to open.
+    Absent,
+}
+
+impl OcrSession {
+    /// The networks for a job that `wants` them, opened on first use; `None` when the job
+    /// does not want them or they cannot open (the check then reports its categories
+    /// unchecked).
+    fn nets(&mut self, wants: bool) -> Option<&mut OcrNets> {
+        if !wants {
+            return None;
+        }
+        if let OcrSession::Later(models) = self {
+            let started = Instant::now();
+            *self = match OcrNets::open(models) {
+                Ok(Some(nets)) => {
+                    tracing::info!(
+                        ms = started.elapsed().as_millis() as u64,
+                        "OCR models opened on first use"
+                    );
+                    OcrSession::Open(nets)
+                }
+                Ok(None) => OcrSession::Absent,
+                Err(error) => {
+                    tracing::error!(%error, "the OCR models failed to open");
+                    OcrSession::Absent
+                }
+            };
+        }
+        match self {
+            OcrSession::Open(nets) => Some(nets),
+            _ => None,
+        }
+    }
 }
 
 /// An image model's session on this worker.
@@ -312,7 +354,14 @@ impl Sessions {
             toxblock,
             images,
             faces: FaceNets::open(models)?,
-            ocr: OcrNets::open(models)?,
+            ocr: if super::ocr::NETS
+                .iter()
+                .all(|spec| models.path_of(spec).is_some())
+            {
+                OcrSession::Later(models.clone())
+            } else {
+                OcrSession::Absent
+            },
         })
     }
 
@@ -477,7 +526,7 @@ fn run_image_batch(
         let wanted = job.wanted & runnable;
         let nets = Nets {
             faces: sessions.faces.as_mut(),
-            ocr: sessions.ocr.as_mut(),
+            ocr: sessions.ocr.nets(job.measures.ocr),
         };
         let scores = prepare(&job, wanted, models, &mut inputs, nets).inspect(|scores| {
             for row in &scores.rows {

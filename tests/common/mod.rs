@@ -829,16 +829,7 @@ pub fn qr_webp(payload: &str) -> Vec<u8> {
             }
         }
     }
-    let mut out = Vec::new();
-    image_webp::WebPEncoder::new(&mut out)
-        .encode(
-            &luma,
-            width as u32,
-            height as u32,
-            image_webp::ColorType::L8,
-        )
-        .expect("WebP encoding");
-    out
+    webp_luma(&luma, width, height)
 }
 
 /// The font the OCR tests draw with (Debian's `fonts-dejavu-core`, which `make test` installs).
@@ -884,14 +875,14 @@ pub fn text_webp(lines: &[&str]) -> Vec<u8> {
             });
         }
     }
+    webp_luma(&luma, width, height)
+}
+
+/// A grey `width` x `height` picture as a lossless WebP.
+fn webp_luma(luma: &[u8], width: usize, height: usize) -> Vec<u8> {
     let mut out = Vec::new();
     image_webp::WebPEncoder::new(&mut out)
-        .encode(
-            &luma,
-            width as u32,
-            height as u32,
-            image_webp::ColorType::L8,
-        )
+        .encode(luma, width as u32, height as u32, image_webp::ColorType::L8)
         .expect("WebP encoding");
     out
 }

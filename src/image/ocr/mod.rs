@@ -77,39 +77,31 @@ pub struct Fitted {
     pub ratio_y: f64,
 }
 
+/// `image` scaled by `ratio`, each side rounded as the reference rounds it ([`round32`], at
+/// least 1), and the original pixels per new pixel, horizontally and vertically.
+fn rescaled(image: &Rgb8, ratio: f64) -> (Rgb8, f64, f64) {
+    let (h, w) = (image.height, image.width);
+    let rh = round32((h as f64 * ratio).trunc()).max(1);
+    let rw = round32((w as f64 * ratio).trunc()).max(1);
+    let out = resize_linear(image, rw, rh);
+    (out, w as f64 / rw as f64, h as f64 / rh as f64)
+}
+
 /// The reference's `resize_image_within_bounds` (with [`SIDE_MAX_PX`]) and
 /// `apply_vertical_padding`.
 pub fn fit(image: &Rgb8) -> Fitted {
     let (mut ratio_x, mut ratio_y) = (1.0, 1.0);
     let mut current = std::borrow::Cow::Borrowed(image);
-    let (h, w) = (image.height, image.width);
-    if h.max(w) > SIDE_MAX_PX {
-        let ratio = if h > w {
-            SIDE_MAX_PX as f64 / h as f64
-        } else {
-            SIDE_MAX_PX as f64 / w as f64
-        };
-        let (rh, rw) = (
-            round32((h as f64 * ratio).trunc()).max(1),
-            round32((w as f64 * ratio).trunc()).max(1),
-        );
-        current = std::borrow::Cow::Owned(resize_linear(image, rw, rh));
-        (ratio_y, ratio_x) = (h as f64 / rh as f64, w as f64 / rw as f64);
+    let larger = image.height.max(image.width);
+    if larger > SIDE_MAX_PX {
+        let (out, rx, ry) = rescaled(image, SIDE_MAX_PX as f64 / larger as f64);
+        (current, ratio_x, ratio_y) = (std::borrow::Cow::Owned(out), rx, ry);
     }
-    let (h, w) = (current.height, current.width);
-    if h.min(w) < SIDE_MIN_PX {
-        let ratio = if h < w {
-            SIDE_MIN_PX as f64 / h as f64
-        } else {
-            SIDE_MIN_PX as f64 / w as f64
-        };
-        let (rh, rw) = (
-            round32((h as f64 * ratio).trunc()).max(1),
-            round32((w as f64 * ratio).trunc()).max(1),
-        );
-        current = std::borrow::Cow::Owned(resize_linear(&current, rw, rh));
+    let smaller = current.height.min(current.width);
+    if smaller < SIDE_MIN_PX {
         // The reference replaces the ratios here rather than composing them.
-        (ratio_y, ratio_x) = (h as f64 / rh as f64, w as f64 / rw as f64);
+        let (out, rx, ry) = rescaled(&current, SIDE_MIN_PX as f64 / smaller as f64);
+        (current, ratio_x, ratio_y) = (std::borrow::Cow::Owned(out), rx, ry);
     }
     let (h, w) = (current.height, current.width);
     let mut top = 0;
