@@ -59,6 +59,7 @@ fn caller() -> Caller {
                 keys_max: 10,
                 paid: true,
                 engine_down: Default::default(),
+                quota_counts: Default::default(),
             },
         }),
     }
@@ -91,6 +92,7 @@ fn record(id: &str) -> JournalRecord<'_> {
         .collect(),
         unchecked: vec![],
         time_ms: 0,
+        units: 1,
     }
 }
 

@@ -445,6 +445,7 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         keys_max: Option<u32>,
         paid: Option<bool>,
         engine_down: Option<crate::store::records::EngineDown>,
+        quota_counts: Option<crate::store::records::QuotaCounts>,
     }
     toml::from_str::<Shape>(text)
         .map(drop)

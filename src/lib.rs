@@ -69,6 +69,7 @@
 //! - [`metrics`]: per-shard counters, summed by the `/metrics` listener when it is scraped.
 //! - [`logging`]: tracing to stderr (text or JSON), its level reloadable on SIGHUP.
 //! - [`clock`]: the wall clock (injectable for tests).
+//! - [`codec`]: stored records that grew a last field, readable by every version.
 //! - [`error`]: the one error type of the request path and its mapping to the wire.
 //! - [`request_id`]: ids unique across shards and restarts.
 
@@ -79,6 +80,7 @@ pub mod checks;
 pub mod cli;
 pub mod client;
 pub mod clock;
+pub mod codec;
 pub mod config;
 pub mod content;
 pub mod decision;

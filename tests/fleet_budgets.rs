@@ -18,7 +18,7 @@ use common::*;
 const PERMIT_TTL_MS: u64 = 3_000;
 
 /// Plans of the tests: `free` serves on its share while Redis is down (`engine_down` is
-/// "open" by default), `pro` refuses.
+/// "open" by default), `pro` refuses, `ops` counts Sightengine's operations.
 const PLANS: &str = r#"
 [plans.free]
 rate_per_s = 20
@@ -28,6 +28,17 @@ quota_per_month = 1000000000
 
 [plans.pro]
 engine_down = "closed"
+
+[plans.ops]
+text_chars_max = 5000
+image_pixels_max = 12000000
+rate_per_s = 100
+rate_burst = 100
+concurrent_max = 8
+quota_per_month = 8
+keys_max = 3
+paid = false
+quota_counts = "operations"
 "#;
 
 struct Fleet {
@@ -708,4 +719,66 @@ fn a_node_gone_for_good_is_forgotten_and_its_quota_units_come_back() {
         }
     }
     assert_eq!(check(&b, &key), (429, "quota_exceeded".to_owned()));
+}
+
+/// A plan counting operations (issue 15) in a fleet: a `check.json` request naming three
+/// models is three units of the PostgreSQL ledger, of its shipped record and of its node's
+/// spent count; a node killed right after its last answers (records likely not shipped yet)
+/// settles what it held at its next start by the units its journal answered, so the ledger,
+/// the nodes' counts and the fleet's journal agree.
+#[test]
+fn a_fleet_charges_each_operation_under_a_plan_that_counts_them() {
+    const QUOTA: usize = 8;
+    let fleet = Fleet::start();
+    let mut a = fleet.node("node-a");
+    let key = fleet.key("opsco", "ops", &[]);
+    let image = testimage("jpeg_baseline_chelsea_451x300.jpg");
+    let send = |node: &Server, models: &str| -> u16 {
+        let (content_type, body) = form_with_media(
+            &[("models", models), ("api_secret", &key)],
+            Some(("cat.jpg", "image/jpeg", &image)),
+        );
+        post(
+            &node.url("/1.0/check.json"),
+            &[("Content-Type", &content_type)],
+            &body,
+        )
+        .0
+    };
+    assert_eq!(send(&a, "nudity,type,properties"), 200);
+    assert_eq!(send(&a, "nudity,type,properties"), 200);
+    assert_eq!(
+        send(&a, "nudity,type,properties"),
+        429,
+        "only two units left"
+    );
+    assert_eq!(send(&a, "type,properties"), 200);
+    assert_eq!(send(&a, "properties"), 429);
+    a.kill();
+    let a = fleet.node("node-a");
+    let count = |sql: &str| fleet.postgres.psql(sql).parse::<usize>().unwrap_or(0);
+    let charged = "SELECT coalesce(sum((record->>'units')::int), 0) FROM journal
+                   WHERE org = 'opsco' AND record->>'error_type' IS NULL";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(charged) < QUOTA {
+        assert!(
+            Instant::now() < deadline,
+            "{} units shipped",
+            count(charged)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(count(charged), QUOTA);
+    assert_eq!(
+        count("SELECT sum(spent) FROM quota_leases WHERE org = 'opsco'"),
+        QUOTA
+    );
+    // What node a held when it died went back at its start: used is what was answered.
+    let used = "SELECT sum(used) FROM quota_ledger WHERE org = 'opsco'";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(used) != QUOTA {
+        assert!(Instant::now() < deadline, "the ledger says {}", count(used));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(send(&a, "properties"), 429);
 }

@@ -30,7 +30,15 @@ const LAYERS: &[&[&str]] = &[
     &["http"],
     &["image", "text"],
     &["route"],
-    &["content", "request_id", "clock", "bounds", "error", "hash"],
+    &[
+        "content",
+        "request_id",
+        "clock",
+        "bounds",
+        "error",
+        "hash",
+        "codec",
+    ],
 ];
 
 fn layer_of(module: &str) -> usize {

@@ -134,6 +134,79 @@ fn check_json_answers_nudity_and_refuses_what_it_cannot_score() {
     assert_error(status, &answer, 400, "url_refused", true);
 }
 
+/// A plan with `quota_counts = "operations"` charges a `check.json` request one unit per
+/// model, as Sightengine counts operations: the units are reserved before any model runs, a
+/// request whose operations are not all left is refused whole, the journal records the units,
+/// and after a `kill -9` the quota restarts from what the journal answered, units and all.
+#[test]
+fn a_plan_counting_operations_charges_each_model_of_a_check() {
+    let data = tempfile::tempdir().unwrap();
+    let start = || {
+        Server::start_with(Options {
+            // One shard: `X-Quota-Used` counts other shards' checks as of their last report.
+            cores: Some(1),
+            data: Some(data.path().to_owned()),
+            config: "[plans.ops]\ntext_chars_max = 5000\nimage_pixels_max = 12000000\n\
+                     rate_per_s = 100\nrate_burst = 100\nconcurrent_max = 8\n\
+                     quota_per_month = 8\nkeys_max = 3\npaid = false\n\
+                     quota_counts = \"operations\"\n"
+                .into(),
+            ..Options::default()
+        })
+    };
+    let mut server = start();
+    let (key, _) = server.new_key("opsco", "ops", &[]);
+    let image = testimage("jpeg_baseline_chelsea_451x300.jpg");
+    let send = |server: &Server, models: &str| -> (u16, Option<String>, Value) {
+        let (content_type, body) = image_form(&[("models", models), ("api_secret", &key)], &image);
+        let (status, headers, answer) = post(
+            &server.url("/1.0/check.json"),
+            &[("Content-Type", &content_type)],
+            &body,
+        );
+        let used = headers.get("x-quota-used").map(str::to_owned);
+        (status, used, answer)
+    };
+    let (status, used, answer) = send(&server, "nudity,type,properties");
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["request"]["operations"], 3);
+    assert_eq!(used.as_deref(), Some("3"));
+    let (status, used, answer) = send(&server, "nudity,type,properties");
+    assert_eq!((status, used.as_deref()), (200, Some("6")), "{answer}");
+    // Three more are not left: refused whole, in Sightengine's envelope, and nothing spent.
+    let (status, used, answer) = send(&server, "nudity,type,properties");
+    assert_error(status, &answer, 429, "quota_exceeded", true);
+    assert_schema("CompatErrorEnvelope", &answer);
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("8 operations"),
+        "{answer}"
+    );
+    assert_eq!(used.as_deref(), Some("6"));
+    // The journal says what each check cost.
+    let journal = server.admin_ok(&["journal", "--json"]);
+    let units: Vec<u64> = journal
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["units"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(units, [3, 3, 3], "{journal}");
+    // Killed and started again: the count is what the journal answered (6), not what the
+    // shards had leased, and the last two units are there to spend.
+    server.kill();
+    server = start();
+    let (status, used, answer) = send(&server, "nudity,properties");
+    assert_eq!((status, used.as_deref()), (200, Some("8")), "{answer}");
+    let (status, used, answer) = send(&server, "properties");
+    assert_error(status, &answer, 429, "quota_exceeded", true);
+    assert_eq!(used.as_deref(), Some("8"));
+}
+
 /// A URL-encoded form body, as `requests.post(url, data=...)` sends it.
 fn urlencoded(fields: &[(&str, &str)]) -> Vec<u8> {
     fields

@@ -162,6 +162,20 @@ impl RequestNotes {
         Ok(caller)
     }
 
+    /// Charges an admitted check of `operations` operations as the caller's plan counts
+    /// them ([`crate::store::records::QuotaCounts`]): where it counts operations, the quota units beyond the
+    /// admission's one are reserved now (429 `quota_exceeded` when they are not there).
+    pub async fn charge_operations(&mut self, cx: &Context, operations: u32) -> ApiResult<()> {
+        let (Some(caller), Some(admission)) = (&self.caller, &mut self.admission) else {
+            return Ok(());
+        };
+        let limits = &caller.org.limits;
+        let units = limits.quota_counts.units(operations);
+        cx.limits
+            .reserve_more(admission, limits, units, cx.now_ms())
+            .await
+    }
+
     /// Notes the workflow named `name` if it exists (see [`RequestNotes::workflow`]).
     pub fn note_workflow(&mut self, workflows: &Workflows, name: &str) {
         self.workflow = workflows.get(name).cloned();
@@ -415,6 +429,7 @@ pub async fn journal_head_refusal(
         scores: Vec::new(),
         unchecked: Vec::new(),
         time_ms: 0,
+        units: 1,
     };
     if cx.journal.append(&record).await.is_err() {
         tracing::error!(
@@ -464,6 +479,14 @@ fn journal_record<'a, S>(
             c.unchecked.iter().map(|&id| Cow::Borrowed(id)).collect()
         }),
         time_ms: notes.started.elapsed().as_millis() as u64,
+        // A check that ran is charged what was reserved; a refusal says what it would cost.
+        units: notes
+            .admission
+            .as_ref()
+            .map_or(1, |admission| match refused {
+                None => admission.units(),
+                Some(_) => admission.cost(),
+            }),
     }
 }
 

@@ -53,8 +53,10 @@
 //!
 //! Only the checks the models need run: `properties` alone decodes the image and runs no model.
 //! `models` is read once the image is received (a refusal of it comes after the upload or the
-//! download). `request.operations` counts the models answered; the quota counts the request
-//! as one check.
+//! download). `request.operations` counts the models answered. The quota counts the request
+//! as one check, or, under a plan with `quota_counts = "operations"`, as its operations (one
+//! for a request naming no model), reserved once `models` is read: 429 `quota_exceeded` when
+//! they are not all left, before any model runs.
 
 use serde::Serialize;
 
@@ -351,6 +353,8 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     if lists.add_to.is_some() {
         require_lists_scope(&received.caller)?;
     }
+    // Before any model runs: a plan counting operations is charged one unit per model.
+    notes.charge_operations(cx, asked.operations()).await?;
     let mut checks = asked.checks(&workflow.definition.image_checks);
     let hashlist = registry::HASHLIST.name;
     if lists.hashes() && !checks.iter().any(|check| check == hashlist) {

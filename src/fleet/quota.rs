@@ -6,14 +6,16 @@
 //! by the shards), so a quota is exceeded by at most the checks in progress, never by more
 //! than one block per node.
 //!
-//! Each node also keeps, in `quota_leases`, the units it leased and returned and the checks it
-//! spent. The checks are counted by the journal shipper ([`super::shipper`]), in the same
-//! transaction that inserts their records, only for records new to the table: exactly once.
+//! Each node also keeps, in `quota_leases`, the units it leased and returned and the units its
+//! checks spent (one a check, or its operations under a plan that counts them: the records say).
+//! They are counted by the journal shipper ([`super::shipper`]), in the same transaction that
+//! inserts their records, only for records new to the table: exactly once.
 //! A graceful stop returns what the shards hold. After a crash, the units the node held are
-//! found when it starts again: leased − returned − spent − (checks its journal answered that
-//! are not in the fleet's table yet: the request ids read from the journal before the shards
-//! serve ([`Backlog`]), less those the table already has, in the reconciling transaction, so a
-//! batch shipped just before the crash or shipped again meanwhile is not counted twice). They
+//! found when it starts again: leased − returned − spent − (units of the checks its journal
+//! answered that are not in the fleet's table yet: the request ids read from the journal before
+//! the shards serve ([`Backlog`]), less those the table already has, in the reconciling
+//! transaction, so a batch shipped just before the crash or shipped again meanwhile is not
+//! counted twice). They
 //! go back to the ledger before the node's first new lease. So the ledger, the checks answered
 //! and the fleet's journal agree, and no check that was not answered is charged.
 //!
@@ -55,8 +57,9 @@ const SETTLE_EVERY: Duration = Duration::from_secs(1);
 /// node's share answers them) before the ledger thread connects again.
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
-/// Per organization and month, the request ids of checks answered and not shipped.
-type Charges = HashMap<(String, u32), Vec<String>>;
+/// Per organization and month, the request ids of checks answered and not shipped, each with
+/// its quota units.
+type Charges = HashMap<(String, u32), Vec<(String, u32)>>;
 
 /// What the shards had answered and not shipped when the process last stopped.
 pub struct Backlog {
@@ -576,21 +579,28 @@ async fn reconcile(
     // what is read below (the node's `spent` and the table's rows) is one consistent state.
     let (mut returned, mut charged) = (0, 0);
     for (org, month, outstanding) in outstanding(&tx, node_id).await? {
-        let ids = backlog
+        let answered = backlog
             .get(&(org.clone(), month as u32))
             .map_or(&[][..], Vec::as_slice);
-        let mut in_table = 0;
-        for chunk in ids.chunks(LOOKUP_CHUNK) {
-            let count: i64 = tx
-                .query_one(
-                    "SELECT count(*) FROM journal WHERE request_id = ANY($1)",
-                    &[&chunk],
+        let mut unshipped: i64 = answered.iter().map(|&(_, units)| i64::from(units)).sum();
+        for chunk in answered.chunks(LOOKUP_CHUNK) {
+            let ids: Vec<&str> = chunk.iter().map(|(id, _)| id.as_str()).collect();
+            let found: std::collections::HashSet<String> = tx
+                .query(
+                    "SELECT request_id FROM journal WHERE request_id = ANY($1)",
+                    &[&ids],
                 )
                 .await?
-                .get(0);
-            in_table += count;
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            let shipped: i64 = chunk
+                .iter()
+                .filter(|(id, _)| found.contains(id))
+                .map(|&(_, units)| i64::from(units))
+                .sum();
+            unshipped -= shipped;
         }
-        let unshipped = ids.len() as i64 - in_table;
         let unspent = outstanding - unshipped;
         if unspent > 0 {
             return_units(&tx, node_id, &org, month, unspent).await?;
@@ -684,12 +694,15 @@ mod tests {
     #[test]
     fn the_backlog_gathers_every_shard_and_is_unknown_if_one_could_not_read() {
         let backlog = Backlog::new(2);
-        backlog.report(Some(vec![(("acme".into(), 7), vec!["a".into()])]));
+        backlog.report(Some(vec![(("acme".into(), 7), vec![("a".into(), 1)])]));
         // One shard missing: not known yet.
         assert!(backlog.charges(Duration::from_millis(10)).is_none());
-        backlog.report(Some(vec![(("acme".into(), 7), vec!["b".into()])]));
+        backlog.report(Some(vec![(("acme".into(), 7), vec![("b".into(), 3)])]));
         let charges = backlog.charges(Duration::from_millis(10)).unwrap();
-        assert_eq!(charges[&("acme".to_owned(), 7)], ["a", "b"]);
+        assert_eq!(
+            charges[&("acme".to_owned(), 7)],
+            [("a".to_owned(), 1), ("b".to_owned(), 3)]
+        );
 
         let backlog = Backlog::new(2);
         backlog.report(Some(Vec::new()));

@@ -106,8 +106,8 @@ pub fn spawn(cluster: ClusterConfig, shards: usize) -> anyhow::Result<Shipper> {
     })
 }
 
-/// Inserts a batch; in the same transaction, the checks charged among the rows that were new
-/// to the table are added to this node's `quota_leases.spent` (a resent row adds nothing).
+/// Inserts a batch; in the same transaction, the quota units charged among the rows that were
+/// new to the table are added to this node's `quota_leases.spent` (a resent row adds nothing).
 async fn insert(
     client: &mut tokio_postgres::Client,
     node_id: &str,
@@ -148,10 +148,10 @@ async fn insert(
     let mut charged: std::collections::BTreeMap<(&str, u32), i64> = Default::default();
     for (row, id) in ids.iter().enumerate() {
         let org = records.orgs.get(row);
-        let month = records.charged_months.get(row).copied().flatten();
-        if let (Some(org), Some(month)) = (org, month) {
+        let charge = records.charged.get(row).copied().flatten();
+        if let (Some(org), Some((month, units))) = (org, charge) {
             if new.contains(id) {
-                *charged.entry((org, month)).or_default() += 1;
+                *charged.entry((org, month)).or_default() += i64::from(units);
             }
         }
     }

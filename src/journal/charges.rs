@@ -1,8 +1,9 @@
 //! Checks charged to each organization's quota, counted in the journal itself.
 //!
-//! Every commit adds, in the same LMDB transaction as its records, the number of charged
-//! checks (answered, not refused) per quota ledger key ([`ledger_key`]). A check is answered
-//! only once its record is committed, so these counts are exactly the checks answered: after
+//! Every commit adds, in the same LMDB transaction as its records, the quota units of the
+//! charged checks (answered, not refused) per quota ledger key ([`ledger_key`]): one per
+//! check, or its operations under a plan that counts them. A check is answered only once its
+//! record is committed, so these counts are exactly the units answered: after
 //! a crash, the single node's quota ledger
 //! (which counts units *leased*, some of them lost with the process) is set back to them at
 //! start (`LocalLeases::report_journal_charges` in `crate::limits::lease`).
@@ -49,12 +50,14 @@ impl ChargeCounts {
         Ok(ChargeCounts { db })
     }
 
-    /// Adds one commit's charged checks (ledger keys, one per check, in any order).
-    pub fn add(&self, txn: &mut RwTxn<'_>, mut keys: Vec<&str>) -> heed::Result<()> {
-        keys.sort_unstable();
-        for run in keys.chunk_by(|a, b| a == b) {
-            let count = self.db.get(txn, run[0])?.unwrap_or(0);
-            self.db.put(txn, run[0], &(count + run.len() as u64))?;
+    /// Adds one commit's charged checks (a ledger key and the check's quota units, one pair
+    /// per check, in any order).
+    pub fn add(&self, txn: &mut RwTxn<'_>, mut charged: Vec<(&str, u32)>) -> heed::Result<()> {
+        charged.sort_unstable_by_key(|&(key, _)| key);
+        for run in charged.chunk_by(|a, b| a.0 == b.0) {
+            let units: u64 = run.iter().map(|&(_, units)| u64::from(units)).sum();
+            let count = self.db.get(txn, run[0].0)?.unwrap_or(0);
+            self.db.put(txn, run[0].0, &(count + units))?;
         }
         Ok(())
     }
@@ -87,19 +90,23 @@ mod tests {
         charges
             .add(
                 &mut txn,
-                vec!["00024310/acme", "00024310/beta", "00024310/acme"],
+                vec![
+                    ("00024310/acme", 1),
+                    ("00024310/beta", 1),
+                    ("00024310/acme", 3),
+                ],
             )
             .unwrap();
         txn.commit().unwrap();
         let mut txn = env.write_txn().unwrap();
-        charges.add(&mut txn, vec!["00024310/acme"]).unwrap();
+        charges.add(&mut txn, vec![("00024310/acme", 1)]).unwrap();
         txn.commit().unwrap();
         let read = charges.read(&env).unwrap();
         assert_eq!(read.since_ms, 0);
         assert_eq!(
             read.counts,
             [
-                ("00024310/acme".to_owned(), 3),
+                ("00024310/acme".to_owned(), 5),
                 ("00024310/beta".to_owned(), 1)
             ]
         );

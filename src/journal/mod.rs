@@ -38,8 +38,8 @@ use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use heed::types::{Bytes, SerdeBincode, Str};
-use heed::{BytesEncode, Database, Env, EnvFlags, EnvOpenOptions};
+use heed::types::{Bytes, Str};
+use heed::{Database, Env, EnvFlags, EnvOpenOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::Metrics;
@@ -72,6 +72,15 @@ pub struct JournalRecord<'a> {
     pub scores: Vec<(Cow<'a, str>, f64)>,
     pub unchecked: Vec<Cow<'a, str>>,
     pub time_ms: u64,
+    /// The quota units the check costs if it ran: 1, or its operations under a plan that
+    /// counts operations. The last field: records of one unit are stored as they were
+    /// before it ([`crate::codec`]), and JSON without it (the fleet's older rows) reads as 1.
+    #[serde(default = "one_unit")]
+    pub units: u32,
+}
+
+fn one_unit() -> u32 {
+    1
 }
 
 impl JournalRecord<'_> {
@@ -81,9 +90,37 @@ impl JournalRecord<'_> {
         (self.error_type.is_none() && self.action.is_some())
             .then(|| crate::clock::month_of(self.unix_ms))
     }
+
+    /// The quota month and units a record charged (see [`Self::charged_month`]).
+    pub fn charged(&self) -> Option<(u32, u32)> {
+        self.charged_month().map(|month| (month, self.units))
+    }
 }
 
-pub type RecordCodec = SerdeBincode<JournalRecord<'static>>;
+impl crate::codec::Grown for JournalRecord<'_> {
+    /// A record of the older layout starts with its request id's bincode length (8
+    /// little-endian bytes; an id is at most a few hundred bytes): never 0xff then these.
+    const MARKER: [u8; 4] = [0xff, b'J', b'R', 2];
+    /// A `u32` of 1.
+    const OLDER_TAIL: &'static [u8] = &[1, 0, 0, 0];
+    fn fits_older(&self) -> bool {
+        self.units == 1
+    }
+}
+
+/// How the journal stores records ([`crate::codec::GrownCodec`]).
+pub type RecordCodec = crate::codec::GrownCodec<JournalRecord<'static>>;
+
+/// The quota units of a stored record: 1 for a record in the older layout (as every record of
+/// one unit is stored), else read from the record. 0 for bytes that are not a record (they
+/// were never answered as a check, so they are not charged).
+pub fn stored_units(value: &[u8]) -> u32 {
+    use crate::codec::Grown;
+    if !value.starts_with(&JournalRecord::MARKER) {
+        return 1;
+    }
+    crate::codec::decode::<JournalRecord<'static>>(value).map_or(0, |record| record.units)
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyncPolicy {
@@ -338,7 +375,7 @@ impl Journal {
             return Err(JournalError);
         }
         // Records are encoded here, on the shard, so the blocking commit only copies bytes.
-        let value = SerdeBincode::<JournalRecord<'_>>::bytes_encode(record).map_err(|error| {
+        let value = crate::codec::encode(record).map_err(|error| {
             tracing::error!(%error, "encoding a journal record failed");
             JournalError
         })?;
@@ -350,7 +387,7 @@ impl Journal {
             .map(|(org, month)| charges::ledger_key(org, month));
         self.pending.borrow_mut().push(PendingRecord {
             key: record.request_id.clone().into_owned(),
-            value: value.into_owned(),
+            value,
             charge,
             slot: slot.clone(),
         });
@@ -457,9 +494,11 @@ impl Journal {
                     let keys: Vec<&str> = records.iter().map(|(key, ..)| key.as_str()).collect();
                     index.append(&mut txn, first, &keys)?;
                 }
-                let charged: Vec<&str> = records
+                let charged: Vec<(&str, u32)> = records
                     .iter()
-                    .filter_map(|(.., charge)| charge.as_deref())
+                    .filter_map(|(_, value, charge)| {
+                        Some((charge.as_deref()?, stored_units(value)))
+                    })
                     .collect();
                 if !charged.is_empty() {
                     charges.add(&mut txn, charged)?;
@@ -768,7 +807,10 @@ mod tests {
                         let journal = journal.clone();
                         glommio::spawn_local(async move {
                             let id = format!("{check:05}");
-                            journal.append(&record(&id)).await.expect("committed");
+                            let mut record = record(&id);
+                            // One check of four operations (the marked layout).
+                            record.units = if check == 7 { 4 } else { 1 };
+                            journal.append(&record).await.expect("committed");
                             let txn = journal.env.read_txn().expect("read");
                             assert!(
                                 journal.db.get(&txn, &id).expect("get").is_some(),
@@ -831,7 +873,10 @@ mod tests {
                         let journal = journal.clone();
                         glommio::spawn_local(async move {
                             let id = format!("{check:05}");
-                            journal.append(&record(&id)).await.expect("committed");
+                            let mut record = record(&id);
+                            // One check of four operations (the marked layout).
+                            record.units = if check == 7 { 4 } else { 1 };
+                            journal.append(&record).await.expect("committed");
                         })
                     })
                     .collect();
@@ -861,7 +906,7 @@ mod tests {
                     glommio::timer::sleep(Duration::from_millis(10)).await;
                 }
                 let charges = journal.charges_blocking().expect("charges");
-                assert_eq!(charges.counts.iter().map(|(_, n)| n).sum::<u64>(), 100);
+                assert_eq!(charges.counts.iter().map(|(_, n)| n).sum::<u64>(), 103);
                 journal.append(&record("00100")).await.expect("committed");
                 journal.sync_blocking();
                 assert_eq!(on_disk(), 101, "moved at the stop");

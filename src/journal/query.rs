@@ -215,6 +215,7 @@ pub(crate) mod tests {
             scores: vec![("profanity".into(), 0.1)],
             unchecked: vec![],
             time_ms: 0,
+            units: 1,
         }
     }
 

@@ -18,8 +18,8 @@ use super::JournalRecord;
 /// Records read for one batch at most.
 pub const SHIP_BATCH_RECORDS_MAX: usize = 1_000;
 
-/// Request ids of charged checks per (organization, month).
-pub type ChargedIds = Vec<((String, u32), Vec<String>)>;
+/// Request ids of charged checks, each with its quota units, per (organization, month).
+pub type ChargedIds = Vec<((String, u32), Vec<(String, u32)>)>;
 
 /// The commit-order index of a shard's journal and its shipping position.
 #[derive(Clone, Copy)]
@@ -76,8 +76,8 @@ pub struct ShipBatch {
     pub refs: TextColumn,
     /// The records as JSON.
     pub json: TextColumn,
-    /// The quota month each record's check was charged to, if it was charged.
-    pub charged_months: Vec<Option<u32>>,
+    /// The quota month and units each record's check was charged, if it was charged.
+    pub charged: Vec<Option<(u32, u32)>>,
 }
 
 impl ShipBatch {
@@ -88,7 +88,7 @@ impl ShipBatch {
         self.key_ids.push(record.key_id.as_deref());
         self.refs.push(record.reference.as_deref());
         self.json.push(Some(json));
-        self.charged_months.push(record.charged_month());
+        self.charged.push(record.charged());
     }
 
     pub fn len(&self) -> usize {
@@ -185,7 +185,7 @@ impl ShipIndex {
         use heed::BytesDecode;
         let txn = env.read_txn()?;
         let from = self.meta.get(&txn, "shipped")?.unwrap_or(0) + 1;
-        let mut charged: std::collections::BTreeMap<(String, u32), Vec<String>> =
+        let mut charged: std::collections::BTreeMap<(String, u32), Vec<(String, u32)>> =
             Default::default();
         let mut count = 0;
         for entry in self.order.range(&txn, &(from..))? {
@@ -196,7 +196,7 @@ impl ShipIndex {
             let Ok(record) = super::RecordCodec::bytes_decode(value) else {
                 continue;
             };
-            if let (Some(org), Some(month)) = (&record.org, record.charged_month()) {
+            if let (Some(org), Some((month, units))) = (&record.org, record.charged()) {
                 count += 1;
                 if count > max {
                     return Ok(None);
@@ -204,7 +204,7 @@ impl ShipIndex {
                 charged
                     .entry((org.to_string(), month))
                     .or_default()
-                    .push(request_id.to_owned());
+                    .push((request_id.to_owned(), units));
             }
         }
         Ok(Some(charged.into_iter().collect()))
@@ -249,6 +249,8 @@ mod tests {
             scores: vec![],
             unchecked: vec![],
             time_ms: 0,
+            // r5's check counted three operations.
+            units: if id == "r5" { 3 } else { 1 },
         }
     }
 
@@ -297,9 +299,9 @@ mod tests {
         assert_eq!(
             charged,
             vec![
-                (("acme".to_owned(), november), vec!["r2".to_owned()]),
-                (("acme".to_owned(), december), vec!["r4x".to_owned()]),
-                (("beta".to_owned(), november), vec!["r5".to_owned()]),
+                (("acme".to_owned(), november), vec![("r2".to_owned(), 1)]),
+                (("acme".to_owned(), december), vec![("r4x".to_owned(), 1)]),
+                (("beta".to_owned(), november), vec![("r5".to_owned(), 3)]),
             ]
         );
         // Past the bound: unknown, not a partial count.

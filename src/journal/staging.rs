@@ -226,7 +226,10 @@ pub fn move_batch(staged: &Staged, disk: &DiskJournal<'_>, max: usize) -> heed::
         index.append(&mut txn, first, &keys)?;
         next_order = Some(first + keys.len() as u64);
     }
-    let charged: Vec<&str> = decoded.iter().filter_map(|entry| entry.charge).collect();
+    let charged: Vec<(&str, u32)> = decoded
+        .iter()
+        .filter_map(|entry| Some((entry.charge?, super::stored_units(entry.value))))
+        .collect();
     if !charged.is_empty() {
         disk.charges.add(&mut txn, charged)?;
     }

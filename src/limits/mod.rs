@@ -169,11 +169,12 @@ enum RefillNow {
 }
 
 /// 429 `quota_exceeded`, with `Retry-After` until the next month.
-fn quota_exceeded(limit: u64, now_ms: i64) -> ApiError {
+fn quota_exceeded(limits: &PlanLimits, now_ms: i64) -> ApiError {
+    let (limit, unit) = (limits.quota_per_month, limits.quota_counts.unit_name());
     let retry_s = (ms_until_next_month(now_ms) + 999) / 1000;
     ApiError::new(
         ErrorKind::QuotaExceeded,
-        format!("the monthly quota of {limit} checks is used up"),
+        format!("the monthly quota of {limit} {unit} is used up"),
     )
     .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32)
 }
@@ -256,14 +257,20 @@ impl LimitHeaders {
     }
 }
 
-/// What a check holds while it runs: a permit and a quota unit, given back or spent by
-/// [`ShardLimits::finish`]. An admission dropped without `finish` (its request's task
-/// panicked or was cancelled) gives both back, as a refusal does: nothing leaks.
+/// What a check holds while it runs: a permit and its quota units (one, and more once
+/// [`ShardLimits::reserve_more`] took them), given back or spent by [`ShardLimits::finish`].
+/// An admission dropped without `finish` (its request's task panicked or was cancelled)
+/// gives them all back, as a refusal does: nothing leaks.
 #[must_use]
 pub struct Admission {
     org: String,
     month: u32,
     admitted_ms: i64,
+    /// Quota units reserved.
+    units: u32,
+    /// Quota units the check costs (more than `units` while [`ShardLimits::reserve_more`]
+    /// has not reserved them all, or after it was refused).
+    cost: u32,
     /// The shard's limits until the admission is settled.
     unsettled: Option<ShardLimits>,
 }
@@ -275,12 +282,23 @@ impl Admission {
     pub fn admitted_ms(&self) -> i64 {
         self.admitted_ms
     }
+
+    /// The quota units reserved: what the check is charged if it runs.
+    pub fn units(&self) -> u32 {
+        self.units
+    }
+
+    /// The quota units the check costs under its plan: what it was charged if it ran, what
+    /// it would have been if it was refused.
+    pub fn cost(&self) -> u32 {
+        self.cost
+    }
 }
 
 impl Drop for Admission {
     fn drop(&mut self) {
         if let Some(limits) = self.unsettled.take() {
-            limits.settle(&self.org, self.month, false, self.admitted_ms);
+            limits.settle(&self.org, self.month, false, self.units, self.admitted_ms);
         }
     }
 }
@@ -397,8 +415,36 @@ impl ShardLimits {
             org,
             month,
             admitted_ms: now_ms,
+            units: 1,
+            cost: 1,
             unsettled: Some(self.clone()),
         })
+    }
+
+    /// Reserves quota units beyond an admission's one, for a check that costs `units` under
+    /// its plan (a plan counting operations): in the admission's month, one at a time as
+    /// [`Self::admit`] reserves its one, so the same leases, refills and bounds hold. On 429
+    /// `quota_exceeded` the units reserved so far stay with the admission and go back with
+    /// it when the refusal settles it. A check admitted in a month that has ended since
+    /// (milliseconds before midnight UTC) keeps its one unit: that month's lease is gone.
+    pub async fn reserve_more(
+        &self,
+        admission: &mut Admission,
+        limits: &PlanLimits,
+        units: u32,
+        now_ms: i64,
+    ) -> ApiResult<()> {
+        admission.cost = units.max(1);
+        if month_of(now_ms) != admission.month {
+            admission.cost = admission.units;
+            return Ok(());
+        }
+        while admission.units < units {
+            self.reserve_quota(&admission.org, admission.month, limits, now_ms)
+                .await?;
+            admission.units += 1;
+        }
+        Ok(())
     }
 
     async fn take_permit(&self, caller: &Caller, org: &str, now_ms: i64) -> ApiResult<()> {
@@ -482,7 +528,6 @@ impl ShardLimits {
         limits: &PlanLimits,
         now_ms: i64,
     ) -> ApiResult<()> {
-        let limit = limits.quota_per_month;
         loop {
             // What to wait for: a refill, or (`true`) units on their way back to the ledger.
             let (refill, returning) = {
@@ -510,7 +555,7 @@ impl ShardLimits {
                 if lease.returning.is_none() {
                     match self.refill_now(lease, org, month, limits) {
                         RefillNow::Granted => continue,
-                        RefillNow::QuotaUsedUp => return Err(quota_exceeded(limit, now_ms)),
+                        RefillNow::QuotaUsedUp => return Err(quota_exceeded(limits, now_ms)),
                         RefillNow::Failed => {
                             return Err(ApiError::internal("the quota ledger could not be updated"))
                         }
@@ -533,7 +578,7 @@ impl ShardLimits {
                 continue;
             }
             match refill.wait().await {
-                Ok(0) => return Err(quota_exceeded(limit, now_ms)),
+                Ok(0) => return Err(quota_exceeded(limits, now_ms)),
                 Ok(_) => {} // units arrived: take one (unless others took them all first)
                 Err(()) if self.quota.quota_ledger_down() => {
                     // A fleet's ledger (PostgreSQL) cannot be reached, and the plan refuses
@@ -627,22 +672,28 @@ impl ShardLimits {
         refill
     }
 
-    /// Ends a check: the permit goes back; the quota unit is spent if the check ran, else it
-    /// returns to the lease (refusals do not count).
+    /// Ends a check: the permit goes back; the quota units are spent if the check ran, else
+    /// they return to the lease (refusals do not count).
     pub fn finish(&self, mut admission: Admission, ran: bool, now_ms: i64) {
         admission.unsettled = None;
-        self.settle(&admission.org, admission.month, ran, now_ms);
+        self.settle(
+            &admission.org,
+            admission.month,
+            ran,
+            admission.units,
+            now_ms,
+        );
     }
 
-    fn settle(&self, org: &str, month: u32, ran: bool, now_ms: i64) {
+    fn settle(&self, org: &str, month: u32, ran: bool, units: u32, now_ms: i64) {
         self.release_permit(org, now_ms);
         if let Some(lease) = self.inner.quota.borrow_mut().get_mut(org) {
             if lease.month == month {
                 lease.touched_ms = now_ms;
                 if ran {
-                    lease.spent_unsynced += 1;
+                    lease.spent_unsynced += u64::from(units);
                 } else {
-                    lease.units += 1;
+                    lease.units += u64::from(units);
                 }
             }
         }

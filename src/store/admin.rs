@@ -374,6 +374,7 @@ mod tests {
             keys_max,
             paid: false,
             engine_down: Default::default(),
+            quota_counts: Default::default(),
         }
     }
 

@@ -37,7 +37,7 @@ pub struct Store {
     env: Env,
     path: PathBuf,
     pub(crate) orgs: Database<Str, SerdeBincode<OrgRecord>>,
-    pub(crate) plans: Database<Str, SerdeBincode<PlanLimits>>,
+    pub(crate) plans: Database<Str, crate::codec::GrownCodec<PlanLimits>>,
     pub(crate) keys: Database<Str, SerdeBincode<KeyRecord>>,
     pub(crate) workflows: Database<Str, records::WorkflowCodec>,
     pub(crate) meta: Database<Str, Bytes>,
@@ -122,6 +122,7 @@ pub(crate) fn test_store_with_org() -> (tempfile::TempDir, Store) {
         keys_max: 5,
         paid: false,
         engine_down: Default::default(),
+        quota_counts: Default::default(),
     };
     store
         .put_plans(&std::collections::BTreeMap::from([(

@@ -32,6 +32,54 @@ pub struct PlanLimits {
     /// the limits (`open`, the default), or refuse checks with 503 `busy` (`closed`).
     #[serde(default)]
     pub engine_down: EngineDown,
+    /// What a unit of `quota_per_month` is: a check (the default), or an operation (each
+    /// model a Sightengine `check.json` request names counts one; every other check is one).
+    /// The last field: plans that count checks are stored as they were before it
+    /// ([`crate::codec`]).
+    #[serde(default)]
+    pub quota_counts: QuotaCounts,
+}
+
+impl crate::codec::Grown for PlanLimits {
+    /// A plan of the older layout starts with `text_chars_max` (4 little-endian bytes, at
+    /// most 20,000): never 0xff then these.
+    const MARKER: [u8; 4] = [0xff, b'P', b'L', 2];
+    /// bincode's variant index of [`QuotaCounts::Checks`].
+    const OLDER_TAIL: &'static [u8] = &[0, 0, 0, 0];
+    fn fits_older(&self) -> bool {
+        self.quota_counts == QuotaCounts::Checks
+    }
+}
+
+/// What a plan's monthly quota counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuotaCounts {
+    /// One unit per check, whatever it asked for.
+    #[default]
+    Checks,
+    /// One unit per operation, as Sightengine counts them: a `check.json` request naming
+    /// three models is three units (one when it names none: a list request); every other
+    /// check is one.
+    Operations,
+}
+
+impl QuotaCounts {
+    /// The units a check of `operations` operations costs.
+    pub fn units(self, operations: u32) -> u32 {
+        match self {
+            QuotaCounts::Checks => 1,
+            QuotaCounts::Operations => operations.max(1),
+        }
+    }
+
+    /// What a unit is called in messages.
+    pub fn unit_name(self) -> &'static str {
+        match self {
+            QuotaCounts::Checks => "checks",
+            QuotaCounts::Operations => "operations",
+        }
+    }
 }
 
 /// What a fleet node does for a plan while its budget engine (Redis/Valkey, or PostgreSQL for
@@ -70,6 +118,7 @@ impl PlanOverrides {
             keys_max: self.keys_max.unwrap_or(plan.keys_max),
             paid: plan.paid,
             engine_down: plan.engine_down,
+            quota_counts: plan.quota_counts,
         }
     }
 }

@@ -205,6 +205,7 @@ mod tests {
             keys_max: 3,
             paid: false,
             engine_down: Default::default(),
+            quota_counts: Default::default(),
         };
         source
             .put_plans(&BTreeMap::from([("free".to_owned(), plan)]))
