@@ -1,6 +1,6 @@
 //! Text checks per KiB: normalisation, the word list, the linear model and the PII scanners,
-//! as the `default` workflow runs them on a shard; and tox-block's model run (the `advanced`
-//! workflow).
+//! as the `default` workflow runs them on a shard, and the two language detectors (also on a
+//! short message); and tox-block's model run (the `advanced` workflow).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use modgate::checks::{pii, profanity_svm::ProfanitySvm, wordlist::WordList};
@@ -22,6 +22,25 @@ fn text_checks(c: &mut Criterion) {
     let svm = ProfanitySvm::embedded().unwrap();
     let ascii = sample_kib();
     let unicode = ascii.replace('a', "á").replace("the", "ｔｈｅ");
+    let models = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/models"));
+    let profiles = std::fs::read(models.join(modgate::text::langid::PROFILES_FILE))
+        .expect("models/cache/langdetect_profiles.json (run `make fetch`)");
+    let langid = modgate::text::langid::LangId::from_json(profiles).unwrap();
+    // A short message: the language detectors' cost on what most texts are.
+    let mut short = c.benchmark_group("text_short");
+    let message = "Thanks, see you at three tomorrow!";
+    short.bench_function("language", |b| {
+        b.iter(|| modgate::text::language::detect(std::hint::black_box(message)))
+    });
+    short.bench_function("langid", |b| {
+        b.iter(|| langid.detect(std::hint::black_box(message)))
+    });
+    // One the classifier is unsure of (Russian or Ukrainian?): whatlang compares the best few.
+    let unsure = "Спасибо за новости, я буду там завтра в три часа.";
+    short.bench_function("langid_unsure", |b| {
+        b.iter(|| langid.detect(std::hint::black_box(unsure)))
+    });
+    short.finish();
     let mut group = c.benchmark_group("text_per_kib");
     for (name, text) in [("ascii", &ascii), ("unicode", &unicode)] {
         group.throughput(Throughput::Bytes(text.len() as u64));
@@ -42,6 +61,9 @@ fn text_checks(c: &mut Criterion) {
         });
         group.bench_function(format!("language/{name}"), |b| {
             b.iter(|| modgate::text::language::detect(std::hint::black_box(text)))
+        });
+        group.bench_function(format!("langid/{name}"), |b| {
+            b.iter(|| langid.detect(std::hint::black_box(text)))
         });
         group.bench_function(format!("default_workflow/{name}"), |b| {
             b.iter(|| {

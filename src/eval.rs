@@ -142,10 +142,10 @@ fn load_items(input: &Input<'_>, with_context: bool, limit: usize) -> anyhow::Re
 }
 
 pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
-    let (text_models, problem) = TextModels::load(options.models_dir).map_err(|e| anyhow!(e))?;
+    let (text_models, problems) = TextModels::load(options.models_dir).map_err(|e| anyhow!(e))?;
     let images = matches!(options.input, Input::Images(_));
     let needs_worker = images || registry::any_on_worker(&options.workflow.text_checks);
-    if let (false, true, Some(problem)) = (images, needs_worker, problem) {
+    if let (false, true, Some(problem)) = (images, needs_worker, problems.tokenizer) {
         anyhow::bail!(problem);
     }
     let worker_models = if needs_worker {
@@ -240,8 +240,8 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
 
 /// One item's line of `--decisions`: the item, the action, the reasons' categories, every
 /// category's score, and what the measuring checks found that a threshold study needs (the
-/// text's language, the image's face count, the text read in the image) when the workflow
-/// names them.
+/// text's language, the image's face count, the text read in the image) when they were
+/// measured (a text's language always, the rest when the workflow names their checks).
 #[derive(serde::Serialize)]
 struct DecisionLine<'a> {
     item: &'a str,

@@ -759,7 +759,8 @@ fn deeply_nested_json_is_refused_and_the_server_lives() {
 }
 
 /// Issue 16: a workflow that names the `language` check answers the text's language and sends
-/// texts in a language its word checks do not read to review, instead of accepting them unread.
+/// texts in a language its word checks do not read to review, instead of accepting them unread;
+/// every other text answer says the language too.
 #[test]
 fn a_workflow_naming_language_reviews_texts_its_checks_cannot_read() {
     let server = Server::start();
@@ -792,13 +793,28 @@ fn a_workflow_naming_language_reviews_texts_its_checks_cannot_read() {
     let digits = check("12345 678");
     assert_eq!(digits["language"], Value::Null);
     assert_eq!(action(&digits), "accept");
-    // The default workflow does not pay for detection, and says nothing of it.
+    // Every text answer says its language: without the check, the cheap classifier's
+    // (src/text/langid.rs), and no category is scored from it.
     let (_, answer) = text(
         &server,
         &key,
-        &json!({"text": "Merci pour la mise à jour."}),
+        &json!({"text": "Merci pour la mise à jour. Je serai là à trois heures."}),
     );
-    assert!(answer.get("language").is_none(), "{answer}");
+    assert_eq!(answer["language"]["code"], "fr", "{answer}");
+    assert!(answer["language"]["confidence"].as_f64().unwrap() > 0.9);
+    assert!(
+        answer["scores"].get("unread_language").is_none(),
+        "{answer}"
+    );
+    assert_eq!(action(&answer), "accept");
+    let (_, answer) = text(
+        &server,
+        &key,
+        &json!({"text": "Спасибо за новости. Я буду там в три часа и принесу документы."}),
+    );
+    assert_eq!(answer["language"]["code"], "ru", "{answer}");
+    let (_, answer) = text(&server, &key, &json!({"text": "12345 678"}));
+    assert_eq!(answer["language"], Value::Null, "{answer}");
 }
 
 fn text_in(server: &Server, key: &str, text_: &str, workflow: &str) -> (u16, Value) {

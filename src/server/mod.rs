@@ -368,7 +368,7 @@ fn load_models(config: &Config) -> anyhow::Result<(Arc<TextModels>, Option<Worke
     if models_dir != &config.server.models_dir {
         tracing::info!(dir = %models_dir.display(), "models found");
     }
-    let (text_models, tokenizer_problem) =
+    let (text_models, text_problems) =
         TextModels::load(models_dir).map_err(|error| anyhow!(error))?;
     let library = models_dir.join(&config.models.onnxruntime_library);
     let mut preflight = inference::preflight(
@@ -379,7 +379,10 @@ fn load_models(config: &Config) -> anyhow::Result<(Arc<TextModels>, Option<Worke
         required,
     )
     .map_err(|error| anyhow!(error))?;
-    if let Some(problem) = tokenizer_problem {
+    for problem in [text_problems.tokenizer, text_problems.langid]
+        .into_iter()
+        .flatten()
+    {
         if required {
             bail!("{problem} (set models.required = false to start without it)");
         }

@@ -1,0 +1,508 @@
+//! The language of every text: a naive Bayes classifier over langdetect's n-gram profiles of 55
+//! languages, cheap enough to run on every check (a few microseconds).
+//!
+//! Why not whatlang ([`super::language`]) for every text: it compares each of its 69 languages'
+//! 300 most common trigrams with the text's, a cost fixed per language (50 to 100 µs a text),
+//! two to three times a whole `default` check. This classifier looks up only the text's own
+//! n-grams, each in one table, and adds the weights of the few languages that have it.
+//! whatlang stays the detector of the `language` check, which reads more languages and gives
+//! `unread_language`.
+//!
+//! Data: `models/cache/langdetect_profiles.json`, langdetect 1.0.9's profiles (counts of the
+//! 1- to 3-character n-grams of Wikipedia per language; Apache-2.0), fetched from PyPI by
+//! `models/fetch.py`. The method is langdetect's model read deterministically: where langdetect
+//! multiplies the probabilities of randomly drawn n-grams over seven trials, this sums, for
+//! every n-gram of the sample, `ln(α/BASE + count/words)` per language (α = 0.5, BASE =
+//! 10,000: langdetect's smoothing), stored as the gain over an n-gram the language lacks so
+//! that a language missing from an n-gram's list costs nothing to score.
+//!
+//! Steps, on the first [`SAMPLE_CHARS_MAX`] characters:
+//! 1. Letters are counted by script. Scripts of one language that the profiles lack (Georgian,
+//!    Armenian, Khmer, Sinhala, Myanmar, Ethiopic) name it; Chinese, Japanese and Korean are
+//!    told apart by script (kana: Japanese; Hangul: Korean; Han alone: Chinese), since the
+//!    profiles fold ideographs into classes this module does not have. The confidence is the
+//!    script's share of the letters.
+//! 2. Otherwise each character is normalised as the profiles were made: a non-letter is a
+//!    space; Romanian's comma-below letters become their cedilla forms; Persian yeh becomes
+//!    Arabic yeh; Vietnamese letters of Latin Extended Additional fold into one; kana and
+//!    Hangul fold into one each. A text with more non-Latin letters than twice its Latin
+//!    ones drops the Latin ones (names, links). The 1- to 3-grams of each word (a word padded
+//!    with spaces), case kept, are scored; words in capitals after their first letter
+//!    (acronyms) are skipped, as langdetect skips them.
+//! 3. The best language wins; the confidence comes from the margin over the second per
+//!    n-gram (`confidence`: 0.5 at no lead, 0.96 at 0.1 per n-gram).
+//! 4. Below [`CONFIRM_BELOW`], whatlang compares the [`CANDIDATES`] best languages (its
+//!    alphabets and trigrams tell close languages apart better on short texts), and its
+//!    answer and confidence are the text's. That costs a few microseconds more, for the texts
+//!    that need it only.
+//!
+//! The codes are ISO 639-1; the profiles' `no` is answered `nb` and `zh-cn`/`zh-tw` as `zh`,
+//! as the `language` check answers them. `models/text/LANGUAGE_STATS.md` has the accuracy.
+
+use serde::Deserialize;
+
+use super::language::Language;
+use crate::hash::FastMap;
+
+/// The file in the models directory, and its sha256 (as `models/fetch.py` pins it).
+pub const PROFILES_FILE: &str = "cache/langdetect_profiles.json";
+pub const PROFILES_SHA256: &str =
+    "c4d58cb2db6d76666bcdfa34c711ad382702e3269b91ddf08889ffe1d51fca41";
+/// Characters read, at most: accuracy on the declarations of `LANGUAGE_STATS.md` is the same
+/// from 120 characters up, and the cost grows with the sample.
+pub const SAMPLE_CHARS_MAX: usize = 120;
+/// langdetect's smoothing: an n-gram a language lacks has this probability.
+const ALPHA: f64 = 0.5;
+const BASE_FREQ: f64 = 10_000.0;
+/// Languages at most: the width of a dense row and of the scores.
+const LANGUAGES_MAX: usize = 64;
+/// An n-gram that this many languages or more have gets a dense row: the 3,834 commonest
+/// n-grams of the profiles (1 MB), which are most of what a text hits, are then added with
+/// vector instructions instead of one language at a time.
+const DENSE_FROM: usize = 8;
+
+/// One profile as langdetect stores it.
+#[derive(Deserialize)]
+struct Profile {
+    /// Occurrences per n-gram.
+    freq: std::collections::HashMap<String, u64>,
+    /// N-grams counted per length (1, 2, 3).
+    n_words: [u64; 3],
+}
+
+/// Below this confidence, the classifier's [`CANDIDATES`] best languages are compared again
+/// by whatlang (the profiles alone are weak between close languages on short texts: Russian
+/// read as Ukrainian, as langdetect itself reads it).
+pub const CONFIRM_BELOW: f64 = 0.9;
+/// The languages whatlang compares then.
+pub const CANDIDATES: usize = 4;
+
+/// The classifier: per n-gram, the languages that have it and their gains.
+pub struct LangId {
+    codes: Vec<&'static str>,
+    /// whatlang's language of each code, where it has it.
+    whatlang: Vec<Option<whatlang::Lang>>,
+    /// An n-gram ([`key`]) to its gains.
+    index: FastMap<u64, Gains>,
+    /// (language, gain) pairs of the n-grams of few languages.
+    sparse: Vec<(u8, f32)>,
+    /// Every language's gain (0 where it lacks the n-gram) of the n-grams of many.
+    dense: Vec<[f32; LANGUAGES_MAX]>,
+}
+
+/// Where an n-gram's gains are.
+#[derive(Clone, Copy)]
+enum Gains {
+    /// A range of [`LangId::sparse`].
+    Sparse(u32, u32),
+    /// A row of [`LangId::dense`].
+    Dense(u32),
+}
+
+/// What a text's letters are written in, as far as the classifier cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Script {
+    /// Scored by the profiles.
+    Profiled,
+    Latin,
+    Han,
+    Kana,
+    Hangul,
+    /// A script of one language the profiles lack: its index in [`ONE_SCRIPT_LANGUAGES`].
+    OneLanguage(usize),
+}
+
+/// The languages of [`Script::OneLanguage`]: Georgian, Armenian, Khmer, Sinhala, Burmese and
+/// Amharic (Ethiopic).
+const ONE_SCRIPT_LANGUAGES: [&str; 6] = ["ka", "hy", "km", "si", "my", "am"];
+
+fn script_of(c: char) -> Script {
+    match u32::from(c) {
+        0x41..=0x5a | 0x61..=0x7a | 0xc0..=0x24f | 0x1e00..=0x1eff => Script::Latin,
+        0x10a0..=0x10ff => Script::OneLanguage(0),
+        0x0530..=0x058f => Script::OneLanguage(1),
+        0x1780..=0x17ff => Script::OneLanguage(2),
+        0x0d80..=0x0dff => Script::OneLanguage(3),
+        0x1000..=0x109f => Script::OneLanguage(4),
+        0x1200..=0x139f => Script::OneLanguage(5),
+        0x3040..=0x30ff | 0x31f0..=0x31ff | 0xff66..=0xff9d => Script::Kana,
+        0xac00..=0xd7af | 0x1100..=0x11ff | 0x3130..=0x318f => Script::Hangul,
+        0x3400..=0x4dbf | 0x4e00..=0x9fff | 0xf900..=0xfaff | 0x20000..=0x2ffff => Script::Han,
+        _ => Script::Profiled,
+    }
+}
+
+/// A character as the profiles were made (see the module's steps); a space for what is not a
+/// letter.
+fn normalise(c: char) -> char {
+    match u32::from(c) {
+        0..=0x7f if c.is_ascii_alphabetic() => c,
+        0..=0x7f => ' ',
+        0x219 => '\u{15f}',
+        0x21b => '\u{163}',
+        0x6cc => '\u{64a}',
+        0x1ea0..=0x1eff => '\u{1ec3}',
+        0x2000..=0x206f => ' ',
+        0x3040..=0x309f => '\u{3042}',
+        0x30a0..=0x30ff => '\u{30a2}',
+        0xac00..=0xd7af => '\u{ac00}',
+        _ if c.is_alphabetic() => c,
+        _ => ' ',
+    }
+}
+
+/// An n-gram of one to three characters as one number (each character plus one, 21 bits).
+fn key(gram: &[char]) -> u64 {
+    gram.iter()
+        .enumerate()
+        .fold(0, |key, (at, &c)| key | (u64::from(c) + 1) << (21 * at))
+}
+
+/// The confidence of a best language that leads the second by `margin` per n-gram scored:
+/// 0.5 at no margin, 0.86 at 0.05, 0.96 at 0.1, 0.997 at 0.2. On the declarations of
+/// `LANGUAGE_STATS.md` the best language was right for 66 % of the texts with a margin under
+/// 0.05, 95 % from 0.05 to 0.1 and over 99 % from 0.1.
+fn confidence(margin: f64) -> f64 {
+    1.0 - 0.5 * (-margin / 0.04).exp()
+}
+
+impl LangId {
+    /// Reads the profiles (the combined JSON object of `models/fetch.py`).
+    pub fn from_json(mut json: Vec<u8>) -> Result<LangId, String> {
+        let profiles: std::collections::BTreeMap<String, Profile> =
+            simd_json::serde::from_slice(&mut json)
+                .map_err(|error| format!("language profiles: {error}"))?;
+        if profiles.is_empty() || profiles.len() > LANGUAGES_MAX {
+            return Err(format!(
+                "language profiles: {} languages, expected 1 to {LANGUAGES_MAX}",
+                profiles.len()
+            ));
+        }
+        let floor = (ALPHA / BASE_FREQ).ln();
+        let mut by_gram: FastMap<u64, Vec<(u8, f32)>> = FastMap::default();
+        let mut codes = Vec::with_capacity(profiles.len());
+        for (language, (name, profile)) in profiles.iter().enumerate() {
+            codes.push(iso_639_1(name)?);
+            for (gram, &count) in &profile.freq {
+                let chars: Vec<char> = gram.chars().collect();
+                let Some(&words) = chars
+                    .len()
+                    .checked_sub(1)
+                    .and_then(|n| profile.n_words.get(n))
+                else {
+                    continue; // not a 1- to 3-gram
+                };
+                if words == 0 || count == 0 {
+                    continue;
+                }
+                let gain = (ALPHA / BASE_FREQ + count as f64 / words as f64).ln() - floor;
+                by_gram
+                    .entry(key(&chars))
+                    .or_default()
+                    .push((language as u8, gain as f32));
+            }
+        }
+        let mut index = FastMap::default();
+        let (mut sparse, mut dense) = (Vec::new(), Vec::new());
+        for (gram, languages) in by_gram {
+            let gains = if languages.len() >= DENSE_FROM {
+                let mut row = [0f32; LANGUAGES_MAX];
+                for (language, gain) in languages {
+                    row[usize::from(language)] = gain;
+                }
+                dense.push(row);
+                Gains::Dense(dense.len() as u32 - 1)
+            } else {
+                let start = sparse.len() as u32;
+                sparse.extend(languages);
+                Gains::Sparse(start, sparse.len() as u32)
+            };
+            index.insert(gram, gains);
+        }
+        let whatlang = codes
+            .iter()
+            .map(|code| super::language::whatlang_of(code))
+            .collect();
+        Ok(LangId {
+            codes,
+            whatlang,
+            index,
+            sparse,
+            dense,
+        })
+    }
+
+    /// The language of `text`, if it has letters.
+    pub fn detect(&self, text: &str) -> Option<Language> {
+        let sample = match text.char_indices().nth(SAMPLE_CHARS_MAX) {
+            Some((at, _)) => &text[..at],
+            None => text,
+        };
+        // 1. Scripts.
+        let (mut letters, mut latin, mut han, mut kana, mut hangul) = (0u32, 0u32, 0, 0, 0);
+        let mut one = [0u32; ONE_SCRIPT_LANGUAGES.len()];
+        for c in sample.chars().filter(|c| c.is_alphabetic()) {
+            letters += 1;
+            match script_of(c) {
+                Script::Latin => latin += 1,
+                Script::Han => han += 1,
+                Script::Kana => kana += 1,
+                Script::Hangul => hangul += 1,
+                Script::OneLanguage(language) => one[language] += 1,
+                Script::Profiled => {}
+            }
+        }
+        if letters == 0 {
+            return None;
+        }
+        let share = |count: u32| f64::from(count) / f64::from(letters);
+        let cjk = han + kana + hangul;
+        for (code, &count) in ONE_SCRIPT_LANGUAGES.iter().zip(&one) {
+            if 2 * count > letters {
+                return Some(Language::fast(code, share(count)));
+            }
+        }
+        if 2 * cjk > letters {
+            let code = if kana > 0 {
+                "ja"
+            } else if hangul >= han {
+                "ko"
+            } else {
+                "zh"
+            };
+            return Some(Language::fast(code, share(cjk)));
+        }
+        // 2. N-grams.
+        let drop_latin = 2 * latin < letters - latin;
+        let mut scores = [0f32; LANGUAGES_MAX];
+        let mut grams = 0u32;
+        let mut window: [char; 3] = [' '; 3];
+        let mut filled = 1; // the word's leading space
+        for c in sample.chars() {
+            let c = if drop_latin && script_of(c) == Script::Latin {
+                ' '
+            } else {
+                normalise(c)
+            };
+            let last = window[filled - 1];
+            if last == ' ' {
+                // A new word starts (or spaces run on).
+                window[0] = ' ';
+                filled = 1;
+                if c == ' ' {
+                    continue;
+                }
+            } else if filled == 3 {
+                window.rotate_left(1);
+                filled = 2;
+            }
+            window[filled] = c;
+            filled += 1;
+            // A capital after a capital: an acronym's, or a word in capitals.
+            if c.is_uppercase() && last.is_uppercase() {
+                continue;
+            }
+            for n in 1..=filled {
+                let gram = &window[filled - n..filled];
+                if n == 1 && gram[0] == ' ' {
+                    continue;
+                }
+                match self.index.get(&key(gram)) {
+                    Some(&Gains::Dense(row)) => {
+                        for (score, gain) in scores.iter_mut().zip(&self.dense[row as usize]) {
+                            *score += gain;
+                        }
+                    }
+                    Some(&Gains::Sparse(start, end)) => {
+                        for &(language, gain) in &self.sparse[start as usize..end as usize] {
+                            scores[usize::from(language)] += gain;
+                        }
+                    }
+                    None => continue,
+                }
+                grams += 1;
+            }
+        }
+        if grams == 0 {
+            return None;
+        }
+        // 3. The best, and its lead.
+        let (mut best, mut second) = (0, None::<usize>);
+        for language in 1..self.codes.len() {
+            if scores[language] > scores[best] {
+                second = Some(best);
+                best = language;
+            } else if second.is_none_or(|second| scores[language] > scores[second]) {
+                second = Some(language);
+            }
+        }
+        let margin = second.map_or(f64::INFINITY, |second| {
+            f64::from(scores[best] - scores[second]) / f64::from(grams)
+        });
+        let found = Language::fast(self.codes[best], confidence(margin));
+        if found.confidence >= CONFIRM_BELOW {
+            return Some(found);
+        }
+        // 4. Unsure: whatlang decides among the best few.
+        let mut ranked: Vec<usize> = (0..self.codes.len()).collect();
+        ranked.sort_unstable_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+        let mut candidates = Vec::with_capacity(CANDIDATES);
+        for lang in ranked
+            .iter()
+            .filter_map(|&language| self.whatlang[language])
+        {
+            if !candidates.contains(&lang) {
+                candidates.push(lang);
+                if candidates.len() == CANDIDATES {
+                    break;
+                }
+            }
+        }
+        if candidates.len() < 2 {
+            return Some(found);
+        }
+        Some(super::language::detect_among(sample, candidates).unwrap_or(found))
+    }
+}
+
+/// The ISO 639-1 code of a profile's name.
+fn iso_639_1(name: &str) -> Result<&'static str, String> {
+    const CODES: [&str; 53] = [
+        "af", "ar", "bg", "bn", "ca", "cs", "cy", "da", "de", "el", "en", "es", "et", "fa", "fi",
+        "fr", "gu", "he", "hi", "hr", "hu", "id", "it", "ja", "kn", "ko", "lt", "lv", "mk", "ml",
+        "mr", "ne", "nl", "pa", "pl", "pt", "ro", "ru", "sk", "sl", "so", "sq", "sv", "sw", "ta",
+        "te", "th", "tl", "tr", "uk", "ur", "vi", "zh",
+    ];
+    match name {
+        "no" => Ok("nb"),
+        "zh-cn" | "zh-tw" => Ok("zh"),
+        _ => CODES
+            .iter()
+            .find(|&&code| code == name)
+            .copied()
+            .ok_or_else(|| format!("language profiles: unknown language `{name}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn shipped() -> &'static LangId {
+        static LOADED: std::sync::OnceLock<LangId> = std::sync::OnceLock::new();
+        LOADED.get_or_init(|| {
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/");
+            let bytes = std::fs::read(std::path::Path::new(path).join(PROFILES_FILE))
+                .expect("models/cache/langdetect_profiles.json (run `make fetch`)");
+            LangId::from_json(bytes).expect("profiles")
+        })
+    }
+
+    #[test]
+    fn languages_are_told_apart() {
+        for (text, code) in [
+            ("Thanks for the update. I will be there at three, and I will bring the documents we talked about yesterday.", "en"),
+            ("Merci pour la mise à jour. Je serai là à trois heures et j'apporterai les documents dont nous avons parlé hier.", "fr"),
+            ("Danke für das Update. Ich werde um drei Uhr da sein und die Unterlagen mitbringen, über die wir gestern gesprochen haben.", "de"),
+            ("Gracias por la actualización. Estaré allí a las tres y traeré los documentos de los que hablamos ayer.", "es"),
+            ("Obrigado pela atualização. Estarei lá às três e levarei os documentos de que falamos ontem.", "pt"),
+            ("Bedankt voor de update. Ik ben er om drie uur en ik neem de documenten mee waar we gisteren over spraken.", "nl"),
+            ("Спасибо за новости. Я буду там в три часа и принесу документы, о которых мы говорили вчера.", "ru"),
+            ("Дякую за новини. Я буду там о третій і принесу документи, про які ми говорили вчора.", "uk"),
+            ("شكرا على التحديث. سأكون هناك في الساعة الثالثة وسأحضر المستندات التي تحدثنا عنها أمس.", "ar"),
+            ("अपडेट के लिए धन्यवाद। मैं तीन बजे वहाँ रहूँगा और कल जिन दस्तावेज़ों की बात हुई थी, उन्हें लाऊँगा।", "hi"),
+            ("更新ありがとうございます。三時にそこに行きます。", "ja"),
+            ("谢谢你的更新。我三点钟会到那里，并带上我们昨天谈到的文件。", "zh"),
+            ("업데이트 감사합니다. 세 시에 거기 있을게요.", "ko"),
+            ("გმადლობთ განახლებისთვის. სამ საათზე იქ ვიქნები.", "ka"),
+        ] {
+            let found = shipped().detect(text).unwrap();
+            assert_eq!(found.code, code, "{text}: {found:?}");
+            assert!(found.confidence > 0.9, "{text}: {found:?}");
+        }
+    }
+
+    #[test]
+    fn close_languages_on_short_texts_are_compared_again() {
+        for (text, code) in [
+            (
+                "Спасибо за новости. Я буду там в три часа и принесу документы.",
+                "ru",
+            ),
+            ("Дякую, побачимося завтра о третій.", "uk"),
+            ("Tak, vi ses i morgen klokken tre.", "nb"),
+            ("Dziękuję, do zobaczenia jutro o trzeciej.", "pl"),
+        ] {
+            let found = shipped().detect(text).unwrap();
+            assert_eq!(found.code, code, "{text}: {found:?}");
+        }
+    }
+
+    #[test]
+    fn texts_without_letters_have_none() {
+        assert_eq!(shipped().detect(""), None);
+        assert_eq!(shipped().detect("12345 !!! 678 :-)"), None);
+    }
+
+    #[test]
+    fn only_the_sample_is_read() {
+        let english = "the weather is nice today and we will walk to the river ".repeat(4);
+        let text = format!(
+            "{english}{}",
+            "Le temps est beau aujourd'hui et nous irons à la rivière. ".repeat(50)
+        );
+        assert_eq!(shipped().detect(&text).unwrap().code, "en");
+    }
+
+    #[test]
+    fn n_grams_are_the_words_padded_with_spaces() {
+        // `en` has the n-grams of the word "ab" (" a", "a", "ab", "b", " ab") and a capital
+        // "A"; `fr` has "zz" and, far more often, a capital "B".
+        let json = br#"{"en":{"freq":{"a":5," a":5,"ab":5," ab":5,"b":5,"A":5},"n_words":[10,10,10],"name":"en"},
+                        "fr":{"freq":{"zz":5,"B":9},"n_words":[10,10,10],"name":"fr"}}"#;
+        let langid = LangId::from_json(json.to_vec()).unwrap();
+        let found = langid.detect("ab ab").unwrap();
+        assert_eq!(found.code, "en");
+        assert!(found.confidence > 0.99);
+        // In "AB" the second capital after a capital is an acronym's: skipped, as langdetect
+        // skips it, so only "A" counts.
+        assert_eq!(langid.detect("AB").unwrap().code, "en");
+        assert_eq!(langid.detect("B").unwrap().code, "fr");
+        assert_eq!(langid.detect("qq"), None, "no n-gram of any profile");
+    }
+
+    #[test]
+    fn malformed_profiles_are_refused() {
+        for bad in [
+            &b""[..],
+            b"[]",
+            b"{}",
+            br#"{"en":{"freq":{"a":1}}}"#,
+            br#"{"xx":{"freq":{"a":1},"n_words":[1,1,1],"name":"xx"}}"#,
+            br#"{"en":{"freq":{"a":-1},"n_words":[1,1,1],"name":"en"}}"#,
+        ] {
+            assert!(LangId::from_json(bad.to_vec()).is_err(), "{bad:?}");
+        }
+        // N-grams longer than three characters, and empty counts, are left out.
+        let odd = br#"{"en":{"freq":{"abcd":1,"":3,"a":0,"b":2},"n_words":[2,0,0],"name":"en"}}"#;
+        let langid = LangId::from_json(odd.to_vec()).unwrap();
+        assert_eq!(langid.detect("b").unwrap().code, "en");
+        assert_eq!(langid.detect("abcd"), langid.detect("b"));
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_is_read_or_left(text in "\\PC{0,400}") {
+            if let Some(found) = shipped().detect(&text) {
+                prop_assert!((0.0..=1.0).contains(&found.confidence));
+                prop_assert_eq!(found.code.len(), 2);
+            }
+        }
+
+        #[test]
+        fn any_bytes_are_profiles_or_an_error(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = LangId::from_json(bytes);
+        }
+    }
+}
