@@ -40,10 +40,10 @@ pub struct Face {
 /// (the box cut to the image), as the QR codes' boxes are.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FoundFace {
-    pub x1: f32,
-    pub y1: f32,
-    pub x2: f32,
-    pub y2: f32,
+    pub x1: f64,
+    pub y1: f64,
+    pub x2: f64,
+    pub y2: f64,
     pub score: f32,
     pub features: Features,
 }
@@ -60,26 +60,24 @@ pub struct Features {
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Point {
-    pub x: f32,
-    pub y: f32,
+    pub x: f64,
+    pub y: f64,
 }
 
 impl Face {
-    /// This face in fractions of a `width` x `height` image.
+    /// This face in fractions of a `width` x `height` image ([`super::fraction`]).
     pub fn in_fractions(&self, width: usize, height: usize) -> FoundFace {
-        let (w, h) = (width.max(1) as f32, height.max(1) as f32);
-        let point = |[x, y]: [f32; 2]| Point {
-            x: (x / w).clamp(0.0, 1.0),
-            y: (y / h).clamp(0.0, 1.0),
-        };
+        let x = |value: f32| super::fraction(f64::from(value), width);
+        let y = |value: f32| super::fraction(f64::from(value), height);
+        let point = |[px, py]: [f32; 2]| Point { x: x(px), y: y(py) };
         let [x1, y1, x2, y2] = self.bounds;
         let [left_eye, right_eye, nose_tip, left_mouth_corner, right_mouth_corner] =
             self.landmarks.map(point);
         FoundFace {
-            x1: (x1 / w).clamp(0.0, 1.0),
-            y1: (y1 / h).clamp(0.0, 1.0),
-            x2: (x2 / w).clamp(0.0, 1.0),
-            y2: (y2 / h).clamp(0.0, 1.0),
+            x1: x(x1),
+            y1: y(y1),
+            x2: x(x2),
+            y2: y(y2),
             score: self.score,
             features: Features {
                 left_eye,

@@ -23,6 +23,18 @@ pub mod tensor;
 
 use std::fmt;
 
+/// Decimals of the fractions answers give for positions in an image (QR codes', faces' and
+/// text lines' boxes, landmarks): a tenth of a pixel on a 1,000 px side, and no long tail of
+/// binary digits (an f32's `0.0421875` printed as `0.04218750074505806`).
+pub const FRACTION_DECIMALS: i32 = 4;
+
+/// `value`, a position on a side of `side` pixels, as a fraction of it: cut to [0, 1] and
+/// rounded to [`FRACTION_DECIMALS`].
+pub fn fraction(value: f64, side: usize) -> f64 {
+    let scale = 10f64.powi(FRACTION_DECIMALS);
+    ((value / side.max(1) as f64).clamp(0.0, 1.0) * scale).round() / scale
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {
     Jpeg,
@@ -191,4 +203,32 @@ pub struct Measured {
     pub hashes: Option<hashes::ImageHashes>,
     pub faces: Option<Vec<faces::FoundFace>>,
     pub text_lines: Option<Vec<ocr::FoundLine>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fractions_are_cut_to_the_image_and_keep_four_decimals() {
+        assert_eq!(fraction(27.0, 640), 0.0422);
+        assert_eq!(fraction(f64::from(0.0421875f32 * 640.0), 640), 0.0422);
+        assert_eq!(fraction(-3.0, 640), 0.0);
+        assert_eq!(fraction(700.0, 640), 1.0);
+        assert_eq!(fraction(5.0, 0), 1.0, "a side of 0 counts as 1 pixel");
+        let face = faces::Face {
+            bounds: [27.0, 29.0, 482.0, 64.0],
+            score: 0.5,
+            landmarks: [[100.5, 40.25]; 5],
+        }
+        .in_fractions(640, 300);
+        assert_eq!(
+            (face.x1, face.y1, face.x2, face.y2),
+            (0.0422, 0.0967, 0.7531, 0.2133)
+        );
+        assert_eq!(
+            (face.features.nose_tip.x, face.features.nose_tip.y),
+            (0.157, 0.1342)
+        );
+    }
 }

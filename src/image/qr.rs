@@ -76,7 +76,7 @@ pub fn read(image: &Rgb8) -> Option<Vec<QrCode>> {
         };
         let xs = grid.bounds.iter().map(|point| point.x);
         let ys = grid.bounds.iter().map(|point| point.y);
-        let fraction = |value: i32, side: usize| (f64::from(value) / side as f64).clamp(0.0, 1.0);
+        let fraction = |value: i32, side: usize| super::fraction(f64::from(value), side);
         codes.push(QrCode {
             payload,
             x1: fraction(xs.clone().min().unwrap_or(0), width),

@@ -247,9 +247,6 @@ pub struct TextLine {
     pub quad: Quad,
 }
 
-/// Decimals the corners of a [`FoundLine`] keep (a tenth of a pixel on a 1,000 px side).
-const FRACTION_DECIMALS: i32 = 4;
-
 /// A line as answers show it: its corners in fractions of the image's width and height.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct FoundLine {
@@ -263,9 +260,7 @@ pub struct FoundLine {
 impl TextLine {
     /// The line with its corners in fractions of a `width` x `height` image.
     pub fn in_fractions(self, width: usize, height: usize) -> FoundLine {
-        let scale = 10f64.powi(FRACTION_DECIMALS);
-        let fraction =
-            |v: f32, side: usize| (f64::from(v) / side.max(1) as f64 * scale).round() / scale;
+        let fraction = |v: f32, side: usize| crate::image::fraction(f64::from(v), side);
         FoundLine {
             text: self.text,
             score: self.score,
