@@ -39,8 +39,6 @@
 //! The codes are ISO 639-1; the profiles' `no` is answered `nb` and `zh-cn`/`zh-tw` as `zh`,
 //! as the `language` check answers them. `models/text/LANGUAGE_STATS.md` has the accuracy.
 
-use serde::Deserialize;
-
 use super::language::Language;
 use crate::hash::FastMap;
 
@@ -60,15 +58,6 @@ const LANGUAGES_MAX: usize = 64;
 /// n-grams of the profiles (1 MB), which are most of what a text hits, are then added with
 /// vector instructions instead of one language at a time.
 const DENSE_FROM: usize = 8;
-
-/// One profile as langdetect stores it.
-#[derive(Deserialize)]
-struct Profile {
-    /// Occurrences per n-gram.
-    freq: std::collections::HashMap<String, u64>,
-    /// N-grams counted per length (1, 2, 3).
-    n_words: [u64; 3],
-}
 
 /// Below this confidence, the classifier's [`CANDIDATES`] best languages are compared again
 /// by whatlang (the profiles alone are weak between close languages on short texts: Russian
@@ -169,35 +158,61 @@ fn confidence(margin: f64) -> f64 {
 impl LangId {
     /// Reads the profiles (the combined JSON object of `models/fetch.py`).
     pub fn from_json(mut json: Vec<u8>) -> Result<LangId, String> {
-        let profiles: std::collections::BTreeMap<String, Profile> =
-            simd_json::serde::from_slice(&mut json)
-                .map_err(|error| format!("language profiles: {error}"))?;
+        use simd_json::prelude::*;
+        let bad = |what: &str| format!("language profiles: {what}");
+        // Read in place (names and n-grams borrowed from the buffer): this runs at every start,
+        // and 184,000 owned keys cost a debug build most of a second.
+        let value =
+            simd_json::to_borrowed_value(&mut json).map_err(|error| bad(&error.to_string()))?;
+        let profiles = value.as_object().ok_or_else(|| bad("not an object"))?;
         if profiles.is_empty() || profiles.len() > LANGUAGES_MAX {
-            return Err(format!(
-                "language profiles: {} languages, expected 1 to {LANGUAGES_MAX}",
+            return Err(bad(&format!(
+                "{} languages, expected 1 to {LANGUAGES_MAX}",
                 profiles.len()
-            ));
+            )));
         }
+        // In name order, so that a language's index does not depend on the map's.
+        let mut names: Vec<&str> = profiles.keys().map(|name| name.as_ref()).collect();
+        names.sort_unstable();
         let floor = (ALPHA / BASE_FREQ).ln();
         let mut by_gram: FastMap<u64, Vec<(u8, f32)>> = FastMap::default();
-        let mut codes = Vec::with_capacity(profiles.len());
-        for (language, (name, profile)) in profiles.iter().enumerate() {
+        let mut codes = Vec::with_capacity(names.len());
+        for (language, name) in names.into_iter().enumerate() {
             codes.push(iso_639_1(name)?);
-            for (gram, &count) in &profile.freq {
-                let chars: Vec<char> = gram.chars().collect();
-                let Some(&words) = chars
-                    .len()
-                    .checked_sub(1)
-                    .and_then(|n| profile.n_words.get(n))
-                else {
+            let profile = &profiles[name];
+            let freq = profile
+                .get("freq")
+                .and_then(|freq| freq.as_object())
+                .ok_or_else(|| bad(&format!("`{name}` has no `freq` object")))?;
+            let words: Vec<u64> = profile
+                .get("n_words")
+                .and_then(|words| words.as_array())
+                .map(|words| words.iter().filter_map(|n| n.as_u64()).collect())
+                .filter(|words: &Vec<u64>| words.len() == 3)
+                .ok_or_else(|| bad(&format!("`{name}` has no `n_words` of three counts")))?;
+            for (gram, count) in freq.iter() {
+                let count = count
+                    .as_u64()
+                    .ok_or_else(|| bad(&format!("`{name}`: a count is not a whole number")))?;
+                let mut chars = ['\0'; 3];
+                let mut len = 0;
+                for c in gram.chars() {
+                    if len == 3 {
+                        len = 4; // longer than a trigram
+                        break;
+                    }
+                    chars[len] = c;
+                    len += 1;
+                }
+                let Some(&counted) = len.checked_sub(1).and_then(|n| words.get(n)) else {
                     continue; // not a 1- to 3-gram
                 };
-                if words == 0 || count == 0 {
+                if counted == 0 || count == 0 {
                     continue;
                 }
-                let gain = (ALPHA / BASE_FREQ + count as f64 / words as f64).ln() - floor;
+                let gain = (ALPHA / BASE_FREQ + count as f64 / counted as f64).ln() - floor;
                 by_gram
-                    .entry(key(&chars))
+                    .entry(key(&chars[..len]))
                     .or_default()
                     .push((language as u8, gain as f32));
             }
