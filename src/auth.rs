@@ -113,7 +113,7 @@ impl Caller {
         workflow: &str,
         workflows: &'w crate::store::view::Workflows,
     ) -> ApiResult<&'w Rc<WorkflowRecord>> {
-        let shown = truncate(workflow, 64);
+        let shown = crate::text::first_chars(workflow, 64);
         let record = workflows.get(workflow).ok_or_else(|| {
             ApiError::new(
                 ErrorKind::UnknownWorkflow,
@@ -162,13 +162,6 @@ impl Caller {
         let kinds = (self.key.scopes.text && !definition.text_checks.is_empty())
             || (self.key.scopes.image && !definition.image_checks.is_empty());
         self.allowed(workflow) && kinds
-    }
-}
-
-fn truncate(text: &str, chars: usize) -> &str {
-    match text.char_indices().nth(chars) {
-        Some((at, _)) => &text[..at],
-        None => text,
     }
 }
 

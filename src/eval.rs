@@ -199,10 +199,11 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
             for (index, item) in items.into_iter().enumerate() {
                 let (label, decision, board) = match item {
                     Item::Text { text, context } => {
-                        let board = engine
+                        let mut board = engine
                             .check_text(&workflow.text_checks, &[], &text, context.as_deref())
                             .await
                             .map_err(|e| e.to_string())?;
+                        engine.add_language(&mut board, &text);
                         (index.to_string(), decide(&workflow, &board), board)
                     }
                     Item::Image { name, bytes } => {

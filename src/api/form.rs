@@ -93,10 +93,7 @@ fn field_too_large(name: &str, max: usize) -> ApiError {
 }
 
 fn truncate(text: &str) -> &str {
-    match text.char_indices().nth(40) {
-        Some((at, _)) => &text[..at],
-        None => text,
-    }
+    crate::text::first_chars(text, 40)
 }
 
 impl PartSink for FormSink<'_> {

@@ -545,8 +545,5 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// At most the first 64 characters of `text` (for messages that quote the caller).
 pub fn truncated(text: &str) -> &str {
-    match text.char_indices().nth(64) {
-        Some((at, _)) => &text[..at],
-        None => text,
-    }
+    crate::text::first_chars(text, 64)
 }

@@ -165,10 +165,11 @@ pub async fn check_text(
     }
     let definition = &workflow.definition;
     let lists = cx.lists_of(&caller.org.record.name, &definition.lists);
-    let board = cx
+    let mut board = cx
         .checks
         .check_text(&definition.text_checks, &lists, check.text, check.context)
         .await?;
+    cx.checks.add_language(&mut board, check.text);
     Ok(finish_check(cx, notes, workflow, &board, check.request_id))
 }
 

@@ -17,9 +17,9 @@ pub struct ScoreBoard {
     unchecked: Vec<&'static str>,
     /// What the measuring checks found (no category: figures an answer reports as they are).
     pub measured: crate::image::Measured,
-    /// A text's language (whatlang's when the workflow names the `language` check, else
-    /// [`crate::text::langid`]'s; absent without its profiles): `Some(None)` for a text with no
-    /// letters.
+    /// A text's language: whatlang's when the workflow names the `language` check, else
+    /// [`crate::text::langid`]'s where the answer carries one (`Engine::add_language`; absent
+    /// without its profiles). `Some(None)` for a text with no letters.
     pub language: Option<Option<crate::text::language::Language>>,
     /// What the organization's lists matched, one match per list at most (the `hashlist`
     /// check).

@@ -296,17 +296,26 @@ impl Engine {
         if terms {
             match_terms(lists, &normalised, &mut board);
         }
-        // Every text's language: whatlang's for a workflow naming the `language` check (69
-        // languages and `unread_language`, 50 to 100 µs), the cheap classifier's otherwise.
+        // whatlang's language for a workflow naming the `language` check (69 languages and
+        // `unread_language`, 50 to 100 µs); answers that carry a language take the cheap
+        // classifier's otherwise ([`Self::add_language`]).
         if checks.iter().any(|name| name == registry::LANGUAGE.name) {
             let language = crate::text::language::detect(text);
             let unread = registry::unread_language(checks, language.as_ref());
             board.add(categories::UNREAD_LANGUAGE, unread, registry::LANGUAGE.name);
             board.language = Some(language);
-        } else if let Some(langid) = &self.text.langid {
-            board.language = Some(langid.detect(text));
         }
         Ok(board)
+    }
+
+    /// Gives `board`, a check of `text`, its language when the workflow's checks did not
+    /// (from [`crate::text::langid`]; none without its profiles). Only the answers that carry
+    /// a language ask: the compatible APIs' routes, whose answers have no such field, and
+    /// Perspective's per-sentence checks do not pay for it.
+    pub fn add_language(&self, board: &mut ScoreBoard, text: &str) {
+        if board.language.is_none() {
+            board.language = self.text.langid.as_ref().map(|langid| langid.detect(text));
+        }
     }
 
     /// Runs the image checks of a workflow on the shard's model worker; `lists` are the

@@ -46,10 +46,7 @@ pub fn fill<T>(
 }
 
 fn truncate(text: &str) -> &str {
-    match text.char_indices().nth(32) {
-        Some((at, _)) => &text[..at],
-        None => text,
-    }
+    crate::text::first_chars(text, 32)
 }
 
 /// Percent-decodes `text`; `None` for a bad escape or bytes that are not UTF-8.

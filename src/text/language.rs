@@ -37,10 +37,7 @@ impl Language {
 
 /// The language of `text`, if it has one.
 pub fn detect(text: &str) -> Option<Language> {
-    let sample = match text.char_indices().nth(SAMPLE_CHARS_MAX) {
-        Some((at, _)) => &text[..at],
-        None => text,
-    };
+    let sample = super::first_chars(text, SAMPLE_CHARS_MAX);
     let info = whatlang::detect(sample)?;
     Some(Language {
         code: iso_639_1(info.lang()),
@@ -151,16 +148,13 @@ mod tests {
 
     #[test]
     fn languages_are_told_apart() {
-        for (text, code) in [
-            ("Thanks for the update. I will be there at three, and I will bring the documents we talked about yesterday.", "en"),
-            ("Merci pour la mise à jour. Je serai là à trois heures et j'apporterai les documents dont nous avons parlé hier.", "fr"),
-            ("Danke für das Update. Ich werde um drei Uhr da sein und die Unterlagen mitbringen, über die wir gestern gesprochen haben.", "de"),
-            ("Gracias por la actualización. Estaré allí a las tres y traeré los documentos de los que hablamos ayer.", "es"),
-            ("Спасибо за новости. Я буду там в три часа и принесу документы, о которых мы говорили вчера.", "ru"),
-        ] {
+        for &(text, code) in &super::super::tests::SENTENCES {
             let found = detect(text).unwrap();
             assert_eq!(found.code, code, "{text}");
-            assert!(found.reliable && found.confidence > 0.5, "{text}: {found:?}");
+            assert!(
+                found.reliable && found.confidence > 0.5,
+                "{text}: {found:?}"
+            );
         }
     }
 
