@@ -16,7 +16,7 @@ use heed::{Database, Env, RwTxn};
 use super::JournalRecord;
 
 /// Records read for one batch at most.
-pub const SHIP_BATCH_RECORDS_MAX: usize = 1_000;
+pub const SHIP_BATCH_RECORDS_MAX: usize = 4_000;
 
 /// Request ids of charged checks, each with its quota units, per (organization, month).
 pub type ChargedIds = Vec<((String, u32), Vec<(String, u32)>)>;
@@ -78,6 +78,8 @@ pub struct ShipBatch {
     pub json: TextColumn,
     /// The quota month and units each record's check was charged, if it was charged.
     pub charged: Vec<Option<(u32, u32)>>,
+    /// The batch stopped at [`SHIP_BATCH_RECORDS_MAX`]: more records wait.
+    pub full: bool,
 }
 
 impl ShipBatch {
@@ -167,6 +169,7 @@ impl ShipIndex {
                 }
             }
             if read >= SHIP_BATCH_RECORDS_MAX {
+                batch.full = true;
                 break;
             }
         }

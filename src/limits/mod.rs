@@ -19,8 +19,8 @@
 //!   [`IDLE_RETURN_MS`]. An organization near its cap (or with a cap below the shard count)
 //!   gets every permit back at once.
 //! - Quota: units are counted in the ledger when leased, so the quota is never exceeded.
-//!   Leases shrink as the quota nears its end (a quarter of what is left, shared by the
-//!   shards), and below [`QUOTA_REFILL_AT`] units are taken only when a check needs one, so
+//!   Leases grow with an organization's pace ([`QUOTA_LEASE_MAX`]) and shrink as the quota
+//!   nears its end (a quarter of what is left, shared by the shards), and below [`QUOTA_REFILL_AT`] units are taken only when a check needs one, so
 //!   near the end no shard holds units ahead of need. Near the end (if every shard held what
 //!   one holds, the ledger would be empty), units left idle on a shard for
 //!   [`QUOTA_IDLE_RETURN_MS`] go back to the ledger, and that shard's next check waits for
@@ -63,8 +63,15 @@ pub const IDLE_RETURN_MS: i64 = 200;
 /// Quota units idle on a shard for this long go back to the ledger (a durable write, so
 /// less eagerly than rate tokens).
 pub const QUOTA_IDLE_RETURN_MS: i64 = 1_000;
-/// The largest quota lease.
-pub const QUOTA_LEASE_MAX: u64 = 1000;
+/// A shard's first quota lease of an organization, at most.
+pub const QUOTA_LEASE_BASE: u64 = 1000;
+/// The largest quota lease: the base, doubled while leases last less than
+/// [`QUOTA_LEASE_FAST_MS`] (a busy organization asks the ledger a few times a second, not
+/// once per thousand checks: at 20,000 checks a second a fleet node's ledger thread woke 270
+/// times a second), halved again when one lasts over four times that.
+pub const QUOTA_LEASE_MAX: u64 = 32 * QUOTA_LEASE_BASE;
+/// A lease that lasted less than this makes the next one twice as large.
+pub const QUOTA_LEASE_FAST_MS: i64 = 500;
 /// Leases kept per shard before the idle ones are dropped (bounds memory).
 pub const LEASES_MAX: usize = 100_000;
 
@@ -100,6 +107,10 @@ struct QuotaLease {
     spent_unsynced: u64,
     /// Units of the last grant: a refill starts when `units` falls to a quarter of it.
     last_grant: u64,
+    /// The next lease's size before the quota's own bound (see [`QUOTA_LEASE_MAX`]).
+    pace: u64,
+    /// When the last lease was asked for (0: never).
+    asked_ms: i64,
     /// The refill in flight, if any (at most one per organization and shard).
     refill: Option<Rc<Refill>>,
     /// Idle units on their way back to the ledger: a check that finds the lease empty waits
@@ -119,6 +130,8 @@ impl QuotaLease {
             spent_synced: 0,
             spent_unsynced: 0,
             last_grant: 0,
+            pace: QUOTA_LEASE_BASE,
+            asked_ms: 0,
             refill: None,
             returning: None,
             limit: 0,
@@ -145,6 +158,26 @@ impl QuotaLease {
         self.spent_synced = self.spent_synced.max(grant.spent);
         self.last_grant = grant.units;
         self.limit = limit;
+    }
+
+    /// The size a lease asked for at `now_ms` may have, before the quota's own bound: twice
+    /// the last after a lease that lasted less than [`QUOTA_LEASE_FAST_MS`], half after one
+    /// that lasted over four times that.
+    fn pace_at(&self, now_ms: i64) -> u64 {
+        let lasted = now_ms - self.asked_ms;
+        if self.asked_ms != 0 && lasted < QUOTA_LEASE_FAST_MS {
+            (self.pace * 2).min(QUOTA_LEASE_MAX)
+        } else if lasted > 4 * QUOTA_LEASE_FAST_MS {
+            (self.pace / 2).max(QUOTA_LEASE_BASE)
+        } else {
+            self.pace
+        }
+    }
+
+    /// Notes a lease asked for at `now_ms` (granted at once, or a refill started).
+    fn asked(&mut self, now_ms: i64) {
+        self.pace = self.pace_at(now_ms);
+        self.asked_ms = now_ms;
     }
 
     /// Whether to take the next lease before this one runs dry. Only for leases of at least
@@ -341,8 +374,10 @@ impl ShardLimits {
             .max(1)
     }
 
-    fn quota_lease_size(&self, limit: u64, ledger_used: u64) -> u64 {
-        (limit.saturating_sub(ledger_used) / u64::from(4 * self.shards)).clamp(1, QUOTA_LEASE_MAX)
+    /// A quota lease: at most a quarter of what is left, shared by the shards, and at most
+    /// `pace` ([`QuotaLease::asking`]).
+    fn quota_lease_size(&self, limit: u64, ledger_used: u64, pace: u64) -> u64 {
+        (limit.saturating_sub(ledger_used) / u64::from(4 * self.shards)).clamp(1, pace)
     }
 
     /// Spends one rate token of the caller's key: 429 `rate_limited` when the bucket is dry.
@@ -544,16 +579,16 @@ impl ShardLimits {
                     lease.units -= 1;
                     if lease.wants_refill() {
                         // Ahead of need: no check waits for this one.
-                        if self.refill_now(lease, org, month, limits) == RefillNow::NotNow {
+                        if self.refill_now(lease, org, month, limits, now_ms) == RefillNow::NotNow {
                             lease.refill =
-                                Some(self.start_refill(org, month, limits, lease.ledger_used));
+                                Some(self.start_refill(lease, org, month, limits, now_ms));
                         }
                     }
                     return Ok(());
                 }
                 // Empty. A source that can grant at once does, even with a refill in flight.
                 if lease.returning.is_none() {
-                    match self.refill_now(lease, org, month, limits) {
+                    match self.refill_now(lease, org, month, limits, now_ms) {
                         RefillNow::Granted => continue,
                         RefillNow::QuotaUsedUp => return Err(quota_exceeded(limits, now_ms)),
                         RefillNow::Failed => {
@@ -566,7 +601,7 @@ impl ShardLimits {
                     (Some(refill), _) => (refill.clone(), false),
                     (None, Some(returning)) => (returning.clone(), true),
                     (None, None) => {
-                        let refill = self.start_refill(org, month, limits, lease.ledger_used);
+                        let refill = self.start_refill(lease, org, month, limits, now_ms);
                         lease.refill = Some(refill.clone());
                         (refill, false)
                     }
@@ -602,12 +637,14 @@ impl ShardLimits {
         org: &str,
         month: u32,
         limits: &PlanLimits,
+        now_ms: i64,
     ) -> RefillNow {
         let limit = limits.quota_per_month;
-        let want = self.quota_lease_size(limit, lease.ledger_used);
+        let want = self.quota_lease_size(limit, lease.ledger_used, lease.pace_at(now_ms));
         match self.quota.try_take_quota(org, month, limit, want) {
             None => RefillNow::NotNow,
             Some(Ok(grant)) => {
+                lease.asked(now_ms);
                 lease.add_grant(&grant, limit);
                 if grant.units == 0 {
                     RefillNow::QuotaUsedUp
@@ -626,14 +663,16 @@ impl ShardLimits {
     /// source may block); the returned [`Refill`] says when it is in.
     fn start_refill(
         &self,
+        lease: &mut QuotaLease,
         org: &str,
         month: u32,
         limits: &PlanLimits,
-        ledger_used: u64,
+        now_ms: i64,
     ) -> Rc<Refill> {
         let (limit, engine_down) = (limits.quota_per_month, limits.engine_down);
         let refill = Rc::new(Refill::default());
-        let want = self.quota_lease_size(limit, ledger_used);
+        lease.asked(now_ms);
+        let want = self.quota_lease_size(limit, lease.ledger_used, lease.pace);
         let (source, inner, owned_org, task_refill) = (
             self.quota.clone(),
             self.inner.clone(),
@@ -857,5 +896,60 @@ impl ShardLimits {
                 self.source.return_rate(&key, lease.bucket, lease.tokens);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quota_lease_grows_while_leases_go_fast_and_shrinks_when_they_last() {
+        let mut lease = QuotaLease::new(1, 0);
+        // The first lease is the base, whenever it is asked for.
+        assert_eq!(lease.pace_at(1_000), QUOTA_LEASE_BASE);
+        lease.asked(1_000);
+        // Spent in 100 ms: twice as large, up to the largest.
+        let mut now = 1_000;
+        let mut sizes = Vec::new();
+        for _ in 0..8 {
+            now += 100;
+            lease.asked(now);
+            sizes.push(lease.pace);
+        }
+        assert_eq!(
+            sizes,
+            [2, 4, 8, 16, 32, 32, 32, 32].map(|n| n * QUOTA_LEASE_BASE)
+        );
+        // A lease that lasted between the two bounds keeps the size.
+        assert_eq!(lease.pace_at(now + QUOTA_LEASE_FAST_MS), QUOTA_LEASE_MAX);
+        // One that lasted long halves it, down to the base.
+        now += 4 * QUOTA_LEASE_FAST_MS + 1;
+        lease.asked(now);
+        assert_eq!(lease.pace, QUOTA_LEASE_MAX / 2);
+        for _ in 0..10 {
+            now += 60_000;
+            lease.asked(now);
+        }
+        assert_eq!(lease.pace, QUOTA_LEASE_BASE);
+    }
+
+    #[test]
+    fn a_quota_lease_is_at_most_a_quarter_of_what_is_left_per_shard() {
+        let dir = tempfile::tempdir().unwrap();
+        let leases = std::sync::Arc::new(lease::LocalLeases::open(dir.path()).unwrap());
+        let limits = ShardLimits::new(Sources::local(leases), 2);
+        // 1,000,000 left, 2 shards: the pace bounds it.
+        assert_eq!(
+            limits.quota_lease_size(1_000_000, 0, QUOTA_LEASE_MAX),
+            QUOTA_LEASE_MAX
+        );
+        // 80,000 left: 10,000 (a quarter, halved between two shards).
+        assert_eq!(
+            limits.quota_lease_size(100_000, 20_000, QUOTA_LEASE_MAX),
+            10_000
+        );
+        // Nothing left: one unit is asked for (and refused by the ledger).
+        assert_eq!(limits.quota_lease_size(100, 100, QUOTA_LEASE_MAX), 1);
     }
 }

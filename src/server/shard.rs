@@ -33,7 +33,7 @@ use crate::config::Config;
 use crate::download::Downloader;
 use crate::error::{ApiError, ErrorKind};
 use crate::fleet::follower::ControlPlaneStatus;
-use crate::fleet::shipper::{Shipper, SHIP_INTERVAL};
+use crate::fleet::shipper::{Shipper, SHIP_INTERVAL, SHIP_LINGER};
 use crate::http::conn::{self, ConnConfig, ConnHost};
 use crate::http::response::{ConnectionHeader, DateCache, Frame};
 use crate::inference::{Worker, WorkerConfig, WorkerModels};
@@ -492,7 +492,7 @@ async fn ship_journal(journal: Rc<Journal>, shipper: Shipper, shard: usize) {
             glommio::timer::sleep(SHIP_INTERVAL).await;
             continue;
         }
-        let last = batch.last_seq;
+        let (last, full) = (batch.last_seq, batch.full);
         let shipped = shipper.ship(shard, batch).await && journal.set_shipped(last).await.is_ok();
         shipper.unshipped[shard].store(
             journal.unshipped_count(),
@@ -500,6 +500,9 @@ async fn ship_journal(journal: Rc<Journal>, shipper: Shipper, shard: usize) {
         );
         if !shipped {
             glommio::timer::sleep(SHIP_INTERVAL).await;
+        } else if !full {
+            // Caught up: let the next batch gather rather than ship a few records a round.
+            glommio::timer::sleep(SHIP_LINGER).await;
         }
     }
 }
