@@ -758,6 +758,14 @@ fn stage(
     records: &[(String, Vec<u8>, Option<String>)],
 ) -> heed::Result<()> {
     let mut txn = staged.env.write_txn()?;
+    // An entry's bytes, its 4-byte header, LMDB's node header and the 8-byte key.
+    let payload = records
+        .iter()
+        .map(|(key, value, charge)| {
+            key.len() + value.len() + charge.as_ref().map_or(0, String::len) + 32
+        })
+        .sum();
+    staged.allocate_for(&txn, records.len(), payload)?;
     let mut bytes = Vec::new();
     for (offset, (key, value, charge)) in records.iter().enumerate() {
         bytes.clear();
