@@ -78,6 +78,14 @@ pub fn for_each(
     filter: &Filter,
     mut each: impl FnMut(&JournalRecord<'_>) -> anyhow::Result<()>,
 ) -> anyhow::Result<usize> {
+    // What is staged is read before the disk journals' transactions begin: a record moved
+    // meanwhile is then in both (and dropped once below), never in neither. (Read after, a
+    // move committed between the disk's snapshot and the staging read would hide the record
+    // from both: the snapshot predates it, and staging no longer has it.)
+    let staged = match super::staging::linked_root(data_dir) {
+        Some(root) => Some(super::staging::read_all(&root, map_bytes)?),
+        None => None,
+    };
     let opened = shard_dirs(data_dir)?
         .iter()
         .map(|dir| open_env(dir, map_bytes, false))
@@ -98,10 +106,7 @@ pub fn for_each(
             entry.map(|(key, value)| (key.to_owned(), value.to_vec()))
         })));
     }
-    // Read after the disk journals: a record moved meanwhile is then in both (and dropped
-    // once below), never in neither.
-    if let Some(root) = super::staging::linked_root(data_dir) {
-        let staged = super::staging::read_all(&root, map_bytes)?;
+    if let Some(staged) = staged {
         let in_range = move |key: &String| {
             since.as_deref().is_none_or(|since| key.as_str() >= since)
                 && until.as_deref().is_none_or(|until| key.as_str() < until)
