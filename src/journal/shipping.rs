@@ -273,6 +273,32 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_is_full_only_when_more_records_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let (env, db) = open_env(dir.path(), 1 << 26, true).unwrap();
+        let (index, first) = ShipIndex::open(&env).unwrap();
+        let ids: Vec<String> = (0..=SHIP_BATCH_RECORDS_MAX)
+            .map(|n| format!("r{n:05}"))
+            .collect();
+        let mut txn = env.write_txn().unwrap();
+        for id in &ids {
+            let record = record(id, "acme", None);
+            let bytes = RecordCodec::bytes_encode(&record).unwrap();
+            db.put(&mut txn, id, &bytes).unwrap();
+        }
+        let keys: Vec<&str> = ids.iter().map(String::as_str).collect();
+        index.append(&mut txn, first, &keys).unwrap();
+        txn.commit().unwrap();
+        let batch = index.unshipped(&env, db).unwrap();
+        assert_eq!(batch.len(), SHIP_BATCH_RECORDS_MAX);
+        assert!(batch.full);
+        index.set_shipped(&env, batch.last_seq).unwrap();
+        let rest = index.unshipped(&env, db).unwrap();
+        assert_eq!(rest.len(), 1);
+        assert!(!rest.full);
+    }
+
+    #[test]
     fn unshipped_charges_are_the_charged_ids_after_the_shipped_position() {
         let dir = tempfile::tempdir().unwrap();
         let (env, db) = open_env(dir.path(), 1 << 22, true).unwrap();

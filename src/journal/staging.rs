@@ -129,6 +129,8 @@ pub struct Staged {
 struct Blocks {
     file: std::fs::File,
     allocated: std::sync::atomic::AtomicU64,
+    /// LMDB's page size for this environment (read once: it never changes).
+    page: u64,
 }
 
 /// Allocated past what a transaction needs, when the filesystem has it, so that allocations
@@ -165,19 +167,23 @@ pub fn open(dir: &Path, journal_map_bytes: usize) -> anyhow::Result<Staged> {
         .write(true)
         .open(dir.join("data.mdb"))
         .with_context(|| format!("opening the journal's staging file in {}", dir.display()))?;
-    let blocks = std::sync::Arc::new(Blocks {
+    let mut blocks = Blocks {
         file,
         allocated: std::sync::atomic::AtomicU64::new(0),
-    });
+        page: 0,
+    };
     // The first pages, before the first transaction writes any.
-    blocks.allocate(
-        OPEN_BYTES.min(env.info().map_size as u64),
-        env.info().map_size as u64,
-    )?;
+    let map_size = env.info().map_size as u64;
+    blocks.allocate(OPEN_BYTES.min(map_size), map_size)?;
     let mut txn = env.write_txn()?;
     let db = env.create_database(&mut txn, Some("staged"))?;
+    blocks.page = db.stat(&txn)?.page_size as u64;
     txn.commit()?;
-    Ok(Staged { env, db, blocks })
+    Ok(Staged {
+        env,
+        db,
+        blocks: std::sync::Arc::new(blocks),
+    })
 }
 
 impl Staged {
@@ -194,12 +200,12 @@ impl Staged {
     /// growing by 8 bytes a page freed; four times that, plus 64 pages, is past all of it.
     pub fn allocate_for(
         &self,
-        txn: &heed::RwTxn<'_>,
+        _txn: &heed::RwTxn<'_>,
         records: usize,
         bytes: usize,
     ) -> heed::Result<()> {
         let info = self.env.info();
-        let page = self.db.stat(txn)?.page_size as u64;
+        let page = self.blocks.page;
         let pages = 4 * ((bytes as u64).div_ceil(page) + records as u64) + 64;
         let needed = ((info.last_page_number as u64 + 1 + pages) * page).min(info.map_size as u64);
         self.blocks.allocate(needed, info.map_size as u64)

@@ -20,8 +20,9 @@
 //!   gets every permit back at once.
 //! - Quota: units are counted in the ledger when leased, so the quota is never exceeded.
 //!   Leases grow with an organization's pace ([`QUOTA_LEASE_MAX`]) and shrink as the quota
-//!   nears its end (a quarter of what is left, shared by the shards), and below [`QUOTA_REFILL_AT`] units are taken only when a check needs one, so
-//!   near the end no shard holds units ahead of need. Near the end (if every shard held what
+//!   nears its end (a quarter of what is left, shared by the shards), and below
+//!   [`QUOTA_REFILL_AT`] units are taken only when a check needs one, so near the end no
+//!   shard holds units ahead of need. Near the end (if every shard held what
 //!   one holds, the ledger would be empty), units left idle on a shard for
 //!   [`QUOTA_IDLE_RETURN_MS`] go back to the ledger, and that shard's next check waits for
 //!   them to be in before it leases again; a graceful stop gives them all back; a crash
