@@ -17,7 +17,7 @@
 //! in the text), and a match counts only between word boundaries (spaces or the ends of the
 //! normalised text), which keeps `Scunthorpe`, `assess` and `classic` clean.
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 
 use crate::text::normalize::normalize;
 
@@ -164,6 +164,10 @@ impl WordList {
         let (scores, kinds) = rated.into_iter().unzip();
         let automaton = AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
+            // A DFA: one table look-up per byte, half the time of the default contiguous NFA
+            // on a KiB of text (1.7 against 3.1 µs, `cargo bench --bench text -- wordlist`),
+            // for 620 KB instead of 90 KB.
+            .kind(Some(AhoCorasickKind::DFA))
             .build(&patterns)
             .map_err(|error| format!("building the word automaton: {error}"))?;
         Ok(WordList {

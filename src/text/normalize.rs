@@ -21,7 +21,9 @@
 //! `Scunthorpe`, `assess` and `classic` innocent. The models do not see this text: they get
 //! the raw text, as they were trained on it.
 //!
-//! Cost: ASCII text takes a fast path without any decomposition table look-up.
+//! Cost: an ASCII text takes a path of one byte per position, without any Unicode table
+//! look-up (steps 4 to 6 are the same code over bytes; a property test holds the two paths
+//! to the same output).
 
 use unicode_normalization::char::{decompose_compatible, is_combining_mark};
 
@@ -38,6 +40,10 @@ pub struct Normalizer {
     chars: Vec<char>,
     /// Words after step 4, back to back.
     mapped: Vec<char>,
+    /// `chars` and `mapped` of an ASCII text, which takes a path of one byte per position:
+    /// the same rules on a quarter of the memory, without Unicode tables.
+    ascii: Vec<u8>,
+    ascii_mapped: Vec<u8>,
     words: Vec<Word>,
     /// With [`Normalizer::normalize_tracked`]: the index, in characters of the input, that
     /// each entry of `chars` and of `mapped` came from (empty otherwise).
@@ -87,68 +93,176 @@ impl Normalizer {
         from: &mut Vec<u32>,
     ) -> bool {
         out.clear();
+        from.clear();
         self.chars.clear();
         self.mapped.clear();
+        self.ascii.clear();
+        self.ascii_mapped.clear();
         self.words.clear();
         self.chars_from.clear();
         self.mapped_from.clear();
-        let mut changed = false;
         if text.is_ascii() {
-            self.chars
-                .extend(text.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+            // Steps 1 to 3 change nothing in ASCII but the case.
+            self.ascii
+                .extend(text.bytes().map(|byte| byte.to_ascii_lowercase()));
             if TRACK {
                 // Texts are bounded far below 4 G characters (the plans' limits).
                 self.chars_from.extend(0..text.len() as u32);
             }
-        } else {
-            // Character by character, to know which ones compatibility decomposition changed
-            // (`ｆ` → `f` is a disguise even though the result is plain ASCII). Combining marks
-            // are dropped, so the canonical reordering a whole-string NFKD would do among them
-            // changes nothing here.
-            let chars = &mut self.chars;
-            let chars_from = &mut self.chars_from;
-            for (index, original) in text.chars().enumerate() {
-                let mut only_itself = true;
-                decompose_compatible(original, |c| {
-                    only_itself &= c == original;
-                    if is_combining_mark(c) || is_invisible(c) {
-                        changed = true;
-                        return;
-                    }
-                    for lower in c.to_lowercase() {
-                        let mapped = confusable(lower);
-                        changed |= mapped != lower || !lower.is_ascii();
-                        chars.push(mapped);
-                        if TRACK {
-                            chars_from.push(index as u32);
-                        }
-                    }
-                });
-                changed |= !only_itself;
-            }
+            let mut words = Words {
+                units: &self.ascii,
+                units_from: &self.chars_from,
+                mapped: &mut self.ascii_mapped,
+                mapped_from: &mut self.mapped_from,
+                words: &mut self.words,
+            };
+            let changed = words.split::<TRACK>();
+            return changed | words.join::<TRACK>(out, from);
         }
-        changed |= self.split_words::<TRACK>();
-        changed |= self.join_words::<TRACK>(out, from);
-        changed
+        // Character by character, to know which ones compatibility decomposition changed
+        // (`ｆ` → `f` is a disguise even though the result is plain ASCII). Combining marks
+        // are dropped, so the canonical reordering a whole-string NFKD would do among them
+        // changes nothing here.
+        let mut changed = false;
+        let chars = &mut self.chars;
+        let chars_from = &mut self.chars_from;
+        for (index, original) in text.chars().enumerate() {
+            let mut only_itself = true;
+            decompose_compatible(original, |c| {
+                only_itself &= c == original;
+                if is_combining_mark(c) || is_invisible(c) {
+                    changed = true;
+                    return;
+                }
+                for lower in c.to_lowercase() {
+                    let mapped = confusable(lower);
+                    changed |= mapped != lower || !lower.is_ascii();
+                    chars.push(mapped);
+                    if TRACK {
+                        chars_from.push(index as u32);
+                    }
+                }
+            });
+            changed |= !only_itself;
+        }
+        let mut words = Words {
+            units: &self.chars,
+            units_from: &self.chars_from,
+            mapped: &mut self.mapped,
+            mapped_from: &mut self.mapped_from,
+            words: &mut self.words,
+        };
+        changed |= words.split::<TRACK>();
+        changed | words.join::<TRACK>(out, from)
+    }
+}
+
+/// A position of the text after steps 1 to 3: a `char`, or a byte of an ASCII text. Steps 4
+/// to 6 are written once, over this.
+trait Unit: Copy + PartialEq {
+    fn is_letter(self) -> bool;
+    fn is_letter_or_digit(self) -> bool;
+    /// The letter a leet symbol imitates.
+    fn leet(self) -> Option<Self>;
+    fn as_char(self) -> char;
+    /// Appends `units` to `out`.
+    fn append(units: &[Self], out: &mut String);
+}
+
+impl Unit for char {
+    fn is_letter(self) -> bool {
+        self.is_alphabetic()
     }
 
+    fn is_letter_or_digit(self) -> bool {
+        self.is_alphanumeric()
+    }
+
+    fn leet(self) -> Option<char> {
+        leet(self)
+    }
+
+    fn as_char(self) -> char {
+        self
+    }
+
+    fn append(units: &[char], out: &mut String) {
+        out.extend(units);
+    }
+}
+
+impl Unit for u8 {
+    fn is_letter(self) -> bool {
+        self.is_ascii_alphabetic()
+    }
+
+    fn is_letter_or_digit(self) -> bool {
+        self.is_ascii_alphanumeric()
+    }
+
+    fn leet(self) -> Option<u8> {
+        match ASCII_LEET.get(usize::from(self)) {
+            Some(&letter) if letter != 0 => Some(letter),
+            _ => None,
+        }
+    }
+
+    fn as_char(self) -> char {
+        char::from(self)
+    }
+
+    fn append(units: &[u8], out: &mut String) {
+        // The bytes come from an ASCII text, so this is always valid UTF-8; the fallback
+        // only keeps the function total.
+        match std::str::from_utf8(units) {
+            Ok(ascii) => out.push_str(ascii),
+            Err(_) => out.extend(units.iter().map(|&byte| char::from(byte))),
+        }
+    }
+}
+
+/// [`leet`] on ASCII, as a table (0: not a leet symbol).
+const ASCII_LEET: [u8; 128] = {
+    let mut table = [0u8; 128];
+    let mut byte = 0;
+    while byte < 128 {
+        if let Some(letter) = leet(byte as u8 as char) {
+            table[byte] = letter as u8;
+        }
+        byte += 1;
+    }
+    table
+};
+
+/// Steps 4 to 6 over the units of one text.
+struct Words<'a, T> {
+    units: &'a [T],
+    /// With tracking: the input character each unit came from.
+    units_from: &'a [u32],
+    /// Words after step 4, back to back.
+    mapped: &'a mut Vec<T>,
+    mapped_from: &'a mut Vec<u32>,
+    words: &'a mut Vec<Word>,
+}
+
+impl<T: Unit> Words<'_, T> {
     /// Step 4 and 6: words of letters, digits and leet symbols, de-leeted, with repeated
     /// letters collapsed, into `mapped`.
-    fn split_words<const TRACK: bool>(&mut self) -> bool {
-        let chars = &self.chars;
+    fn split<const TRACK: bool>(&mut self) -> bool {
+        let units = self.units;
         let mut changed = false;
         let mut i = 0;
         let mut gap_len = 0usize;
         let mut gap_char = ' ';
-        while i < chars.len() {
-            if !in_word(chars, i) {
+        while i < units.len() {
+            if !in_word(units, i) {
                 gap_len += 1;
-                gap_char = chars[i];
+                gap_char = units[i].as_char();
                 i += 1;
                 continue;
             }
             let start = i;
-            while i < chars.len() && in_word(chars, i) {
+            while i < units.len() && in_word(units, i) {
                 i += 1;
             }
             let gap = match (self.words.is_empty(), gap_len, gap_char) {
@@ -157,13 +271,13 @@ impl Normalizer {
                 _ => Gap::Wide,
             };
             gap_len = 0;
-            let word = &chars[start..i];
-            let has_letter = word.iter().any(|&c| c.is_alphabetic());
+            let word = &units[start..i];
+            let has_letter = word.iter().any(|&c| c.is_letter());
             let from = self.mapped.len();
             let mut run = 0;
             let mut last = None;
             for (k, &c) in word.iter().enumerate() {
-                let c = match (has_letter, leet(c)) {
+                let c = match (has_letter, c.leet()) {
                     (true, Some(letter)) => {
                         changed = true;
                         letter
@@ -177,7 +291,7 @@ impl Normalizer {
                     run = 1;
                 }
                 // A letter repeated three or more times becomes one.
-                if run >= 3 && c.is_alphabetic() {
+                if run >= 3 && c.is_letter() {
                     if run == 3 {
                         self.mapped.pop();
                         if TRACK {
@@ -189,7 +303,7 @@ impl Normalizer {
                 }
                 self.mapped.push(c);
                 if TRACK {
-                    self.mapped_from.push(self.chars_from[start + k]);
+                    self.mapped_from.push(self.units_from[start + k]);
                 }
             }
             self.words.push(Word {
@@ -202,8 +316,7 @@ impl Normalizer {
     }
 
     /// Step 5: words joined by single spaces, runs of spelled-apart single letters joined.
-    fn join_words<const TRACK: bool>(&self, out: &mut String, from: &mut Vec<u32>) -> bool {
-        from.clear();
+    fn join<const TRACK: bool>(&self, out: &mut String, from: &mut Vec<u32>) -> bool {
         let mut changed = false;
         let mut i = 0;
         while i < self.words.len() {
@@ -221,10 +334,10 @@ impl Normalizer {
                 1
             };
             for word in &self.words[i..i + take] {
-                out.extend(&self.mapped[word.start..word.end]);
+                T::append(&self.mapped[word.start..word.end], out);
                 if TRACK {
                     for k in word.start..word.end {
-                        let bytes = self.mapped[k].len_utf8();
+                        let bytes = self.mapped[k].as_char().len_utf8();
                         from.extend(std::iter::repeat_n(self.mapped_from[k], bytes));
                     }
                 }
@@ -325,7 +438,7 @@ fn confusable(c: char) -> char {
     }
 }
 
-fn leet(c: char) -> Option<char> {
+const fn leet(c: char) -> Option<char> {
     Some(match c {
         '0' => 'o',
         '1' => 'i',
@@ -344,22 +457,22 @@ fn leet(c: char) -> Option<char> {
     })
 }
 
-fn in_word(chars: &[char], i: usize) -> bool {
-    let c = chars[i];
-    c.is_alphanumeric() || (leet(c).is_some() && touches_letter(chars, i))
+fn in_word<T: Unit>(units: &[T], i: usize) -> bool {
+    let c = units[i];
+    c.is_letter_or_digit() || (c.leet().is_some() && touches_letter(units, i))
 }
 
 /// A leet symbol counts as part of a word when a letter (or another leet symbol next to a
 /// letter) is beside it; `!` only when a letter follows.
-fn touches_letter(chars: &[char], i: usize) -> bool {
-    let letter_at = |j: usize| chars.get(j).is_some_and(|c| c.is_alphabetic());
+fn touches_letter<T: Unit>(units: &[T], i: usize) -> bool {
+    let letter_at = |j: usize| units.get(j).is_some_and(|c| c.is_letter());
     let leet_letter_at = |j: usize| {
-        chars.get(j).is_some_and(|&c| {
-            leet(c).is_some() && (j.checked_sub(1).is_some_and(letter_at) || letter_at(j + 1))
+        units.get(j).is_some_and(|&c| {
+            c.leet().is_some() && (j.checked_sub(1).is_some_and(letter_at) || letter_at(j + 1))
         })
     };
     let after = letter_at(i + 1) || leet_letter_at(i + 1);
-    if chars[i] == '!' {
+    if units[i].as_char() == '!' {
         return after;
     }
     let before = i
@@ -476,7 +589,44 @@ mod tests {
         assert_eq!(tracked, plain);
     }
 
+    /// Steps 4 to 6 of an ASCII text on the `char` path, which the byte path must match.
+    fn on_chars(text: &str) -> (String, bool) {
+        let chars: Vec<char> = text.chars().map(|c| c.to_ascii_lowercase()).collect();
+        let (mut mapped, mut mapped_from, mut words) = (Vec::new(), Vec::new(), Vec::new());
+        let mut steps = Words {
+            units: &chars,
+            units_from: &[],
+            mapped: &mut mapped,
+            mapped_from: &mut mapped_from,
+            words: &mut words,
+        };
+        let mut out = String::new();
+        let changed = steps.split::<false>();
+        let changed = changed | steps.join::<false>(&mut out, &mut Vec::new());
+        (out, changed)
+    }
+
+    #[test]
+    fn the_ascii_leet_table_is_the_leet_function() {
+        for byte in 0u8..128 {
+            assert_eq!(
+                byte.leet().map(char::from),
+                leet(char::from(byte)),
+                "{byte}"
+            );
+        }
+    }
+
     proptest! {
+        #[test]
+        fn ascii_takes_the_byte_path_to_the_same_result(
+            text in "[a-zA-Z0-9@$|+!. \\-\n]{0,200}|[\\x00-\\x7f]{0,200}"
+        ) {
+            let mut out = String::new();
+            let changed = Normalizer::default().normalize(&text, &mut out);
+            prop_assert_eq!((out, changed), on_chars(&text));
+        }
+
         #[test]
         fn tracking_covers_every_byte_in_order(text in "\\PC{0,120}") {
             let (mut out, mut from) = (String::new(), Vec::new());
