@@ -193,6 +193,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
                 text: text_models,
                 worker,
                 normalizer: Default::default(),
+                turns: Default::default(),
                 metrics: crate::metrics::Metrics::new(false),
             };
             let mut tally = Tally::default();

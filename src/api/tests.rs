@@ -98,6 +98,7 @@ fn with_context_and_leases(
                     image_slots_loaded: 0,
                     measures_ready: crate::image::Measures::NONE,
                     normalizer: Default::default(),
+                    turns: Default::default(),
                     metrics: metrics.clone(),
                 },
                 journal,

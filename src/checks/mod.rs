@@ -41,6 +41,7 @@ pub mod profanity_svm;
 pub mod qr;
 pub mod registry;
 pub mod toxblock;
+pub mod turns;
 pub mod wordlist;
 
 use std::cell::RefCell;
@@ -143,6 +144,9 @@ pub struct Engine {
     pub measures_ready: crate::image::Measures,
     /// The shard's normalisation scratch buffers.
     pub normalizer: RefCell<Normalizer>,
+    /// The shard's turns at checks that run on it ([`turns`]): a light request is served
+    /// between two checks instead of behind every check that was ready.
+    pub turns: turns::Turns,
     /// The shard's metrics (model and image stage times).
     pub metrics: Rc<Metrics>,
 }
@@ -247,6 +251,9 @@ impl Engine {
         context: Option<&str>,
     ) -> ApiResult<ScoreBoard> {
         undeclared(checks)?;
+        // Held while this check uses the shard's CPU; given back while a model runs on the
+        // worker.
+        let mut turn = self.turns.take().await;
         let mut board = ScoreBoard::default();
         let mut normalised = String::new();
         let mut disguised = false;
@@ -277,7 +284,10 @@ impl Engine {
                     ran = true;
                 }
                 Runner::TextModel(_) => {
-                    if self.run_toxblock(text, context, &mut board).await? {
+                    drop(turn);
+                    let ran_model = self.run_toxblock(text, context, &mut board).await?;
+                    turn = self.turns.take().await;
+                    if ran_model {
                         ran = true;
                     } else {
                         board.unavailable(check.categories);
@@ -305,6 +315,7 @@ impl Engine {
             board.add(categories::UNREAD_LANGUAGE, unread, registry::LANGUAGE.name);
             board.language = Some(language);
         }
+        drop(turn);
         Ok(board)
     }
 

@@ -550,6 +550,7 @@ async fn start_engine(
         text: text_models,
         worker,
         normalizer: Default::default(),
+        turns: Default::default(),
         metrics,
     })
 }
