@@ -28,8 +28,9 @@
 //!    ([`http::conn::Exchange`], forms through [`http::multipart`]) into a pooled buffer.
 //! 5. [`checks::Engine`] runs the workflow's checks from [`checks::registry`] (the shipped
 //!    ones and the configuration's own models, [`checks::custom`]): text checks on
-//!    the shard, models on the shard's worker ([`inference::worker`]); images are probed on the
-//!    shard and decoded on the worker ([`image`]).
+//!    the shard, one at a time in order of asking ([`checks::turns`]), models on the shard's
+//!    worker ([`inference::worker`]); images are probed on the shard and decoded on the worker
+//!    ([`image`]).
 //! 6. [`api::finish`] decides ([`decision`]) and shapes the answer; [`api::handle`] appends the
 //!    journal record ([`journal`], group-committed) before the answer leaves, settles the
 //!    admission and counts the request ([`metrics`]).

@@ -12,7 +12,9 @@
 # (saturated). With DISK_WRITER=1, `dd` writes 1.5 GB at a time with an fsync to the data
 # directory's disk, again and again while each open-loop rate runs (60 s and 30 passes at
 # most), on the load's CPU (WRITER_CPU, default 1) so that it slows the server through the
-# disk, not by taking its core: the stall scenario of issue 13. Prints one line per measurement, then the medians.
+# disk, not by taking its core: the stall scenario of issue 13. The writer runs under SCHED_IDLE
+# so that it yields its CPU to the load tool (WRITER_SCHED=other: at nice 0).
+# Prints one line per measurement, then the medians.
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-2}
 rates=${RATES:-1000}
@@ -27,8 +29,13 @@ writer() { # bulk writes with fsyncs on the data directory's disk, bounded in si
   ( end=$((SECONDS + 60))
     for _ in $(seq 30); do
       [ "$SECONDS" -lt "$end" ] || break
-      timeout 60 taskset -c "${WRITER_CPU:-1}" dd if=/dev/zero of="$work/bulk" bs=1M count=1536 \
-        conv=fsync status=none || true
+      # Under SCHED_IDLE (WRITER_SCHED=other for the old behaviour): at nice 0 on the
+      # load's CPU, dd's kernel copying held that CPU for up to 17 ms at a time (this kernel
+      # is PREEMPT_NONE, HZ=250), the load tool could not send, and its open-loop clock
+      # charged the wait to the server (`perf record -e sched:sched_switch -a`, 2026-11-26:
+      # the shard thread never entered D state in 18 s beside the writer).
+      timeout 60 taskset -c "${WRITER_CPU:-1}" chrt "--${WRITER_SCHED:-idle}" 0 \
+        dd if=/dev/zero of="$work/bulk" bs=1M count=1536 conv=fsync status=none || true
       rm -f "$work/bulk"
     done ) &
   writer_pid=$!
