@@ -50,24 +50,36 @@ struct State {
 }
 
 impl State {
-    /// Gives a free turn to the first waiting ticket, and wakes it.
-    fn grant_next(&mut self) {
+    /// Gives a free turn to the first waiting ticket; its waker, to wake once the state is
+    /// no longer borrowed (a wake may drop a task, whose drop may come back here).
+    #[must_use]
+    fn grant_next(&mut self) -> Option<Waker> {
         if self.holder.is_some() {
-            return;
+            return None;
         }
-        if let Some((ticket, waker)) = self.waiting.pop_front() {
-            self.holder = Some(ticket);
-            waker.wake();
-        }
+        let (ticket, waker) = self.waiting.pop_front()?;
+        self.holder = Some(ticket);
+        Some(waker)
     }
 
-    /// Frees `ticket`'s turn or its place in the queue.
-    fn leave(&mut self, ticket: u64) {
+    /// Frees `ticket`'s turn or its place in the queue; the waker of the next holder.
+    #[must_use]
+    fn leave(&mut self, ticket: u64) -> Option<Waker> {
         if self.holder == Some(ticket) {
             self.holder = None;
-            self.grant_next();
+            self.grant_next()
         } else {
             self.waiting.retain(|(waiting, _)| *waiting != ticket);
+            None
+        }
+    }
+}
+
+impl Turns {
+    fn leave(&self, ticket: u64) {
+        let next = self.state.borrow_mut().leave(ticket);
+        if let Some(waker) = next {
+            waker.wake();
         }
     }
 }
@@ -109,9 +121,12 @@ impl<'a> Future for TakeTurn<'a> {
             let ticket = state.next_ticket;
             state.next_ticket += 1;
             state.waiting.push_back((ticket, cx.waker().clone()));
-            state.grant_next();
+            let granted = state.grant_next();
             drop(state);
             self.ticket = Some(ticket);
+            if let Some(waker) = granted {
+                waker.wake();
+            }
             return Poll::Pending;
         };
         if state.holder == Some(ticket) {
@@ -129,7 +144,7 @@ impl<'a> Future for TakeTurn<'a> {
 impl Drop for TakeTurn<'_> {
     fn drop(&mut self) {
         if let (Some(ticket), false) = (self.ticket, self.done) {
-            self.turns.state.borrow_mut().leave(ticket);
+            self.turns.leave(ticket);
         }
     }
 }
@@ -142,7 +157,7 @@ pub struct Turn<'a> {
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        self.turns.state.borrow_mut().leave(self.ticket);
+        self.turns.leave(self.ticket);
     }
 }
 
@@ -213,6 +228,44 @@ mod tests {
             // Without turns the light task would come last, behind four checks.
             assert_eq!(log.borrow()[0], "health");
         });
+    }
+
+    thread_local! {
+        /// Waiters that [`DropsWaiters`] drops when it is woken.
+        static PARKED: RefCell<Vec<Pin<Box<TakeTurn<'static>>>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A waker whose wake drops other waiters, as a wake that ends a task can.
+    struct DropsWaiters;
+
+    impl std::task::Wake for DropsWaiters {
+        fn wake(self: std::sync::Arc<Self>) {
+            PARKED.with(|parked| parked.borrow_mut().clear());
+        }
+    }
+
+    #[test]
+    fn a_wake_that_drops_a_waiter_finds_the_turns_free_to_borrow() {
+        let turns: &'static Turns = Box::leak(Box::default());
+        let mut noop = Context::from_waker(Waker::noop());
+        let mut first = Box::pin(turns.take());
+        assert!(first.as_mut().poll(&mut noop).is_pending());
+        let Poll::Ready(turn) = first.as_mut().poll(&mut noop) else {
+            panic!("a free turn was not granted");
+        };
+        let dropping = Waker::from(std::sync::Arc::new(DropsWaiters));
+        let mut second = Box::pin(turns.take());
+        assert!(second
+            .as_mut()
+            .poll(&mut Context::from_waker(&dropping))
+            .is_pending());
+        let mut third = Box::pin(turns.take());
+        assert!(third.as_mut().poll(&mut noop).is_pending());
+        PARKED.with(|parked| parked.borrow_mut().push(third));
+        // Passes the turn to `second`, whose wake drops `third`, which leaves the queue.
+        drop(turn);
+        assert_eq!(turns.waiting(), 0);
+        assert!(second.as_mut().poll(&mut noop).is_ready());
     }
 
     #[test]
