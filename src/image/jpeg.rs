@@ -1,6 +1,14 @@
-//! libjpeg-turbo's code paths, through the `mozjpeg` crate (built from source, C, no SIMD, no
-//! system library): DCT-scaled decoding of large JPEGs, and the JPEG round trip of
-//! open-NSFW's reference preprocessing.
+//! libjpeg-turbo's code paths, through the `mozjpeg` crate (built from source, no system
+//! library): DCT-scaled decoding of large JPEGs, and the JPEG round trip of open-NSFW's
+//! reference preprocessing.
+//!
+//! The crate's `nasm_simd` assembles libjpeg-turbo's SIMD code (AVX2 and SSE2, chosen at run
+//! time), whose islow DCTs, colour conversion and upsampling give the same bytes as its C code:
+//! every score of the 95 reference and safe images came out identical to the last digit
+//! (`modgate eval --images ... --decisions`, both builds). Measured with criterion
+//! (`cargo bench --bench image`, 2026-11-26): the round trip 1.99 → 1.18 ms, a 12 MP photo's
+//! DCT-scaled decode 10.9 → 9.6 ms, a 1 MP one's 1.84 → 1.73 ms. Without nasm the build falls
+//! back to the C code.
 //!
 //! - [`decode_scaled`]: libjpeg decodes at M/8 of the size straight from the DCT
 //!   coefficients (`scale_num = M`, `scale_denom = 8`), with its default islow IDCT and fancy
