@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fairness on one shard (issue 13): image throughput alone, beside a saturating text load, and
-# beside one keep-alive client hammering /health; /health's p99 meanwhile. Two binaries,
+# beside one keep-alive client hammering /health; /health's median and p99 meanwhile. Two binaries,
 # interleaved. The server runs one shard on CPU 0, every load on CPU 1.
 #
 #   tuning/fairness.sh BIN_BEFORE BIN_AFTER [ROUNDS]
@@ -45,6 +45,7 @@ for round in $(seq "$rounds"); do
     wait "$t" "$h"
     mixed=$(field "$work/mixed.json" "round(r['throughput_per_s'], 1)")
     texts=$(field "$work/text.json" "round(r['throughput_per_s'])")
+    health_p50=$(field "$work/health.json" "r['latency']['p50_us'] / 1000")
     health_p99=$(field "$work/health.json" "r['latency']['p99_us'] / 1000")
     taskset -c 1 wrk -t1 -c1 -d"$((seconds + 2))s" "http://127.0.0.1:$port/health" >"$work/wrk.out" &
     w=$!
@@ -52,7 +53,7 @@ for round in $(seq "$rounds"); do
     wait "$w"
     hammered=$(field "$work/hammer.json" "round(r['throughput_per_s'], 1)")
     health_rps=$(awk '/Requests\/sec/ {print int($2)}' "$work/wrk.out")
-    echo "round $round $name: images alone $alone/s; beside texts $mixed/s ($(python3 -c "print(round(100 * $mixed / $alone))") %, texts $texts/s, /health p99 $health_p99 ms); beside one /health client $hammered/s ($(python3 -c "print(round(100 * $hammered / $alone))") %, /health $health_rps/s)"
+    echo "round $round $name: images alone $alone/s; beside texts $mixed/s ($(python3 -c "print(round(100 * $mixed / $alone))") %, texts $texts/s, /health p50 $health_p50 ms, p99 $health_p99 ms); beside one /health client $hammered/s ($(python3 -c "print(round(100 * $hammered / $alone))") %, /health $health_rps/s)"
     kill "$pid"; wait "$pid" 2>/dev/null || true
   done
 done

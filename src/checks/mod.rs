@@ -24,8 +24,9 @@
 //! - `hashlist` ([`registry::HASHLIST`]): the image's PDQ, MD5 and SHA-256 made there, matched
 //!   on the shard against the organization's lists ([`crate::lists`]).
 //!
-//! The fast checks run on the shard itself; model runs are awaited without blocking it. The
-//! scores of one request gather on a [`board::ScoreBoard`].
+//! The fast checks run on the shard itself, one request's at a time in order of asking
+//! ([`turns`]); model runs are awaited without blocking it. The scores of one request gather
+//! on a [`board::ScoreBoard`].
 
 pub mod board;
 pub mod categories;
