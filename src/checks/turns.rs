@@ -89,13 +89,13 @@ impl Turns {
     pub fn take(&self) -> TakeTurn<'_> {
         TakeTurn {
             turns: self,
-            ticket: None,
-            done: false,
+            asked: Asked::Not,
         }
     }
 
     /// How many checks wait for a turn (the holder not counted).
-    pub fn waiting(&self) -> usize {
+    #[cfg(test)]
+    fn waiting(&self) -> usize {
         self.state.borrow().waiting.len()
     }
 }
@@ -103,10 +103,18 @@ impl Turns {
 /// The future of [`Turns::take`].
 pub struct TakeTurn<'a> {
     turns: &'a Turns,
-    /// Set on the first poll.
-    ticket: Option<u64>,
-    /// The turn was handed to a [`Turn`], which frees it.
-    done: bool,
+    asked: Asked,
+}
+
+/// Where a [`TakeTurn`] is.
+#[derive(Clone, Copy)]
+enum Asked {
+    /// Not polled yet.
+    Not,
+    /// In the queue with this ticket, or holding the turn with it (not yet handed over).
+    Waiting(u64),
+    /// The turn went to a [`Turn`], which frees it.
+    HandedOver,
 }
 
 impl<'a> Future for TakeTurn<'a> {
@@ -115,23 +123,28 @@ impl<'a> Future for TakeTurn<'a> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Turn<'a>> {
         let turns = self.turns;
         let mut state = turns.state.borrow_mut();
-        let Some(ticket) = self.ticket else {
-            // First poll: join the queue and wait, even when the turn is free (it is then
-            // granted at once, and the wake puts this task behind the ones already ready).
-            let ticket = state.next_ticket;
-            state.next_ticket += 1;
-            state.waiting.push_back((ticket, cx.waker().clone()));
-            let granted = state.grant_next();
-            drop(state);
-            self.ticket = Some(ticket);
-            if let Some(waker) = granted {
-                waker.wake();
+        let ticket = match self.asked {
+            Asked::Waiting(ticket) => ticket,
+            // Polled again after completing: its turn is the [`Turn`]'s, nothing more comes.
+            Asked::HandedOver => return Poll::Pending,
+            Asked::Not => {
+                // First poll: join the queue and wait, even when the turn is free (it is then
+                // granted at once, and the wake puts this task behind the ones already ready).
+                let ticket = state.next_ticket;
+                state.next_ticket += 1;
+                state.waiting.push_back((ticket, cx.waker().clone()));
+                let granted = state.grant_next();
+                drop(state);
+                self.asked = Asked::Waiting(ticket);
+                if let Some(waker) = granted {
+                    waker.wake();
+                }
+                return Poll::Pending;
             }
-            return Poll::Pending;
         };
         if state.holder == Some(ticket) {
             drop(state);
-            self.done = true;
+            self.asked = Asked::HandedOver;
             return Poll::Ready(Turn { turns, ticket });
         }
         if let Some((_, waker)) = state.waiting.iter_mut().find(|(t, _)| *t == ticket) {
@@ -143,7 +156,7 @@ impl<'a> Future for TakeTurn<'a> {
 
 impl Drop for TakeTurn<'_> {
     fn drop(&mut self) {
-        if let (Some(ticket), false) = (self.ticket, self.done) {
+        if let Asked::Waiting(ticket) = self.asked {
             self.turns.leave(ticket);
         }
     }

@@ -187,10 +187,10 @@ pub fn open(dir: &Path, journal_map_bytes: usize) -> anyhow::Result<Staged> {
 }
 
 impl Staged {
-    /// Allocates the file's blocks for what `txn` (a write transaction of this environment,
-    /// which holds LMDB's writer lock, so no other transaction grows the file meanwhile) may
-    /// write: `records` entries of `bytes` in all, written or deleted. Call it before the
-    /// transaction writes anything.
+    /// Allocates the file's blocks for what `_txn` (a write transaction of this environment,
+    /// which holds LMDB's writer lock, so no other transaction grows the file meanwhile; taken
+    /// as proof of that lock, not read) may write: `records` entries of `bytes` in all,
+    /// written or deleted. Call it before the transaction writes anything.
     ///
     /// The bound: a transaction writes its changed pages to new pages, taken from the free
     /// list (inside the file's used part, allocated already) or past the last page in use.

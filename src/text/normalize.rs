@@ -109,15 +109,14 @@ impl Normalizer {
                 // Texts are bounded far below 4 G characters (the plans' limits).
                 self.chars_from.extend(0..text.len() as u32);
             }
-            let mut words = Words {
+            let words = Words {
                 units: &self.ascii,
                 units_from: &self.chars_from,
                 mapped: &mut self.ascii_mapped,
                 mapped_from: &mut self.mapped_from,
                 words: &mut self.words,
             };
-            let changed = words.split::<TRACK>();
-            return changed | words.join::<TRACK>(out, from);
+            return words.steps::<TRACK>(out, from);
         }
         // Character by character, to know which ones compatibility decomposition changed
         // (`ｆ` → `f` is a disguise even though the result is plain ASCII). Combining marks
@@ -145,15 +144,14 @@ impl Normalizer {
             });
             changed |= !only_itself;
         }
-        let mut words = Words {
+        let words = Words {
             units: &self.chars,
             units_from: &self.chars_from,
             mapped: &mut self.mapped,
             mapped_from: &mut self.mapped_from,
             words: &mut self.words,
         };
-        changed |= words.split::<TRACK>();
-        changed | words.join::<TRACK>(out, from)
+        changed | words.steps::<TRACK>(out, from)
     }
 }
 
@@ -246,6 +244,12 @@ struct Words<'a, T> {
 }
 
 impl<T: Unit> Words<'_, T> {
+    /// Steps 4 to 6 into `out` (and `from`, with `TRACK`); whether they changed anything.
+    fn steps<const TRACK: bool>(mut self, out: &mut String, from: &mut Vec<u32>) -> bool {
+        let changed = self.split::<TRACK>();
+        changed | self.join::<TRACK>(out, from)
+    }
+
     /// Step 4 and 6: words of letters, digits and leet symbols, de-leeted, with repeated
     /// letters collapsed, into `mapped`.
     fn split<const TRACK: bool>(&mut self) -> bool {
@@ -593,7 +597,7 @@ mod tests {
     fn on_chars(text: &str) -> (String, bool) {
         let chars: Vec<char> = text.chars().map(|c| c.to_ascii_lowercase()).collect();
         let (mut mapped, mut mapped_from, mut words) = (Vec::new(), Vec::new(), Vec::new());
-        let mut steps = Words {
+        let steps = Words {
             units: &chars,
             units_from: &[],
             mapped: &mut mapped,
@@ -601,8 +605,7 @@ mod tests {
             words: &mut words,
         };
         let mut out = String::new();
-        let changed = steps.split::<false>();
-        let changed = changed | steps.join::<false>(&mut out, &mut Vec::new());
+        let changed = steps.steps::<false>(&mut out, &mut Vec::new());
         (out, changed)
     }
 
