@@ -1,6 +1,7 @@
 //! Text checks per KiB: normalisation, the word list, the linear model and the PII scanners,
 //! as the `default` workflow runs them on a shard, and the two language detectors (also on a
-//! short message); and tox-block's model run (the `advanced` workflow).
+//! short message, and with cold caches, as a check at an ordinary load finds them); and
+//! tox-block's model run (the `advanced` workflow).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use modgate::checks::{pii, profanity_svm::ProfanitySvm, wordlist::WordList};
@@ -41,6 +42,22 @@ fn text_checks(c: &mut Criterion) {
         b.iter(|| langid.detect(std::hint::black_box(unsure)))
     });
     short.finish();
+    // At an ordinary load the caches are cold when a check starts (other work and idle time
+    // came between two checks): the same detection after 64 MB were written.
+    let mut cold = c.benchmark_group("text_cold");
+    let mut flood = vec![0u8; 64 << 20];
+    let mut round = 0u8;
+    cold.bench_function("langid/ascii", |b| {
+        b.iter_batched(
+            || {
+                round = round.wrapping_add(1);
+                flood.iter_mut().step_by(64).for_each(|byte| *byte = round);
+            },
+            |()| langid.detect(std::hint::black_box(&ascii)),
+            criterion::BatchSize::PerIteration,
+        )
+    });
+    cold.finish();
     let mut group = c.benchmark_group("text_per_kib");
     for (name, text) in [("ascii", &ascii), ("unicode", &unicode)] {
         group.throughput(Throughput::Bytes(text.len() as u64));

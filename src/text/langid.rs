@@ -58,6 +58,10 @@ const LANGUAGES_MAX: usize = 64;
 /// n-grams of the profiles (1 MB), which are most of what a text hits, are then added with
 /// vector instructions instead of one language at a time.
 const DENSE_FROM: usize = 8;
+/// N-grams of a sample at most: one, two and three characters ending at each character.
+const GRAMS_MAX: usize = 3 * SAMPLE_CHARS_MAX;
+/// Gains of a dense row in one cache line.
+const F32_PER_LINE: usize = 64 / std::mem::size_of::<f32>();
 
 /// Below this confidence, the classifier's [`CANDIDATES`] best languages are compared again
 /// by whatlang (the profiles alone are weak between close languages on short texts: Russian
@@ -72,7 +76,7 @@ pub struct LangId {
     /// whatlang's language of each code, where it has it.
     whatlang: Vec<Option<whatlang::Lang>>,
     /// An n-gram ([`key`]) to its gains.
-    index: FastMap<u64, Gains>,
+    index: GramIndex,
     /// (language, gain) pairs of the n-grams of few languages.
     sparse: Vec<(u8, f32)>,
     /// Every language's gain (0 where it lacks the n-gram) of the n-grams of many.
@@ -80,12 +84,86 @@ pub struct LangId {
 }
 
 /// Where an n-gram's gains are.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Gains {
     /// A range of [`LangId::sparse`].
     Sparse(u32, u32),
     /// A row of [`LangId::dense`].
     Dense(u32),
+}
+
+/// The n-grams' gains, looked up in one flat array: open addressing with linear probing, at
+/// most [`INDEX_LOAD_MAX`] full. Built once and only read. Why not a `HashMap`: its control
+/// bytes and its entries are two arrays, so a lookup in a cold table misses the cache twice;
+/// here the key and where its gains are share one 16-byte slot (the profiles' 87,598 n-grams
+/// take 2 MB, 3.1 in a `HashMap`), and [`GramIndex::first_key`] reads a slot without a branch,
+/// so that many lookups can miss the cache at once.
+struct GramIndex {
+    /// `(key, a, b)`: [`Gains::Sparse`]`(a, b)`, or [`Gains::Dense`]`(a)` where `b` is
+    /// [`DENSE_MARK`]. Key 0 is an empty slot (no n-gram's [`key`] is 0).
+    slots: Vec<(u64, u32, u32)>,
+    /// The slot count minus one (a power of two minus one).
+    mask: usize,
+}
+
+/// An index holds at most this share of its slots full: a lookup then reads two slots on
+/// average, five for an n-gram it lacks (four slots share a cache line).
+const INDEX_LOAD_MAX: f64 = 0.7;
+/// The second number of a dense row's slot (a sparse range never ends there).
+const DENSE_MARK: u32 = u32::MAX;
+
+impl GramIndex {
+    fn new(entries: Vec<(u64, Gains)>) -> GramIndex {
+        let wanted = (entries.len() as f64 / INDEX_LOAD_MAX).ceil() as usize;
+        let size = wanted.max(2).next_power_of_two();
+        let mut index = GramIndex {
+            slots: vec![(0, 0, 0); size],
+            mask: size - 1,
+        };
+        for (key, gains) in entries {
+            debug_assert_ne!(key, 0, "an n-gram has at least one character");
+            let mut at = index.slot_of(key);
+            while index.slots[at].0 != 0 {
+                at = (at + 1) & index.mask;
+            }
+            index.slots[at] = match gains {
+                Gains::Dense(row) => (key, row, DENSE_MARK),
+                Gains::Sparse(start, end) => (key, start, end),
+            };
+        }
+        index
+    }
+
+    /// The first slot to look at: the top bits of the key times an odd constant (Fibonacci
+    /// hashing; n-grams of one language differ in their low bits).
+    fn slot_of(&self, key: u64) -> usize {
+        let bits = self.mask.count_ones();
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+    }
+
+    /// The key in `key`'s first slot: reading it brings the slot into the cache, and unlike
+    /// [`GramIndex::get`] no branch waits on the read.
+    fn first_key(&self, key: u64) -> u64 {
+        self.slots[self.slot_of(key)].0
+    }
+
+    fn get(&self, key: u64) -> Option<Gains> {
+        let mut at = self.slot_of(key);
+        loop {
+            let (found, a, b) = self.slots[at];
+            if found == key {
+                return Some(if b == DENSE_MARK {
+                    Gains::Dense(a)
+                } else {
+                    Gains::Sparse(a, b)
+                });
+            }
+            if found == 0 {
+                return None;
+            }
+            at = (at + 1) & self.mask;
+        }
+    }
 }
 
 /// What a text's letters are written in, as far as the classifier cares.
@@ -217,7 +295,7 @@ impl LangId {
                     .push((language as u8, gain as f32));
             }
         }
-        let mut index = FastMap::default();
+        let mut index = Vec::with_capacity(by_gram.len());
         let (mut sparse, mut dense) = (Vec::new(), Vec::new());
         for (gram, languages) in by_gram {
             let gains = if languages.len() >= DENSE_FROM {
@@ -232,8 +310,10 @@ impl LangId {
                 sparse.extend(languages);
                 Gains::Sparse(start, sparse.len() as u32)
             };
-            index.insert(gram, gains);
+            index.push((gram, gains));
         }
+        // In key order, so that where each n-gram lands does not depend on the map's order.
+        index.sort_unstable_by_key(|&(gram, _)| gram);
         let whatlang = codes
             .iter()
             .map(|code| super::language::whatlang_of(code))
@@ -241,7 +321,7 @@ impl LangId {
         Ok(LangId {
             codes,
             whatlang,
-            index,
+            index: GramIndex::new(index),
             sparse,
             dense,
         })
@@ -286,8 +366,8 @@ impl LangId {
         }
         // 2. N-grams.
         let drop_latin = 2 * latin < letters - latin;
-        let mut scores = [0f32; LANGUAGES_MAX];
-        let mut grams = 0u32;
+        let mut keys = [0u64; GRAMS_MAX];
+        let mut count = 0;
         let mut window: [char; 3] = [' '; 3];
         let mut filled = 1; // the word's leading space
         for c in sample.chars() {
@@ -319,22 +399,51 @@ impl LangId {
                 if n == 1 && gram[0] == ' ' {
                     continue;
                 }
-                match self.index.get(&key(gram)) {
-                    Some(&Gains::Dense(row)) => {
-                        for (score, gain) in scores.iter_mut().zip(&self.dense[row as usize]) {
-                            *score += gain;
-                        }
-                    }
-                    Some(&Gains::Sparse(start, end)) => {
-                        for &(language, gain) in &self.sparse[start as usize..end as usize] {
-                            scores[usize::from(language)] += gain;
-                        }
-                    }
-                    None => continue,
-                }
+                keys[count] = key(gram);
+                count += 1;
+            }
+        }
+        // Every n-gram is looked up before any is scored, and every dense row read once before
+        // the rows are added: at an ordinary load the tables are cold when a check starts, and
+        // loads that do not wait on each other miss the cache together instead of one at a time.
+        let mut touched = 0;
+        for &key in &keys[..count] {
+            touched ^= self.index.first_key(key);
+        }
+        std::hint::black_box(touched);
+        let mut found = [Gains::Sparse(0, 0); GRAMS_MAX];
+        let mut grams = 0;
+        for &key in &keys[..count] {
+            if let Some(gains) = self.index.get(key) {
+                found[grams] = gains;
                 grams += 1;
             }
         }
+        let mut touched = 0f32;
+        for gains in &found[..grams] {
+            if let Gains::Dense(row) = *gains {
+                for line in self.dense[row as usize].chunks(F32_PER_LINE) {
+                    touched += line[0];
+                }
+            }
+        }
+        std::hint::black_box(touched);
+        let mut scores = [0f32; LANGUAGES_MAX];
+        for gains in &found[..grams] {
+            match *gains {
+                Gains::Dense(row) => {
+                    for (score, gain) in scores.iter_mut().zip(&self.dense[row as usize]) {
+                        *score += gain;
+                    }
+                }
+                Gains::Sparse(start, end) => {
+                    for &(language, gain) in &self.sparse[start as usize..end as usize] {
+                        scores[usize::from(language)] += gain;
+                    }
+                }
+            }
+        }
+        let grams = grams as u32;
         if grams == 0 {
             return None;
         }
@@ -512,5 +621,28 @@ mod tests {
         fn any_bytes_are_profiles_or_an_error(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = LangId::from_json(bytes);
         }
+
+        /// The flat index answers as a map of the same entries, for its keys and for others
+        /// (small keys, as one-character n-grams are, crowd the same first slots).
+        #[test]
+        fn the_index_finds_what_a_map_holds(
+            entries in proptest::collection::hash_map(1u64..5_000, (0u32..1_000, any::<bool>()), 0..600),
+            asked in proptest::collection::vec(1u64..6_000, 0..200),
+        ) {
+            let gains = |&(a, dense): &(u32, bool)| if dense { Gains::Dense(a) } else { Gains::Sparse(a, a + 1) };
+            let index = GramIndex::new(entries.iter().map(|(&key, value)| (key, gains(value))).collect());
+            prop_assert!(entries.len() as f64 <= INDEX_LOAD_MAX * index.slots.len() as f64);
+            for key in entries.keys().chain(&asked) {
+                let expected = entries.get(key).map(gains);
+                prop_assert_eq!(index.get(*key), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn an_empty_index_finds_nothing() {
+        let index = GramIndex::new(Vec::new());
+        assert_eq!(index.get(1), None);
+        assert_eq!(index.get(u64::MAX), None);
     }
 }
