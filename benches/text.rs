@@ -57,6 +57,39 @@ fn text_checks(c: &mut Criterion) {
             criterion::BatchSize::PerIteration,
         )
     });
+    let mut normalizer = Normalizer::default();
+    let mut normalised = String::new();
+    for (name, run) in [
+        ("normalize", 0),
+        ("wordlist", 1),
+        ("profanity_svm", 2),
+        ("pii", 3),
+    ] {
+        normalizer.normalize(&ascii, &mut normalised);
+        cold.bench_function(format!("{name}/ascii"), |b| {
+            b.iter_batched(
+                || {
+                    round = round.wrapping_add(1);
+                    flood.iter_mut().step_by(64).for_each(|byte| *byte = round);
+                },
+                |()| match run {
+                    0 => {
+                        std::hint::black_box(normalizer.normalize(&ascii, &mut normalised));
+                    }
+                    1 => {
+                        std::hint::black_box(wordlist.score(&normalised));
+                    }
+                    2 => {
+                        std::hint::black_box(svm.score(&ascii));
+                    }
+                    _ => {
+                        std::hint::black_box(pii::scan(&ascii));
+                    }
+                },
+                criterion::BatchSize::PerIteration,
+            )
+        });
+    }
     cold.finish();
     let mut group = c.benchmark_group("text_per_kib");
     for (name, text) in [("ascii", &ascii), ("unicode", &unicode)] {
