@@ -19,6 +19,11 @@
 //! The stop signal reaches a connection only while it waits between requests: a request in
 //! progress is finished and answered with `Connection: close`.
 //!
+//! A connection whose client pipelines and keeps its socket full never waits for it; after
+//! [`RUN_WITHOUT_WAIT_MAX`] of answering it lets the shard's other tasks run, and waits for the
+//! shard to poll its sockets when another connection has bytes waiting
+//! ([`ConnHost::others_readable`]), so one keep-alive client cannot hold a shard.
+//!
 //! A panic while a request is handled is caught here: that request is answered by
 //! [`Handler::answer_panic`] (a 500) and the connection is closed, since what the handler left
 //! in the connection's buffers and body state is unknown. The shard goes on serving.
@@ -56,6 +61,14 @@ pub const DRAIN_BYTES_MAX: usize = 64 * 1024;
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 /// A write buffer grown past this (a large answer) is shrunk back after it is sent.
 pub const WRITE_BUFFER_KEEP_BYTES: usize = 16 * 1024;
+/// A connection that has answered requests for this long without once waiting for its
+/// socket (a client that pipelines and keeps the socket full) asks the host whether another
+/// connection has bytes waiting, and if so lets the shard serve them before it goes on: one
+/// keep-alive client cannot hold the shard. A client that waits for each answer waits for
+/// its socket every request and never gets here.
+pub const RUN_WITHOUT_WAIT_MAX: Duration = Duration::from_micros(50);
+/// The pause of such a connection: over by the time the shard next looks at its timers.
+const TURN_PAUSE: Duration = Duration::from_nanos(100);
 
 /// Limits and timeouts of connections (from `[server]` in the configuration).
 #[derive(Clone, Debug)]
@@ -77,6 +90,11 @@ pub trait ConnHost {
     fn poll_stop(&self, slot: usize, cx: &mut Context<'_>) -> Poll<()>;
     /// A request head arrived on the connection in `slot`: it is no longer idle.
     fn request_started(&self, _slot: usize) {}
+    /// Whether a connection other than the one in `slot` has bytes waiting to be read
+    /// ([`RUN_WITHOUT_WAIT_MAX`]). A host that cannot tell says yes.
+    fn others_readable(&self, _slot: usize) -> bool {
+        true
+    }
 }
 
 /// The request path, as a connection sees it: the one entry point from the server into the
@@ -110,6 +128,10 @@ pub struct ConnIo<S> {
     rend: usize,
     wbuf: Vec<u8>,
     write_timeout: Duration,
+    /// Answers since the connection last waited for its socket to read, and when the second
+    /// of them was sent (a client that waits for each answer never has a second).
+    answers_without_wait: u32,
+    running_since: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -130,6 +152,33 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
             rend: 0,
             wbuf: Vec::with_capacity(4096),
             write_timeout: config.write_timeout,
+            answers_without_wait: 0,
+            running_since: None,
+        }
+    }
+
+    /// Counts an answer. Once the connection has answered for [`RUN_WITHOUT_WAIT_MAX`]
+    /// without a wait for its socket, it lets the shard's ready tasks run (a yield), and if
+    /// another connection has bytes waiting, it waits once for the shard to poll its sockets.
+    /// A yield alone would not do then: the executor polls for I/O only when no task is
+    /// ready, so a task that is always ready keeps the other sockets unread; a timer is
+    /// served only by that poll, which costs a turn of the reactor (tens of microseconds).
+    async fn take_turns<H: ConnHost>(&mut self, host: &H, slot: usize) {
+        self.answers_without_wait += 1;
+        match (self.answers_without_wait, self.running_since) {
+            (1, _) => {}
+            (_, None) => self.running_since = Some(Instant::now()),
+            (_, Some(since)) => {
+                if since.elapsed() >= RUN_WITHOUT_WAIT_MAX {
+                    self.answers_without_wait = 0;
+                    self.running_since = None;
+                    if host.others_readable(slot) {
+                        Timer::new(TURN_PAUSE).await;
+                    } else {
+                        futures_lite::future::yield_now().await;
+                    }
+                }
+            }
         }
     }
 
@@ -181,7 +230,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
         self.compact();
         debug_assert!(self.rend < self.rbuf.len(), "fill called on a full buffer");
         let ConnIo {
-            stream, rbuf, rend, ..
+            stream,
+            rbuf,
+            rend,
+            answers_without_wait,
+            running_since,
+            ..
         } = self;
         let mut read = std::pin::pin!(stream.read(&mut rbuf[*rend..]));
         let mut timer: Option<Timer> = None;
@@ -193,6 +247,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
                     Err(error) => Err(ReadFailure::Io(error)),
                 });
             }
+            *answers_without_wait = 0;
+            *running_since = None;
             if let Some((host, slot)) = stop {
                 if host.poll_stop(slot, cx).is_ready() {
                     return Poll::Ready(Err(ReadFailure::Stopped));
@@ -523,6 +579,7 @@ pub async fn serve_connection<S, H, A>(
         if io.wbuf.len() >= WRITE_BUFFER_FLUSH_BYTES && io.flush().await.is_err() {
             return;
         }
+        io.take_turns(host, slot).await;
     }
     let _ = io.flush().await;
 }
@@ -679,6 +736,16 @@ pub mod testing {
         output: Vec<u8>,
     }
 
+    impl MemoryStream {
+        pub fn new(input: Vec<u8>) -> MemoryStream {
+            MemoryStream {
+                input,
+                at: 0,
+                output: Vec::new(),
+            }
+        }
+    }
+
     impl AsyncRead for MemoryStream {
         fn poll_read(
             self: Pin<&mut Self>,
@@ -747,6 +814,116 @@ pub mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::{Cell, RefCell};
+    use std::rc::Rc;
+
+    /// A host whose connections see `others` as the answer to whether another connection has
+    /// bytes waiting.
+    struct Host {
+        config: ConnConfig,
+        date: RefCell<String>,
+        others: bool,
+    }
+
+    impl ConnHost for Host {
+        fn conn_config(&self) -> &ConnConfig {
+            &self.config
+        }
+        fn next_request_id(&self) -> RequestId {
+            crate::request_id::RequestIdGen::new(0, 7).next(0)
+        }
+        fn date(&self) -> std::cell::Ref<'_, String> {
+            self.date.borrow()
+        }
+        fn is_stopping(&self) -> bool {
+            false
+        }
+        fn poll_stop(&self, _: usize, _: &mut Context<'_>) -> Poll<()> {
+            Poll::Pending
+        }
+        fn others_readable(&self, _: usize) -> bool {
+            self.others
+        }
+    }
+
+    /// Answers every request at once, counting them.
+    struct Counting(Rc<Cell<usize>>);
+
+    impl Handler for Counting {
+        async fn refuse_head(&self, _: &ApiError, _: &str, _: &RequestId) -> Response {
+            Response::json(400, b"{}".to_vec())
+        }
+        fn answer_panic(&self, _: &str, _: &RequestId) -> Response {
+            Response::json(500, b"{}".to_vec())
+        }
+        async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
+            &self,
+            _: &mut Exchange<'_, S>,
+        ) -> Response {
+            self.0.set(self.0.get() + 1);
+            Response::json(200, b"{}".to_vec())
+        }
+    }
+
+    /// How many of `requests` pipelined requests a connection that never waits for its socket
+    /// had answered when another task of the executor first ran.
+    fn answered_before_another_task_ran(requests: usize, others: bool) -> usize {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                let host = Rc::new(Host {
+                    config: ConnConfig {
+                        head: HeadLimits {
+                            head_bytes_max: 8 * 1024,
+                            uri_bytes_max: 1024,
+                        },
+                        header_read_timeout: Duration::from_secs(5),
+                        idle_timeout: Duration::from_secs(5),
+                        write_timeout: Duration::from_secs(5),
+                    },
+                    date: RefCell::new("Thu, 26 Nov 2026 00:00:00 GMT".into()),
+                    others,
+                });
+                let answered = Rc::new(Cell::new(0));
+                let input = b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n".repeat(requests);
+                let connection = glommio::spawn_local({
+                    let (host, answered) = (host.clone(), answered.clone());
+                    async move {
+                        let handler = Counting(answered);
+                        let stream = testing::MemoryStream::new(input);
+                        serve_connection(
+                            stream,
+                            &*host,
+                            &handler,
+                            0,
+                            Instant::now() + Duration::from_secs(5),
+                        )
+                        .await;
+                    }
+                });
+                let other = glommio::spawn_local({
+                    let answered = answered.clone();
+                    async move { answered.get() }
+                });
+                let seen = other.await;
+                connection.await;
+                assert_eq!(answered.get(), requests);
+                seen
+            })
+            .expect("executor")
+            .join()
+            .expect("executor thread")
+    }
+
+    #[test]
+    fn a_client_that_never_waits_lets_the_shard_run_its_other_tasks() {
+        for others in [false, true] {
+            let seen = answered_before_another_task_ran(5_000, others);
+            assert!(
+                seen < 5_000,
+                "others readable {others}: the other task waited for all {seen} answers"
+            );
+        }
+    }
 
     #[test]
     fn path_hints() {

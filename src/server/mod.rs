@@ -15,6 +15,7 @@
 //! anything is announced.
 
 pub mod models_dir;
+pub mod readable;
 pub mod reload;
 pub mod shard;
 pub mod slots;

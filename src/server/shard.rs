@@ -26,6 +26,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures_lite::{AsyncWriteExt, FutureExt};
 use glommio::net::{TcpListener, TcpStream};
 
+use super::readable::ReadableSockets;
 use super::slots::ConnSlots;
 use crate::api::{self, context::ContextParts, context::Readiness};
 use crate::checks::{Engine, TextModels};
@@ -204,6 +205,8 @@ pub struct Shard {
     request_ids: RequestIdGen,
     date: DateCache,
     conns: ConnSlots,
+    /// Which connections have bytes waiting (asked by a connection that never waits).
+    sockets: ReadableSockets,
     /// Everything a request may touch.
     pub api: api::Context,
 }
@@ -251,6 +254,10 @@ impl ConnHost for Shard {
 
     fn request_started(&self, slot: usize) {
         self.conns.busy(slot);
+    }
+
+    fn others_readable(&self, slot: usize) -> bool {
+        self.sockets.others_readable(slot)
     }
 }
 
@@ -335,6 +342,7 @@ pub async fn run(
         request_ids,
         date: DateCache::default(),
         conns: ConnSlots::default(),
+        sockets: ReadableSockets::new(),
         api: api::Context::new(ContextParts {
             shard: index,
             scheme: if tls.is_some() { "https" } else { "http" },
@@ -584,6 +592,7 @@ async fn serve(
     slot: usize,
 ) {
     let deadline = Instant::now() + shard.conn_config.header_read_timeout;
+    shard.sockets.watch(&stream, slot);
     let served = async {
         match tls {
             None => conn::serve_connection(stream, &*shard, &shard.api, slot, deadline).await,
