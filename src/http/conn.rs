@@ -62,10 +62,10 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 /// A write buffer grown past this (a large answer) is shrunk back after it is sent.
 pub const WRITE_BUFFER_KEEP_BYTES: usize = 16 * 1024;
 /// A connection that has answered requests for this long without once waiting for its
-/// socket (a client that pipelines and keeps the socket full) asks the host whether another
-/// connection has bytes waiting, and if so lets the shard serve them before it goes on: one
-/// keep-alive client cannot hold the shard. A client that waits for each answer waits for
-/// its socket every request and never gets here.
+/// socket (a client that pipelines and keeps the socket full) lets the shard's ready tasks
+/// run, and, if the host says another connection has bytes waiting, lets the shard read them
+/// before it goes on: one keep-alive client cannot hold the shard. A client that waits for
+/// each answer waits for its socket every request and never gets here.
 pub const RUN_WITHOUT_WAIT_MAX: Duration = Duration::from_micros(50);
 /// The pause of such a connection: over by the time the shard next looks at its timers.
 const TURN_PAUSE: Duration = Duration::from_nanos(100);
@@ -172,10 +172,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
                 if since.elapsed() >= RUN_WITHOUT_WAIT_MAX {
                     self.answers_without_wait = 0;
                     self.running_since = None;
+                    futures_lite::future::yield_now().await;
                     if host.others_readable(slot) {
+                        // Made after the yield, so that it is not yet due when first polled
+                        // (a timer found due at once does not pause).
                         Timer::new(TURN_PAUSE).await;
-                    } else {
-                        futures_lite::future::yield_now().await;
                     }
                 }
             }
