@@ -4,6 +4,10 @@
 
 .PHONY: serve test fetch node nasm engines sdks lint
 
+# Installs the Debian packages $(1) (as root, or with sudo).
+apt_install = SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y $(1)
+
 fetch: node
 	python3 models/fetch.py
 
@@ -12,16 +16,13 @@ fetch: node
 # the first time.
 node:
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y nodejs npm; }
+	  $(call apt_install,nodejs npm); }
 
 # nasm (Debian's), installed when missing: the build assembles libjpeg-turbo's SIMD code
 # with it (the `mozjpeg` crate's `nasm_simd`; without nasm it builds the C code alone, with a
 # cargo warning, and decodes the same pixels slower). Needs root (or sudo) the first time.
 nasm:
-	@command -v nasm >/dev/null 2>&1 || { \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y nasm; }
+	@command -v nasm >/dev/null 2>&1 || { $(call apt_install,nasm); }
 
 # Start the server on the embedded defaults (127.0.0.1:8080, data in ./data).
 serve: fetch nasm
@@ -35,10 +36,7 @@ engines:
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing="$$missing fonts-dejavu-core"; \
-	if [ -n "$$missing" ]; then \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y $$missing; \
-	fi
+	if [ -n "$$missing" ]; then $(call apt_install,$$missing); fi
 
 # The official SDKs of the APIs modgate imitates, pinned (tests/sdk/requirements.txt), in a
 # virtual environment of their own under target/ (reinstalled when the pins change).

@@ -3,7 +3,10 @@
 //! short message, and with cold caches, as a check at an ordinary load finds them); and
 //! tox-block's model run (the `advanced` workflow).
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BatchSize, BenchmarkGroup, Criterion, Throughput,
+};
 use modgate::checks::{pii, profanity_svm::ProfanitySvm, wordlist::WordList};
 use modgate::text::normalize::Normalizer;
 
@@ -46,50 +49,23 @@ fn text_checks(c: &mut Criterion) {
     // came between two checks): the same detection after 64 MB were written.
     let mut cold = c.benchmark_group("text_cold");
     let mut flood = vec![0u8; 64 << 20];
-    let mut round = 0u8;
-    cold.bench_function("langid/ascii", |b| {
-        b.iter_batched(
-            || {
-                round = round.wrapping_add(1);
-                flood.iter_mut().step_by(64).for_each(|byte| *byte = round);
-            },
-            |()| langid.detect(std::hint::black_box(&ascii)),
-            criterion::BatchSize::PerIteration,
-        )
-    });
     let mut normalizer = Normalizer::default();
     let mut normalised = String::new();
-    for (name, run) in [
-        ("normalize", 0),
-        ("wordlist", 1),
-        ("profanity_svm", 2),
-        ("pii", 3),
-    ] {
-        normalizer.normalize(&ascii, &mut normalised);
-        cold.bench_function(format!("{name}/ascii"), |b| {
-            b.iter_batched(
-                || {
-                    round = round.wrapping_add(1);
-                    flood.iter_mut().step_by(64).for_each(|byte| *byte = round);
-                },
-                |()| match run {
-                    0 => {
-                        std::hint::black_box(normalizer.normalize(&ascii, &mut normalised));
-                    }
-                    1 => {
-                        std::hint::black_box(wordlist.score(&normalised));
-                    }
-                    2 => {
-                        std::hint::black_box(svm.score(&ascii));
-                    }
-                    _ => {
-                        std::hint::black_box(pii::scan(&ascii));
-                    }
-                },
-                criterion::BatchSize::PerIteration,
-            )
-        });
-    }
+    bench_cold(&mut cold, "langid/ascii", &mut flood, || {
+        std::hint::black_box(langid.detect(&ascii));
+    });
+    bench_cold(&mut cold, "normalize/ascii", &mut flood, || {
+        std::hint::black_box(normalizer.normalize(&ascii, &mut normalised));
+    });
+    bench_cold(&mut cold, "wordlist/ascii", &mut flood, || {
+        std::hint::black_box(wordlist.score(&normalised));
+    });
+    bench_cold(&mut cold, "profanity_svm/ascii", &mut flood, || {
+        std::hint::black_box(svm.score(&ascii));
+    });
+    bench_cold(&mut cold, "pii/ascii", &mut flood, || {
+        std::hint::black_box(pii::scan(&ascii));
+    });
     cold.finish();
     let mut group = c.benchmark_group("text_per_kib");
     for (name, text) in [("ascii", &ascii), ("unicode", &unicode)] {
@@ -129,6 +105,27 @@ fn text_checks(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// Benchmarks `routine` with cold caches: `flood` (larger than the caches) is written before
+/// each run.
+fn bench_cold(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    flood: &mut [u8],
+    mut routine: impl FnMut(),
+) {
+    let mut round = 0u8;
+    group.bench_function(name, |b| {
+        b.iter_batched(
+            || {
+                round = round.wrapping_add(1);
+                flood.iter_mut().step_by(64).for_each(|byte| *byte = round);
+            },
+            |()| routine(),
+            BatchSize::PerIteration,
+        )
+    });
 }
 
 /// One tox-block run (the `advanced` workflow's model): one 100-token window, and the 8

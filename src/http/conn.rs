@@ -128,10 +128,18 @@ pub struct ConnIo<S> {
     rend: usize,
     wbuf: Vec<u8>,
     write_timeout: Duration,
-    /// Answers since the connection last waited for its socket to read, and when the second
-    /// of them was sent (a client that waits for each answer never has a second).
-    answers_without_wait: u32,
-    running_since: Option<Instant>,
+    /// Answers since the connection last waited for its socket to read.
+    run: Run,
+}
+
+/// A connection's answers since it last waited for its socket.
+#[derive(Clone, Copy)]
+enum Run {
+    None,
+    /// One: a client that waits for each answer never gets further, and costs no clock read.
+    One,
+    /// More, since the second was sent.
+    Since(Instant),
 }
 
 #[derive(Debug)]
@@ -152,8 +160,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
             rend: 0,
             wbuf: Vec::with_capacity(4096),
             write_timeout: config.write_timeout,
-            answers_without_wait: 0,
-            running_since: None,
+            run: Run::None,
         }
     }
 
@@ -164,14 +171,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
     /// ready, so a task that is always ready keeps the other sockets unread; a timer is
     /// served only by that poll, which costs a turn of the reactor (tens of microseconds).
     async fn take_turns<H: ConnHost>(&mut self, host: &H, slot: usize) {
-        self.answers_without_wait += 1;
-        match (self.answers_without_wait, self.running_since) {
-            (1, _) => {}
-            (_, None) => self.running_since = Some(Instant::now()),
-            (_, Some(since)) => {
+        match self.run {
+            Run::None => self.run = Run::One,
+            Run::One => self.run = Run::Since(Instant::now()),
+            Run::Since(since) => {
                 if since.elapsed() >= RUN_WITHOUT_WAIT_MAX {
-                    self.answers_without_wait = 0;
-                    self.running_since = None;
+                    self.run = Run::None;
                     futures_lite::future::yield_now().await;
                     if host.others_readable(slot) {
                         // Made after the yield, so that it is not yet due when first polled
@@ -234,8 +239,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
             stream,
             rbuf,
             rend,
-            answers_without_wait,
-            running_since,
+            run,
             ..
         } = self;
         let mut read = std::pin::pin!(stream.read(&mut rbuf[*rend..]));
@@ -248,8 +252,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
                     Err(error) => Err(ReadFailure::Io(error)),
                 });
             }
-            *answers_without_wait = 0;
-            *running_since = None;
+            *run = Run::None;
             if let Some((host, slot)) = stop {
                 if host.poll_stop(slot, cx).is_ready() {
                     return Poll::Ready(Err(ReadFailure::Stopped));

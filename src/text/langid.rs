@@ -104,6 +104,8 @@ struct GramIndex {
     slots: Vec<(u64, u32, u32)>,
     /// The slot count minus one (a power of two minus one).
     mask: usize,
+    /// 64 less the slot count's bits: what [`GramIndex::slot_of`] shifts its hash by.
+    shift: u32,
 }
 
 /// An index holds at most this share of its slots full: a lookup then reads two slots on
@@ -119,6 +121,7 @@ impl GramIndex {
         let mut index = GramIndex {
             slots: vec![(0, 0, 0); size],
             mask: size - 1,
+            shift: 64 - size.trailing_zeros(),
         };
         for (key, gains) in entries {
             debug_assert_ne!(key, 0, "an n-gram has at least one character");
@@ -137,8 +140,7 @@ impl GramIndex {
     /// The first slot to look at: the top bits of the key times an odd constant (Fibonacci
     /// hashing; n-grams of one language differ in their low bits).
     fn slot_of(&self, key: u64) -> usize {
-        let bits = self.mask.count_ones();
-        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
     }
 
     /// The key in `key`'s first slot: reading it brings the slot into the cache, and unlike
