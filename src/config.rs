@@ -18,6 +18,7 @@ use crate::bounds::{FORM_FIELD_BYTES_MAX, FORM_TIMEOUT_MS, IMAGE_PIXELS_MAX, TEX
 use crate::clock::Clock;
 use crate::http::conn::ConnConfig;
 use crate::http::head::HeadLimits;
+use crate::inference::share::CoreSharing;
 use crate::journal::{JournalConfig, SyncPolicy};
 use crate::store::records::PlanLimits;
 
@@ -249,11 +250,16 @@ pub struct ModelsConfig {
 pub struct InferenceConfig {
     pub queue_depth_max: usize,
     pub batch_rows_max: usize,
-    /// Scheduling niceness of each shard's model worker thread (0 to 19).
+    /// How a shard and its model worker share their core ([`crate::inference::share`]).
+    pub core_sharing: CoreSharing,
+    /// With `"paced"`: the share of the core (0 to 0.95) the shard leaves its worker while
+    /// the worker has jobs; 0 leaves it only what the shard does not use.
+    pub worker_share: f64,
+    /// Scheduling niceness of each shard's model worker thread (0 to 19), with `"weights"`.
     pub worker_nice: i32,
-    /// Scheduling niceness of each shard's own thread (0 to 19). Where both are busy, the
-    /// kernel shares the core by their weights: at the defaults (worker 0, shard 3) the worker
-    /// gets two thirds, so images keep most of their throughput beside a flood of texts.
+    /// Scheduling niceness of each shard's own thread (0 to 19). With `"weights"`, where both
+    /// are busy, the kernel shares the core by the two threads' weights (worker 0, shard 3:
+    /// the worker gets two thirds).
     pub shard_nice: i32,
 }
 
@@ -318,6 +324,8 @@ pub const IO_MEMORY_BYTES_RANGE: std::ops::RangeInclusive<usize> = 64 << 10..=1 
 pub const RING_DEPTH_RANGE: std::ops::RangeInclusive<usize> = 1..=32_768;
 /// Spinning longer than a second is never a latency win.
 pub const SPIN_US_MAX: u64 = 1_000_000;
+/// The largest `inference.worker_share`: a shard always keeps some of its core.
+pub const WORKER_SHARE_MAX: f64 = 0.95;
 
 impl Default for Config {
     fn default() -> Self {
@@ -429,6 +437,8 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
     struct InferenceShape {
         queue_depth_max: Option<usize>,
         batch_rows_max: Option<usize>,
+        core_sharing: Option<CoreSharing>,
+        worker_share: Option<f64>,
         worker_nice: Option<i32>,
         shard_nice: Option<i32>,
     }
@@ -565,6 +575,9 @@ impl Config {
             if !(0..=19).contains(&nice) {
                 bail!("{name} must be in 0..=19 (a higher priority needs privileges modgate does not ask for)");
             }
+        }
+        if !(0.0..=WORKER_SHARE_MAX).contains(&self.inference.worker_share) {
+            bail!("inference.worker_share must be in 0..={WORKER_SHARE_MAX} (the shard keeps some of its core for its own checks)");
         }
         let staging = self.journal.staging.as_str();
         if !matches!(staging, "auto" | "off") && !Path::new(staging).is_absolute() {
@@ -737,9 +750,12 @@ mod tests {
             assert!(error.ends_with("must be above 0"), "{error}");
         }
         // Priorities modgate can set without privileges, and staging it can find.
-        let refused: [fn(&mut Config); 4] = [
+        let refused: [fn(&mut Config); 7] = [
             |c| c.inference.worker_nice = -1,
             |c| c.inference.shard_nice = 20,
+            |c| c.inference.worker_share = 0.96,
+            |c| c.inference.worker_share = -0.1,
+            |c| c.inference.worker_share = f64::NAN,
             |c| c.journal.staging = "relative/dir".into(),
             |c| c.journal.staging = String::new(),
         ];

@@ -18,6 +18,7 @@ use crate::checks::registry;
 use crate::checks::{Engine, TextModels};
 use crate::decision::{decide, Action, Decision};
 use crate::image::probe::probe;
+use crate::inference::share::{CoreSharing, Pace};
 use crate::inference::{self, Worker};
 use crate::workflow::WorkflowDef;
 
@@ -176,7 +177,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
             let measures_ready = crate::checks::measures_ready(worker_models.as_ref());
             let worker = match worker_models {
                 Some(models) => {
-                    let config = registry::worker_config(4, 64, 0);
+                    let config = registry::worker_config(4, 64, CoreSharing::Weights, 0.0, 0);
                     let (worker, ready) =
                         Worker::spawn(0, None, models, config).map_err(|e| e.to_string())?;
                     ready
@@ -194,6 +195,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
                 worker,
                 normalizer: Default::default(),
                 turns: Default::default(),
+                pace: Pace::off(),
                 metrics: crate::metrics::Metrics::new(false),
             };
             let mut tally = Tally::default();

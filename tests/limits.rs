@@ -442,10 +442,11 @@ fn the_quota_survives_restarts() {
 #[test]
 fn a_full_model_queue_answers_503_busy() {
     // The worker niced below the shard, so that it takes jobs off the queue more slowly than
-    // the shard puts them on (with the default weights it can keep up with eight requests).
+    // the shard puts them on (with the weights of the old defaults it kept up with eight
+    // requests).
     let server = Server::start_with(Options {
         cores: Some(1),
-        config: "[inference]\nqueue_depth_max = 1\nbatch_rows_max = 1\nworker_nice = 10\nshard_nice = 0\n"
+        config: "[inference]\nqueue_depth_max = 1\nbatch_rows_max = 1\ncore_sharing = \"weights\"\nworker_nice = 10\nshard_nice = 0\n"
             .into(),
         ..Options::default()
     });

@@ -509,36 +509,74 @@ fn the_metrics_checker_refuses_what_it_should() {
     }
 }
 
-/// Issue 13: a shard and its model worker share one core by the niceness the configuration
-/// gives them (`inference.shard_nice`, `inference.worker_nice`), so that a flood of texts
-/// cannot starve the images; each thread runs at its own.
-#[test]
-fn shards_and_model_workers_run_at_their_configured_niceness() {
-    let server = Server::start_with(Options {
-        cores: Some(1),
-        config: "[inference]\nworker_nice = 1\nshard_nice = 4\n".into(),
-        ..Options::default()
-    });
+/// The scheduling of each thread of `server`'s process by its name: (niceness, policy) pairs.
+fn thread_scheduling(server: &Server) -> std::collections::BTreeMap<String, Vec<(i32, u32)>> {
     let tasks = format!("/proc/{}/task", server.pid());
-    let mut niceness = std::collections::BTreeMap::new();
+    let mut threads = std::collections::BTreeMap::new();
     for task in std::fs::read_dir(&tasks).unwrap() {
         let dir = task.unwrap().path();
         let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
         let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
-        // Field 19 is the niceness; fields are counted after the command's closing parenthesis.
+        // Fields 19 and 41 are the niceness and the policy; fields are counted after the
+        // command's closing parenthesis, which ends field 2.
         let Some(after) = stat.rsplit_once(") ").map(|(_, rest)| rest) else {
             continue;
         };
-        let nice: i32 = after.split(' ').nth(16).unwrap().parse().unwrap();
-        niceness
+        let fields: Vec<&str> = after.split(' ').collect();
+        let nice: i32 = fields[19 - 3].parse().unwrap();
+        let policy: u32 = fields[41 - 3].parse().unwrap();
+        threads
             .entry(comm.trim().to_owned())
-            .or_insert_with(std::collections::BTreeSet::new)
-            .insert(nice);
+            .or_insert_with(Vec::new)
+            .push((nice, policy));
     }
+    threads
+}
+
+/// `SCHED_OTHER` and `SCHED_IDLE` as /proc shows a thread's policy.
+const SCHED_OTHER: u32 = 0;
+const SCHED_IDLE: u32 = 5;
+
+/// Issue 13: with `inference.core_sharing = "weights"` a shard and its model worker share one
+/// core by the niceness the configuration gives them (`inference.shard_nice`,
+/// `inference.worker_nice`); each thread runs at its own.
+#[test]
+fn shards_and_model_workers_share_by_weights_at_their_configured_niceness() {
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        config: "[inference]\ncore_sharing = \"weights\"\nworker_nice = 1\nshard_nice = 4\n".into(),
+        ..Options::default()
+    });
+    let threads = thread_scheduling(&server);
+    assert_eq!(
+        threads["modgate-model-0"],
+        [(1, SCHED_OTHER)],
+        "{threads:?}"
+    );
     // The shard's blocking threads carry its name too, at the default niceness.
-    let model: Vec<i32> = niceness["modgate-model-0"].iter().copied().collect();
-    assert_eq!(model, [1], "{niceness:?}");
-    assert!(niceness["modgate-shard-1"].contains(&4), "{niceness:?}");
+    assert!(
+        threads["modgate-shard-1"].contains(&(4, SCHED_OTHER)),
+        "{threads:?}"
+    );
+}
+
+/// Issue 13: by default (`inference.core_sharing = "paced"`) the model worker runs at
+/// `SCHED_IDLE`, so the shard takes the core back the moment a request arrives, and the shard
+/// is an ordinary thread at `inference.shard_nice`.
+#[test]
+fn model_workers_run_at_sched_idle_when_paced() {
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        config: "[inference]\nshard_nice = 2\n".into(),
+        ..Options::default()
+    });
+    let threads = thread_scheduling(&server);
+    assert_eq!(threads["modgate-model-0"].len(), 1, "{threads:?}");
+    assert_eq!(threads["modgate-model-0"][0].1, SCHED_IDLE, "{threads:?}");
+    assert!(
+        threads["modgate-shard-1"].contains(&(2, SCHED_OTHER)),
+        "{threads:?}"
+    );
 }
 
 /// `modgate eval` over texts and images, offline: the tally on stdout, and with `--decisions`

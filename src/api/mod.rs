@@ -284,6 +284,9 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
             exchange.head.query
         );
     }
+    // While the model worker has jobs, a shard that took more than its share of the core
+    // pauses here (counted in the request's time).
+    cx.checks.pace_request().await;
     let result = dispatch(cx, exchange, &mut notes).await;
     let (mut response, mut refused) = match result {
         Ok(response) => (response, None),

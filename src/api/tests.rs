@@ -99,6 +99,7 @@ fn with_context_and_leases(
                     measures_ready: crate::image::Measures::NONE,
                     normalizer: Default::default(),
                     turns: Default::default(),
+                    pace: crate::inference::share::Pace::off(),
                     metrics: metrics.clone(),
                 },
                 journal,

@@ -57,6 +57,7 @@ use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::image::hashes::ImageHashes;
 use crate::image::probe::Probe;
 use crate::image::ImageError;
+use crate::inference::share::{Pace, CHECK_QUANTUM, REQUEST_QUANTUM};
 use crate::inference::{Worker, WorkerModels};
 use crate::lists::{CompiledList, ListKind, ListMatch};
 use crate::metrics::Metrics;
@@ -148,6 +149,9 @@ pub struct Engine {
     /// The shard's turns at checks that run on it ([`turns`]): a light request is served
     /// between two checks instead of behind every check that was ready.
     pub turns: turns::Turns,
+    /// The shard's pacing of its checks while its model worker has jobs
+    /// ([`crate::inference::share`]).
+    pub pace: Pace,
     /// The shard's metrics (model and image stage times).
     pub metrics: Rc<Metrics>,
 }
@@ -242,6 +246,32 @@ fn checks_of<'a>(
 }
 
 impl Engine {
+    /// Waits for the shard's turn at a check, then for the pause the shard owes its model
+    /// worker, if any (held with the turn, so no other check runs meanwhile).
+    async fn take_turn(&self) -> turns::Turn<'_> {
+        let turn = self.turns.take().await;
+        self.pace
+            .pause_if_owed(self.worker_busy(), CHECK_QUANTUM)
+            .await;
+        turn
+    }
+
+    /// Before any request is handled: pauses if the shard owes its model worker more than
+    /// checks would let it owe ([`crate::inference::share::REQUEST_QUANTUM`]), so that a
+    /// flood of light requests cannot take the worker's share of the core either.
+    pub async fn pace_request(&self) {
+        self.pace
+            .pause_if_owed(self.worker_busy(), REQUEST_QUANTUM)
+            .await;
+    }
+
+    /// Whether the model worker has jobs waiting or running.
+    fn worker_busy(&self) -> bool {
+        self.worker
+            .as_ref()
+            .is_some_and(|worker| worker.pending() > 0)
+    }
+
     /// Runs the text checks of a workflow; `lists` are the caller's lists the workflow names,
     /// for the `termlist` check. `context` is `None` unless the plan uses it.
     pub async fn check_text(
@@ -254,7 +284,7 @@ impl Engine {
         undeclared(checks)?;
         // Held while this check uses the shard's CPU; given back while a model runs on the
         // worker.
-        let mut turn = self.turns.take().await;
+        let mut turn = self.take_turn().await;
         let mut board = ScoreBoard::default();
         let mut normalised = String::new();
         let mut disguised = false;
@@ -287,7 +317,7 @@ impl Engine {
                 Runner::TextModel(_) => {
                     drop(turn);
                     let ran_model = self.run_toxblock(text, context, &mut board).await?;
-                    turn = self.turns.take().await;
+                    turn = self.take_turn().await;
                     if ran_model {
                         ran = true;
                     } else {

@@ -23,6 +23,7 @@ use super::{
 };
 use crate::content::ContentKind;
 use crate::image::{Measured, Measures};
+use crate::inference::share::CoreSharing;
 use crate::inference::{ImageModelSpec, ModelSpec, WorkerConfig};
 
 /// A check of this build.
@@ -294,12 +295,20 @@ pub fn image_min_side_px() -> usize {
 }
 
 /// The model worker's settings, with the models of this build.
-pub fn worker_config(queue_depth_max: usize, batch_rows_max: usize, nice: i32) -> WorkerConfig {
+pub fn worker_config(
+    queue_depth_max: usize,
+    batch_rows_max: usize,
+    sharing: CoreSharing,
+    share: f64,
+    nice: i32,
+) -> WorkerConfig {
     WorkerConfig {
         queue_depth_max,
         batch_rows_max,
         text_model: text_model(),
         image_models: image_models(),
+        sharing,
+        share,
         nice,
     }
 }

@@ -16,9 +16,9 @@
 //!
 //! Measured (2026-11-26, one shard beside 32 connections of 1 KiB texts, `/health` at 100/s):
 //! `/health`'s median 1.09 → 0.67 to 0.93 ms, its p99 unchanged at about 2 ms; no change in
-//! the CPU of a check (48.7 against 49.9 µs). Beside images as well, the shard gets a third of
-//! its core (the model worker has the rest), and the wait for the core, not this queue, is
-//! most of `/health`'s 6 to 8 ms p99.
+//! the CPU of a check (48.7 against 49.9 µs). Beside images as well, the wait for the core
+//! (the model worker's share of it) was most of `/health`'s 6 to 8 ms p99, until the shard
+//! paced itself instead of leaving the split to the kernel ([`crate::inference::share`]).
 //!
 //! Fairness among checks comes with it: turns are granted first come, first served, so a
 //! client with many requests waiting cannot pass one with a single request.

@@ -2,12 +2,12 @@
 //!
 //! A model run takes milliseconds, a request parse microseconds; running models on the
 //! shard's executor would freeze every connection of that core meanwhile. So each shard has a
-//! worker thread, pinned to the shard's CPU. The shard's thread and its worker share that core
-//! by their scheduling weights (`inference.shard_nice`, `inference.worker_nice`): by default
-//! the worker gets about two thirds when both are busy, so a flood of texts or of `/health`
-//! cannot starve the images (beside a saturating text load, images kept 9 % of their
-//! throughput with the worker at nice 10, and about 60 % now). The worker owns the shard's sessions (one per
-//! model, `run` needs `&mut`), so sessions are never shared between threads.
+//! worker thread, pinned to the shard's CPU. How the shard's thread and its worker share that
+//! core is [`share`]'s: by default the worker runs only when the shard has nothing to do, and
+//! the shard pauses its checks to leave the worker `inference.worker_share` of the core while
+//! it has jobs, so neither a flood of texts starves the images nor the images hold up a light
+//! request. The worker owns the shard's sessions (one per model, `run` needs `&mut`), so
+//! sessions are never shared between threads.
 //!
 //! The queue between shard and worker is bounded (`inference.queue_depth_max`); a full queue
 //! answers 503 `busy` with `Retry-After` at once instead of queueing without end. Jobs of the
@@ -23,6 +23,7 @@
 pub mod faces;
 pub mod ocr;
 pub mod run;
+pub mod share;
 pub mod worker;
 
 use std::path::{Path, PathBuf};

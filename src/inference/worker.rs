@@ -4,9 +4,8 @@
 //!
 //! The shard talks to it through a bounded queue; results come back on oneshot channels,
 //! whose wakes reach the glommio task from this thread. The worker is pinned to the shard's
-//! CPU and runs at `inference.worker_nice` ([`WorkerConfig::nice`]); the shard's own thread runs
-//! at `inference.shard_nice`, and where both are busy the kernel shares the core by their
-//! weights (by default two thirds for the worker, so that images are not starved by texts).
+//! CPU; how it shares that core with the shard is [`super::share`]'s (by default it runs at
+//! `SCHED_IDLE` and the shard paces its checks to leave it `inference.worker_share`).
 //!
 //! Jobs of the same kind waiting together run as one batch: tox-block windows of several
 //! texts in one session run, and likewise images per model. Batching trades a little latency
@@ -25,6 +24,7 @@ use ort::session::Session;
 use super::faces::FaceNets;
 use super::ocr::OcrNets;
 use super::run::{image_rows, image_rows_one_by_one, takes_one_image, toxblock_probs};
+use super::share::CoreSharing;
 use super::{open_session, ImageModelSpec, ModelSpec};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::image::decode::decode;
@@ -75,7 +75,12 @@ pub struct WorkerConfig {
     pub batch_rows_max: usize,
     pub text_model: Option<ModelSpec>,
     pub image_models: Vec<&'static ImageModelSpec>,
-    /// The worker thread's scheduling niceness.
+    /// How the worker shares its core with its shard ([`super::share`]).
+    pub sharing: CoreSharing,
+    /// With [`CoreSharing::Paced`], the share of the core the shard leaves the worker while
+    /// it has jobs.
+    pub share: f64,
+    /// The worker thread's scheduling niceness (with [`CoreSharing::Weights`]).
     pub nice: i32,
 }
 
@@ -171,7 +176,7 @@ impl Worker {
         std::thread::Builder::new()
             .name(format!("modgate-model-{index}"))
             .spawn(move || {
-                pin_and_nice(cpu, config.nice);
+                pin_and_prioritise(cpu, config.sharing, config.nice);
                 match Sessions::open(&models, &config) {
                     Ok(sessions) => {
                         let _ = ready_tx.send(Ok(()));
@@ -708,15 +713,25 @@ pub fn set_thread_nice(nice: i32) -> bool {
     unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) == 0 }
 }
 
-/// Pins the calling thread to `cpu` and sets its niceness.
-fn pin_and_nice(cpu: Option<usize>, nice: i32) {
+/// Pins the calling thread to `cpu` and sets its scheduling: `SCHED_IDLE` when paced, its
+/// niceness when sharing by weights.
+fn pin_and_prioritise(cpu: Option<usize>, sharing: CoreSharing, nice: i32) {
     if let Some(cpu) = cpu {
         let mut set = nix::sched::CpuSet::new();
         if set.set(cpu).is_ok() {
             let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
         }
     }
-    if !set_thread_nice(nice) {
-        tracing::warn!(nice, "could not set the model worker's niceness");
+    match sharing {
+        CoreSharing::Paced => {
+            if !super::share::set_thread_idle() {
+                tracing::warn!("could not put the model worker at SCHED_IDLE");
+            }
+        }
+        CoreSharing::Weights => {
+            if !set_thread_nice(nice) {
+                tracing::warn!(nice, "could not set the model worker's niceness");
+            }
+        }
     }
 }

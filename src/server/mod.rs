@@ -211,6 +211,8 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
     let worker_config = registry::worker_config(
         config.inference.queue_depth_max,
         config.inference.batch_rows_max,
+        config.inference.core_sharing,
+        config.inference.worker_share,
         config.inference.worker_nice,
     );
     let shipper = match &config.cluster {

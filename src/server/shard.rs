@@ -37,6 +37,7 @@ use crate::fleet::follower::ControlPlaneStatus;
 use crate::fleet::shipper::{Shipper, SHIP_INTERVAL, SHIP_LINGER};
 use crate::http::conn::{self, ConnConfig, ConnHost};
 use crate::http::response::{ConnectionHeader, DateCache, Frame};
+use crate::inference::share::{CoreSharing, Pace};
 use crate::inference::{Worker, WorkerConfig, WorkerModels};
 use crate::journal::Journal;
 use crate::limits::lease::Sources;
@@ -540,6 +541,7 @@ async fn start_engine(
     };
     let image_slots_loaded = crate::checks::image_slots_loaded(worker_models.as_ref());
     let measures_ready = crate::checks::measures_ready(worker_models.as_ref());
+    let (sharing, share) = (worker_config.sharing, worker_config.share);
     let worker = match worker_models {
         None => None,
         Some(models) => {
@@ -551,6 +553,10 @@ async fn start_engine(
             Some(worker)
         }
     };
+    let pace = match (&worker, sharing) {
+        (Some(_), CoreSharing::Paced) => Pace::new(share),
+        _ => Pace::off(),
+    };
     Ok(Engine {
         toxblock_ready: toxblock_loaded && text_models.tox_tokenizer.is_some() && worker.is_some(),
         image_slots_loaded,
@@ -559,6 +565,7 @@ async fn start_engine(
         worker,
         normalizer: Default::default(),
         turns: Default::default(),
+        pace,
         metrics,
     })
 }
