@@ -256,7 +256,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
             let claimed = fds.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let (config, state, store, tls) =
                 (config.clone(), state.clone(), store.clone(), tls.clone());
-            let resources = claimed.map(|(index, _)| ShardResources {
+            let resources = claimed.map(|_| ShardResources {
                 leases: leases.clone(),
                 downloader: downloader.clone(),
                 text_models: text_models.clone(),
@@ -266,7 +266,10 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
                 lists: lists.clone(),
                 list_writer: list_writer.clone(),
                 journal_staging: journal_staging.clone(),
-                cpu: Some(cpus[index % cpus.len()]),
+                // The CPU glommio pinned this executor to: executors claim their shard index
+                // in whatever order they start, so `cpus[index]` may be another shard's CPU,
+                // and the worker must share its own shard's core.
+                cpu: pinned_cpu(),
             });
             async move {
                 if let (Some((index, fd)), Some(resources)) = (claimed, resources) {
@@ -442,6 +445,14 @@ fn allowed_cpus() -> anyhow::Result<Vec<usize>> {
     Ok(cpus)
 }
 
+/// The one CPU the calling thread is pinned to; `None` if it may run on several.
+fn pinned_cpu() -> Option<usize> {
+    match allowed_cpus().ok()?.as_slice() {
+        [cpu] => Some(*cpu),
+        _ => None,
+    }
+}
+
 /// One SO_REUSEPORT listener per shard, all on the same address. Port 0 picks a free port
 /// with the first listener and binds the others to it.
 fn bind_listeners(addr: SocketAddr, count: usize) -> anyhow::Result<(Vec<RawFd>, SocketAddr)> {
@@ -508,4 +519,30 @@ fn spawn_signal_thread(
         })
         .context("starting the signal thread")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_pinned_to_one_cpu_knows_it_and_an_unpinned_one_does_not() {
+        let cpus = allowed_cpus().unwrap();
+        let last = *cpus.last().unwrap();
+        let pinned = std::thread::spawn(move || {
+            let mut set = nix::sched::CpuSet::new();
+            set.set(last).unwrap();
+            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).unwrap();
+            pinned_cpu()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(pinned, Some(last));
+        let unpinned = std::thread::spawn(pinned_cpu).join().unwrap();
+        if cpus.len() > 1 {
+            assert_eq!(unpinned, None);
+        } else {
+            assert_eq!(unpinned, Some(last));
+        }
+    }
 }
