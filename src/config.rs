@@ -18,7 +18,7 @@ use crate::bounds::{FORM_FIELD_BYTES_MAX, FORM_TIMEOUT_MS, IMAGE_PIXELS_MAX, TEX
 use crate::clock::Clock;
 use crate::http::conn::ConnConfig;
 use crate::http::head::HeadLimits;
-use crate::inference::share::CoreSharing;
+use crate::inference::share::{CoreSharing, PAUSE_SLICE};
 use crate::journal::{JournalConfig, SyncPolicy};
 use crate::store::records::PlanLimits;
 
@@ -257,9 +257,9 @@ pub struct InferenceConfig {
     pub worker_share: f64,
     /// Scheduling niceness of each shard's model worker thread (0 to 19), with `"weights"`.
     pub worker_nice: i32,
-    /// Scheduling niceness of each shard's own thread (0 to 19). With `"weights"`, where both
-    /// are busy, the kernel shares the core by the two threads' weights (worker 0, shard 3:
-    /// the worker gets two thirds).
+    /// Scheduling niceness of each shard's own thread (0 to 19), in both modes. With
+    /// `"weights"`, where both are busy, the kernel shares the core by the two threads'
+    /// weights: at the defaults (both 0) evenly; `shard_nice = 3` gives the worker two thirds.
     pub shard_nice: i32,
 }
 
@@ -593,6 +593,13 @@ impl Config {
         if self.server.spin_before_park_us > SPIN_US_MAX {
             bail!("server.spin_before_park_us must be at most {SPIN_US_MAX}");
         }
+        let spin = Duration::from_micros(self.server.spin_before_park_us);
+        if self.inference.core_sharing == CoreSharing::Paced && spin >= PAUSE_SLICE / 2 {
+            bail!(
+                "server.spin_before_park_us must be under {} with inference.core_sharing = \"paced\": a shard spins through its pauses, which are the model worker's time",
+                (PAUSE_SLICE / 2).as_micros()
+            );
+        }
         if let Err(error) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             bail!(
                 "log.level '{}' is not a level or filter: {error}",
@@ -750,12 +757,13 @@ mod tests {
             assert!(error.ends_with("must be above 0"), "{error}");
         }
         // Priorities modgate can set without privileges, and staging it can find.
-        let refused: [fn(&mut Config); 7] = [
+        let refused: [fn(&mut Config); 8] = [
             |c| c.inference.worker_nice = -1,
             |c| c.inference.shard_nice = 20,
             |c| c.inference.worker_share = 0.96,
             |c| c.inference.worker_share = -0.1,
             |c| c.inference.worker_share = f64::NAN,
+            |c| c.server.spin_before_park_us = 500,
             |c| c.journal.staging = "relative/dir".into(),
             |c| c.journal.staging = String::new(),
         ];

@@ -251,7 +251,7 @@ impl Engine {
     async fn take_turn(&self) -> turns::Turn<'_> {
         let turn = self.turns.take().await;
         self.pace
-            .pause_if_owed(self.worker_busy(), CHECK_QUANTUM)
+            .pause_if_owed(|| self.worker_busy(), CHECK_QUANTUM)
             .await;
         turn
     }
@@ -261,7 +261,7 @@ impl Engine {
     /// flood of light requests cannot take the worker's share of the core either.
     pub async fn pace_request(&self) {
         self.pace
-            .pause_if_owed(self.worker_busy(), REQUEST_QUANTUM)
+            .pause_if_owed(|| self.worker_busy(), REQUEST_QUANTUM)
             .await;
     }
 

@@ -9,13 +9,15 @@
 //!
 //! With `"paced"` (the default) the worker runs at `SCHED_IDLE`, so the kernel gives the core
 //! back to the shard the moment the shard has anything to do, and the shard leaves the worker
-//! its share itself: while the worker has jobs, a check that would take the shard past
-//! `1 - inference.worker_share` of its core's time pauses first ([`Pace`]). During the pause
-//! the shard has nothing to run but light requests, so the worker runs; a request that
-//! arrives wakes the shard, which preempts the worker at once. Texts and images still split
-//! the core as configured, but a light request never waits for the worker. A request of any
-//! kind pauses too once the debt is larger ([`REQUEST_QUANTUM`]): without that, one client
-//! hammering `/health` took the core, since only checks paused.
+//! its share itself: while the worker has jobs, a check pauses first once the shard has taken
+//! more than `1 - inference.worker_share` of its core's time by [`CHECK_QUANTUM`] ([`Pace`]).
+//! During the pause the shard has nothing to run but light requests, so the worker runs; a
+//! request that arrives wakes the shard, which preempts the worker at once. A pause ends early
+//! when the worker runs out of jobs. Texts and images still split the core as configured, but
+//! a light request does not wait for the worker. A request of any kind pauses too once the
+//! debt is larger ([`REQUEST_QUANTUM`]): without that, one client hammering `/health` took
+//! the core, since only checks paused; so under a flood of light requests alone (or very large
+//! texts) a light request can wait for a pause.
 //!
 //! Measured (`tuning/fairness.sh`, one shard, 2 rounds against `"weights"` at worker 0 and
 //! shard 3): `/health`'s p99 beside texts and images 7.2 and 7.6 → 0.86 and 1.06 ms; images
@@ -23,13 +25,26 @@
 //! a `/health` hammer (70 and 67); texts in the mix 6,830 and 6,145/s → 5,697 and 5,318/s,
 //! since the threads now switch every millisecond or so, not every 4 ms tick.
 //!
-//! The shard's time is its thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), read once per check
-//! and only while the worker has jobs; it counts everything the shard does (parsing, answers,
-//! journal), not only the checks, so the split holds whatever the requests cost. The clock
-//! comes from `nix`, which the server already uses for its system calls.
+//! The shard's time is its thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), read before each
+//! check and each request, and only while the worker has jobs. It counts what the shard's
+//! thread does (parsing, answers, journal appends), not only the checks, so the split holds
+//! whatever the requests cost; journal commits on the blocking threads are not counted. The
+//! clock comes from `nix`, which the server already uses for its system calls.
 //!
-//! The trade: a worker at `SCHED_IDLE` gets nothing while any ordinary thread wants its core.
-//! On a host whose cores run other busy programs, `"weights"` keeps the images going.
+//! What pacing does not cover, and the trade:
+//! - Work before a request reaches the routes (TLS handshakes, refusals before routing, the
+//!   503 over the connection cap) never pauses; the debt it leaves is paid by the checks after
+//!   it, but never more than [`PAUSE_MAX`] at once (the rest is forgiven).
+//! - A worker at `SCHED_IDLE` gets nothing while any ordinary thread wants its core. On a host
+//!   whose cores run other busy programs, `"weights"` keeps the images going. With more shards
+//!   than CPUs, two shards share a core and each paces only for its own worker. The kernel
+//!   also counts a core running only `SCHED_IDLE` threads as idle when it places a waking
+//!   thread that is not pinned, so modgate's unpinned threads (the journal's blocking pool,
+//!   the metrics and list threads) and other programs' land on the workers' cores first.
+//! - A shard that spins before it sleeps (`server.spin_before_park_us`) spins through its
+//!   pauses, so the configuration refuses a spin of half a [`PAUSE_SLICE`] or more.
+//! - A job counts as the worker's while its caller waits; a caller that goes away takes its
+//!   job out of the count, though the worker still runs it.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -47,10 +62,14 @@ pub const CHECK_QUANTUM: Duration = Duration::from_micros(500);
 /// The debt at which any request pauses before it is handled, not only a check: a client
 /// that floods the shard with light requests (`/health`, lists) takes no more of the core than
 /// checks would. Larger than [`CHECK_QUANTUM`], so that beside checks (which pay their debt
-/// first) a light request is never held.
+/// first) a light request is not held.
 pub const REQUEST_QUANTUM: Duration = Duration::from_millis(2);
-/// The longest single pause, whatever the debt (the next check pays the rest).
+/// The longest pause, whatever the debt: debt beyond it is forgiven, so that shard work that
+/// never pauses (TLS handshakes, refusals before routing) cannot stall the checks after it
+/// for long.
 pub const PAUSE_MAX: Duration = Duration::from_millis(20);
+/// A pause is taken in slices of at most this, and ends early once the worker has no jobs.
+pub const PAUSE_SLICE: Duration = Duration::from_millis(1);
 /// A window of accounting older than this with no debt is started afresh, so credit saved
 /// while the shard was lightly loaded cannot be spent in one long run later.
 pub const WINDOW_SPAN: Duration = Duration::from_millis(10);
@@ -100,11 +119,14 @@ impl Pace {
 
     /// Pauses if the shard owes the worker at least `quantum` of its core's time
     /// ([`CHECK_QUANTUM`] before a check, [`REQUEST_QUANTUM`] before any request).
-    pub async fn pause_if_owed(&self, worker_busy: bool, quantum: Duration) {
+    /// `worker_busy` says whether the worker has jobs; it is asked again every
+    /// [`PAUSE_SLICE`] of a pause, which ends early when the worker has run out of them (the
+    /// core would sit idle otherwise).
+    pub async fn pause_if_owed(&self, worker_busy: impl Fn() -> bool, quantum: Duration) {
         if self.shard_share.is_none() {
             return;
         }
-        let owed = if worker_busy {
+        let owed = if worker_busy() {
             match thread_cpu_time() {
                 Some(cpu) => self.owed(Some((Instant::now(), cpu)), quantum),
                 None => None,
@@ -112,8 +134,20 @@ impl Pace {
         } else {
             self.owed(None, quantum)
         };
-        if let Some(pause) = owed {
-            Timer::new(pause).await;
+        let Some(pause) = owed else {
+            return;
+        };
+        let end = Instant::now() + pause;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            Timer::new(left.min(PAUSE_SLICE)).await;
+            if !worker_busy() {
+                self.window.set(None);
+                return;
+            }
         }
     }
 
@@ -144,7 +178,16 @@ impl Pace {
         }
         // The shard uses next to nothing while it pauses, so its earnings catch up with what
         // it used after debt / share of wall time.
-        Some(debt.div_f64(share).min(PAUSE_MAX))
+        let pause = debt.div_f64(share);
+        if pause > PAUSE_MAX {
+            // The rest is forgiven: the window starts afresh when this pause ends.
+            self.window.set(Some(Window {
+                wall: wall + PAUSE_MAX,
+                cpu,
+            }));
+            return Some(PAUSE_MAX);
+        }
+        Some(pause)
     }
 }
 

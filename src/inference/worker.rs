@@ -725,7 +725,15 @@ fn pin_and_prioritise(cpu: Option<usize>, sharing: CoreSharing, nice: i32) {
     match sharing {
         CoreSharing::Paced => {
             if !super::share::set_thread_idle() {
-                tracing::warn!("could not put the model worker at SCHED_IDLE");
+                // An ordinary worker still gets its share from the pauses; only a request
+                // arriving while it runs waits for the kernel's next switch.
+                tracing::warn!(
+                    nice,
+                    "could not put the model worker at SCHED_IDLE; it runs at its niceness"
+                );
+                if !set_thread_nice(nice) {
+                    tracing::warn!(nice, "could not set the model worker's niceness");
+                }
             }
         }
         CoreSharing::Weights => {

@@ -275,8 +275,8 @@ pub async fn run(
     // SAFETY: `listener_fd` is a bound, listening TCP socket created by `server::run` for this
     // shard alone; ownership passes here and nothing else closes or uses it.
     let listener = unsafe { TcpListener::from_raw_fd(listener_fd) };
-    // The shard's thread shares its core with its model worker by their weights (the
-    // worker's niceness is set by the worker; see `inference.shard_nice`).
+    // The shard's niceness, in either `inference.core_sharing` mode (the worker sets its own
+    // scheduling; see `crate::inference::share`).
     if !crate::inference::worker::set_thread_nice(config.inference.shard_nice) {
         tracing::warn!(
             nice = config.inference.shard_nice,
