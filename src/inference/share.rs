@@ -43,8 +43,9 @@
 //!   the metrics and list threads) and other programs' land on the workers' cores first.
 //! - A shard that spins before it sleeps (`server.spin_before_park_us`) spins through its
 //!   pauses, so the configuration refuses a spin of half a [`PAUSE_SLICE`] or more.
-//! - A job counts as the worker's while its caller waits; a caller that goes away takes its
-//!   job out of the count, though the worker still runs it.
+//!
+//! "The worker has jobs" is [`super::Worker::busy`]: a job counts from its submission until
+//! the worker has run it, or skipped it because its caller went away.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};

@@ -14,7 +14,9 @@
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures_channel::oneshot;
@@ -145,6 +147,9 @@ pub struct Worker {
     jobs: SyncSender<Job>,
     /// Jobs submitted and not answered yet (waiting or running).
     pending: Rc<Cell<usize>>,
+    /// Jobs submitted that the worker has not finished, whether or not their callers still
+    /// wait (pacing asks this: the worker is busy with a job whose caller went away too).
+    unfinished: Arc<AtomicUsize>,
     queue_depth_max: usize,
     /// The image models by slot, as the worker runs them (to name a job's rows).
     pub image_models: Vec<&'static ImageModelSpec>,
@@ -156,6 +161,16 @@ struct PendingGuard(Rc<Cell<usize>>);
 impl Drop for PendingGuard {
     fn drop(&mut self) {
         self.0.set(self.0.get().saturating_sub(1));
+    }
+}
+
+/// Held by the worker thread: if it ends (the shard is gone, or a panic), no job of it is
+/// left unfinished, so its shard never waits for a worker that will not run.
+struct UnfinishedReset(Arc<AtomicUsize>);
+
+impl Drop for UnfinishedReset {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::Relaxed);
     }
 }
 
@@ -173,14 +188,23 @@ impl Worker {
         let (ready_tx, ready_rx) = oneshot::channel();
         let queue_depth_max = config.queue_depth_max;
         let image_models = config.image_models.clone();
+        let unfinished = Arc::new(AtomicUsize::new(0));
+        let finished_by_worker = unfinished.clone();
         std::thread::Builder::new()
             .name(format!("modgate-model-{index}"))
             .spawn(move || {
+                let _reset = UnfinishedReset(finished_by_worker.clone());
                 pin_and_prioritise(cpu, config.sharing, config.nice);
                 match Sessions::open(&models, &config) {
                     Ok(sessions) => {
                         let _ = ready_tx.send(Ok(()));
-                        serve(queue, sessions, &models.environment, &config);
+                        serve(
+                            queue,
+                            sessions,
+                            &models.environment,
+                            &config,
+                            &finished_by_worker,
+                        );
                     }
                     Err(error) => {
                         let _ = ready_tx.send(Err(error));
@@ -190,6 +214,7 @@ impl Worker {
         let worker = Worker {
             jobs,
             pending: Rc::default(),
+            unfinished,
             queue_depth_max,
             image_models,
         };
@@ -205,6 +230,12 @@ impl Worker {
     /// Jobs waiting or running.
     pub fn pending(&self) -> usize {
         self.pending.get()
+    }
+
+    /// Whether the worker has jobs it has not finished (including jobs whose callers went
+    /// away: it runs those too, unless it finds them abandoned before it starts them).
+    pub fn busy(&self) -> bool {
+        self.unfinished.load(Ordering::Relaxed) > 0
     }
 
     /// Scores `ids` (`n × 100` token ids) with tox-block: raw sigmoid outputs per window.
@@ -244,10 +275,15 @@ impl Worker {
     }
 
     fn submit(&self, job: Job) -> ApiResult<PendingGuard> {
-        self.jobs.try_send(job).map_err(|error| match error {
-            TrySendError::Full(_) => busy(),
-            TrySendError::Disconnected(_) => ApiError::internal("the model worker stopped"),
-        })?;
+        // Counted before it is sent, so the worker never finishes a job not yet counted.
+        self.unfinished.fetch_add(1, Ordering::Relaxed);
+        if let Err(error) = self.jobs.try_send(job) {
+            self.unfinished.fetch_sub(1, Ordering::Relaxed);
+            return Err(match error {
+                TrySendError::Full(_) => busy(),
+                TrySendError::Disconnected(_) => ApiError::internal("the model worker stopped"),
+            });
+        }
         self.pending.set(self.pending.get() + 1);
         Ok(PendingGuard(self.pending.clone()))
     }
@@ -420,6 +456,7 @@ fn serve(
     mut sessions: Sessions,
     environment: &Environment,
     config: &WorkerConfig,
+    unfinished: &AtomicUsize,
 ) {
     let mut held: Option<Job> = None;
     loop {
@@ -447,7 +484,13 @@ fn serve(
                         Err(_) => break,
                     }
                 }
-                run_toxblock_batch(sessions.toxblock.as_mut(), batch);
+                let taken = batch.len();
+                // A job whose caller went away is not run.
+                batch.retain(|job| !job.reply.is_canceled());
+                if !batch.is_empty() {
+                    run_toxblock_batch(sessions.toxblock.as_mut(), batch);
+                }
+                unfinished.fetch_sub(taken, Ordering::Relaxed);
             }
             Job::Image(job) => {
                 let mut batch = vec![job];
@@ -461,9 +504,14 @@ fn serve(
                         Err(_) => break,
                     }
                 }
-                let wanted = batch.iter().fold(0, |set, job| set | job.wanted);
-                sessions.open_wanted(environment, &config.image_models, wanted);
-                run_image_batch(&mut sessions, &config.image_models, batch);
+                let taken = batch.len();
+                batch.retain(|job| !job.reply.is_canceled());
+                if !batch.is_empty() {
+                    let wanted = batch.iter().fold(0, |set, job| set | job.wanted);
+                    sessions.open_wanted(environment, &config.image_models, wanted);
+                    run_image_batch(&mut sessions, &config.image_models, batch);
+                }
+                unfinished.fetch_sub(taken, Ordering::Relaxed);
             }
         }
     }
