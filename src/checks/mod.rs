@@ -265,11 +265,9 @@ impl Engine {
             .await;
     }
 
-    /// Whether the model worker has jobs waiting or running.
+    /// Whether the model worker has jobs it has not finished ([`Worker::busy`]).
     fn worker_busy(&self) -> bool {
-        self.worker
-            .as_ref()
-            .is_some_and(|worker| worker.pending() > 0)
+        self.worker.as_ref().is_some_and(Worker::busy)
     }
 
     /// Runs the text checks of a workflow; `lists` are the caller's lists the workflow names,
