@@ -467,7 +467,7 @@ fn serve(
                 Err(_) => return, // the shard is gone
             },
         };
-        match first {
+        let taken = match first {
             Job::Toxblock(job) => {
                 let mut rows = job.ids.len() / 100;
                 let mut batch = vec![job];
@@ -490,7 +490,7 @@ fn serve(
                 if !batch.is_empty() {
                     run_toxblock_batch(sessions.toxblock.as_mut(), batch);
                 }
-                unfinished.fetch_sub(taken, Ordering::Relaxed);
+                taken
             }
             Job::Image(job) => {
                 let mut batch = vec![job];
@@ -511,9 +511,10 @@ fn serve(
                     sessions.open_wanted(environment, &config.image_models, wanted);
                     run_image_batch(&mut sessions, &config.image_models, batch);
                 }
-                unfinished.fetch_sub(taken, Ordering::Relaxed);
+                taken
             }
-        }
+        };
+        unfinished.fetch_sub(taken, Ordering::Relaxed);
     }
 }
 
@@ -770,24 +771,18 @@ fn pin_and_prioritise(cpu: Option<usize>, sharing: CoreSharing, nice: i32) {
             let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
         }
     }
-    match sharing {
-        CoreSharing::Paced => {
-            if !super::share::set_thread_idle() {
-                // An ordinary worker still gets its share from the pauses; only a request
-                // arriving while it runs waits for the kernel's next switch.
-                tracing::warn!(
-                    nice,
-                    "could not put the model worker at SCHED_IDLE; it runs at its niceness"
-                );
-                if !set_thread_nice(nice) {
-                    tracing::warn!(nice, "could not set the model worker's niceness");
-                }
-            }
+    if sharing == CoreSharing::Paced {
+        if super::share::set_thread_idle() {
+            return;
         }
-        CoreSharing::Weights => {
-            if !set_thread_nice(nice) {
-                tracing::warn!(nice, "could not set the model worker's niceness");
-            }
-        }
+        // An ordinary worker still gets its share from the pauses; only a request arriving
+        // while it runs waits for the kernel's next switch.
+        tracing::warn!(
+            nice,
+            "could not put the model worker at SCHED_IDLE; it runs at its niceness"
+        );
+    }
+    if !set_thread_nice(nice) {
+        tracing::warn!(nice, "could not set the model worker's niceness");
     }
 }
