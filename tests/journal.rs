@@ -5,7 +5,7 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{json, Value};
@@ -100,6 +100,45 @@ fn sigkill_loses_nothing_with_interval_sync() {
 #[test]
 fn sigkill_loses_nothing_with_always_sync() {
     sigkill_loses_no_answered_check("always");
+}
+
+/// The staging mover fsyncs the disk journal once an interval: under a steady stream of
+/// checks it does not chase the records staged while its last move ran, move after move.
+#[test]
+fn under_steady_load_staging_is_moved_once_an_interval() {
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        config: "[journal]\nsync = \"interval\"\nsync_interval_ms = 400\n".into(),
+        ..Options::default()
+    });
+    let (key, _) = server.new_key("acme", "pro", &[]);
+    let fsyncs = || {
+        server
+            .scrape()
+            .value("modgate_journal_fsync_duration_seconds_count", &[])
+            .unwrap_or(0.0)
+    };
+    let before = fsyncs();
+    let started = Instant::now();
+    let mut checks = 0;
+    while started.elapsed() < Duration::from_millis(1_300) {
+        let (status, _) = check(
+            &server,
+            &key,
+            &json!({ "text": format!("message {checks}") }),
+        );
+        // Past the plan's rate a check is refused, and a refusal is journaled too.
+        assert!(status == 200 || status == 429, "{status}");
+        checks += 1;
+    }
+    let elapsed = started.elapsed();
+    std::thread::sleep(Duration::from_millis(500));
+    let moves = fsyncs() - before;
+    let intervals = (elapsed.as_millis() + 500) as f64 / 400.0;
+    assert!(
+        moves >= 1.0 && moves <= intervals.ceil() + 1.0,
+        "{moves} moves for {checks} checks in {elapsed:?} and 500 ms after"
+    );
 }
 
 #[test]

@@ -595,15 +595,21 @@ impl Journal {
                         if let (Some(ship), Some(next)) = (&self.ship, moved.next_order) {
                             ship.next.set(next);
                         }
-                        if moved.records == 0 {
+                        if moved.taken == 0 {
                             staging.unmoved.set(0);
                             break;
                         }
                         staging
                             .unmoved
-                            .set(staging.unmoved.get().saturating_sub(moved.records as u64));
+                            .set(staging.unmoved.get().saturating_sub(moved.taken as u64));
                         self.metrics
                             .journal_fsync(started.elapsed().as_micros() as u64);
+                        if moved.taken < max {
+                            // All that was staged when the batch began: what came meanwhile
+                            // waits for the next interval, so a shard under load fsyncs once
+                            // an interval rather than once per batch, back to back.
+                            break;
+                        }
                     }
                     Err(error) => {
                         if let Some(smaller) = staging::smaller_after(&error, batch_max) {

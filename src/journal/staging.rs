@@ -255,10 +255,13 @@ pub struct DiskJournal<'a> {
     pub marks: Database<Str, U64<BigEndian>>,
 }
 
-/// What a move did: records moved, and (in a fleet) the next commit-order number after them.
+/// What a move did: records moved, staged entries taken (the records and any that did not
+/// decode; a batch that took its `max` may have left more behind), and (in a fleet) the next
+/// commit-order number after them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Moved {
     pub records: usize,
+    pub taken: usize,
     pub next_order: Option<u64>,
 }
 
@@ -347,6 +350,7 @@ pub fn move_batch(staged: &Staged, disk: &DiskJournal<'_>, max: usize) -> heed::
     delete_through(staged, last)?;
     Ok(Moved {
         records: decoded.len(),
+        taken: entries.len(),
         next_order,
     })
 }
