@@ -551,28 +551,31 @@ impl Journal {
     }
 
     /// With staging: every `every` (every [`PROBE_INTERVAL`] while failing), moves what is
-    /// staged into the disk journal, fsynced, on the blocking threads ([`staging::move_batch`]);
-    /// a failed move makes the journal fail (checks 503, `/health` 503) until one succeeds.
+    /// staged into the disk journal on the blocking threads ([`staging::move_batch`]), in
+    /// slices of [`staging::MOVE_SLICE_RECORDS`] so that no one of them holds the shard's core
+    /// for long, then fsyncs it once; a failed move or fsync makes the journal fail (checks
+    /// 503, `/health` 503) until one succeeds.
     async fn move_loop(self: Rc<Self>, every: Duration) {
         let Some(staging) = &self.staging else {
             return;
         };
-        let mut batch_max = staging::MOVE_BATCH_RECORDS_MAX;
+        let mut slice_max = staging::MOVE_SLICE_RECORDS;
         loop {
             let failing = self.failing.get();
             glommio::timer::sleep(if failing { PROBE_INTERVAL } else { every }).await;
             if staging.unmoved.get() == 0 && !failing {
                 continue;
             }
-            loop {
+            let started = Instant::now();
+            let mut moved_any = false;
+            let moved_all = loop {
                 let (env, records, charges, marks) =
                     (self.env.clone(), self.db, self.charges, staging.marks);
                 let (staged, order) = (
                     staging.staged.clone(),
                     self.ship.as_ref().map(|ship| ship.index),
                 );
-                let started = Instant::now();
-                let max = batch_max;
+                let max = slice_max;
                 let moved = glommio::executor()
                     .spawn_blocking(move || {
                         staging::move_batch(
@@ -585,42 +588,57 @@ impl Journal {
                                 marks,
                             },
                             max,
+                            staging::Fsync::Later,
                         )
                     })
                     .await;
                 match moved {
                     Ok(moved) => {
-                        batch_max = (batch_max * 2).min(staging::MOVE_BATCH_RECORDS_MAX);
-                        self.recovered();
+                        slice_max = (slice_max * 2).min(staging::MOVE_SLICE_RECORDS);
                         if let (Some(ship), Some(next)) = (&self.ship, moved.next_order) {
                             ship.next.set(next);
                         }
                         if moved.taken == 0 {
                             staging.unmoved.set(0);
-                            break;
+                            break true;
                         }
+                        moved_any = true;
                         staging
                             .unmoved
                             .set(staging.unmoved.get().saturating_sub(moved.taken as u64));
-                        self.metrics
-                            .journal_fsync(started.elapsed().as_micros() as u64);
                         if moved.taken < max {
-                            // All that was staged when the batch began: what came meanwhile
+                            // All that was staged when the move began: what came meanwhile
                             // waits for the next interval, so a shard under load fsyncs once
-                            // an interval rather than once per batch, back to back.
-                            break;
+                            // an interval, not once per move, back to back.
+                            break true;
                         }
                     }
                     Err(error) => {
-                        if let Some(smaller) = staging::smaller_after(&error, batch_max) {
-                            batch_max = smaller;
+                        if let Some(smaller) = staging::smaller_after(&error, slice_max) {
+                            slice_max = smaller;
                             continue;
                         }
                         self.failed(&error, staging.unmoved.get() as usize);
-                        break;
+                        break false;
                     }
                 }
+            };
+            if !moved_all {
+                continue;
             }
+            if moved_any {
+                let env = self.env.clone();
+                let synced = glommio::executor()
+                    .spawn_blocking(move || env.force_sync())
+                    .await;
+                if let Err(error) = synced {
+                    self.failed(&error, staging.unmoved.get() as usize);
+                    continue;
+                }
+                self.metrics
+                    .journal_fsync(started.elapsed().as_micros() as u64);
+            }
+            self.recovered();
         }
     }
 

@@ -11,8 +11,10 @@
 //!
 //! A mover ([`move_batch`], on the shard's blocking threads) takes what is staged into the disk
 //! journal in batches: the records, their charge counts and (in a fleet) their commit-order
-//! numbers in one transaction, with the last staged sequence number it holds (`moved`), then an
-//! fsync, then the delete from staging. A mover cut off between the two commits moves nothing
+//! numbers in one transaction, with the last staged sequence number it holds (`moved`), then
+//! the delete from staging; the running shard's mover moves in slices and fsyncs once after
+//! the last of an interval, starts and stops fsync each batch. A mover cut off between the two
+//! commits moves nothing
 //! twice: what is at or below `moved` is only deleted. So the disk journal is what it was
 //! before staging existed, written a sync interval later, and every reader of it (shipping,
 //! the quota's reconciliation, `journal prune`) is unchanged; `modgate journal` also reads what
@@ -49,6 +51,9 @@ use super::shipping::ShipIndex;
 pub const STAGING_MAP_BYTES: usize = 256 << 20;
 /// Records moved to the disk journal in one transaction at most.
 pub const MOVE_BATCH_RECORDS_MAX: usize = 8_192;
+/// Records in one transaction of the running shard's mover at most: the mover's blocking
+/// thread shares the shard's core, and a slice of this many takes it for about a millisecond.
+pub const MOVE_SLICE_RECORDS: usize = 512;
 /// The name of the link from the data directory's journal to the staging root.
 pub const LINK_NAME: &str = "staging";
 /// Where staging goes by default: the usual tmpfs of Linux.
@@ -289,15 +294,31 @@ pub fn next_seq(staged: &Staged, moved: u64) -> heed::Result<u64> {
     Ok(last.max(moved) + 1)
 }
 
+/// Whether a move fsyncs the disk journal before it deletes what it moved from staging.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fsync {
+    Now,
+    /// The caller fsyncs after its last move. Staging is a tmpfs, lost on a power loss as the
+    /// unsynced pages are, and a crash of the process loses neither: the moved records are
+    /// committed to the disk journal's file before staging lets them go.
+    Later,
+}
+
 /// Moves up to `max` (at most [`MOVE_BATCH_RECORDS_MAX`]) staged records into the disk
-/// journal, fsyncs it, and deletes them from staging (0 records: nothing was staged). An entry
+/// journal, fsyncs it (with [`Fsync::Now`]), and deletes them from staging (0 records:
+/// nothing was staged). An entry
 /// that does not decode is logged and left out (only its record is lost, never the batch).
 ///
 /// A batch that does not fit (`MDB_MAP_FULL`) should be tried again smaller, down to one
 /// record ([`smaller_after`]): LMDB reuses the pages a transaction freed (a `journal prune`
 /// in another process) only two transactions later, and failed moves commit none, so
 /// without a small move that fits, a journal that was full would stay full after a prune.
-pub fn move_batch(staged: &Staged, disk: &DiskJournal<'_>, max: usize) -> heed::Result<Moved> {
+pub fn move_batch(
+    staged: &Staged,
+    disk: &DiskJournal<'_>,
+    max: usize,
+    fsync: Fsync,
+) -> heed::Result<Moved> {
     let max = max.clamp(1, MOVE_BATCH_RECORDS_MAX);
     let mut txn = disk.env.write_txn()?;
     let moved = disk.marks.get(&txn, MOVED_KEY)?.unwrap_or(0);
@@ -346,7 +367,9 @@ pub fn move_batch(staged: &Staged, disk: &DiskJournal<'_>, max: usize) -> heed::
     }
     disk.marks.put(&mut txn, MOVED_KEY, &last)?;
     txn.commit()?;
-    disk.env.force_sync()?;
+    if fsync == Fsync::Now {
+        disk.env.force_sync()?;
+    }
     delete_through(staged, last)?;
     Ok(Moved {
         records: decoded.len(),
@@ -566,7 +589,7 @@ fn drain(
 pub fn move_all(staged: &Staged, disk: &DiskJournal<'_>) -> heed::Result<usize> {
     let (mut total, mut max) = (0, MOVE_BATCH_RECORDS_MAX);
     loop {
-        match move_batch(staged, disk, max) {
+        match move_batch(staged, disk, max, Fsync::Now) {
             Ok(moved) if moved.records == 0 => return Ok(total),
             Ok(moved) => total += moved.records,
             Err(error) => max = smaller_after(&error, max).ok_or(error)?,
@@ -702,6 +725,44 @@ mod tests {
     }
 
     #[test]
+    fn a_move_in_slices_commits_each_and_leaves_staging_empty() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let staged = open(&dir.path().join("staging"), 64 << 20).expect("staging");
+        let (env, records) =
+            super::super::open_env(&dir.path().join("disk"), 64 << 20, true).expect("disk");
+        let charges = ChargeCounts::open(&env, records, 0).expect("charges");
+        let marks = open_marks(&env).expect("marks");
+        for seq in 1..=5u64 {
+            let (key, mut bytes) = (format!("k{seq}"), Vec::new());
+            Entry {
+                key: &key,
+                charge: None,
+                value: key.as_bytes(),
+            }
+            .encode(&mut bytes)
+            .expect("encodes");
+            let mut txn = staged.env.write_txn().expect("txn");
+            staged.db.put(&mut txn, &seq, &bytes).expect("put");
+            txn.commit().expect("commit");
+        }
+        let disk = DiskJournal {
+            env: &env,
+            records,
+            charges,
+            order: None,
+            marks,
+        };
+        let slice = |max| move_batch(&staged, &disk, max, Fsync::Later).expect("move");
+        assert_eq!((slice(2).taken, slice(2).taken, slice(2).taken), (2, 2, 1));
+        assert_eq!(slice(2).taken, 0);
+        assert_eq!(moved(&env, marks).expect("moved"), 5);
+        let txn = env.read_txn().expect("txn");
+        assert_eq!(records.len(&txn).expect("len"), 5);
+        let txn = staged.env.read_txn().expect("txn");
+        assert!(staged.db.is_empty(&txn).expect("empty"), "all deleted");
+    }
+
+    #[test]
     fn a_move_cut_off_before_its_delete_moves_nothing_twice() {
         let dir = tempfile::tempdir().expect("tempdir");
         let staged = open(&dir.path().join("staging"), 64 << 20).expect("staging");
@@ -731,7 +792,12 @@ mod tests {
             order: None,
             marks,
         };
-        assert_eq!(move_batch(&staged, &disk, 1000).expect("move").records, 2);
+        assert_eq!(
+            move_batch(&staged, &disk, 1000, Fsync::Now)
+                .expect("move")
+                .records,
+            2
+        );
         assert_eq!(moved(&env, marks).expect("moved"), 2);
         // As if the delete from staging had not happened: the entries are put back.
         stage(1, "a");
@@ -739,11 +805,18 @@ mod tests {
         stage(3, "c");
         assert_eq!(next_seq(&staged, 2).expect("next"), 4);
         assert_eq!(
-            move_batch(&staged, &disk, 1000).expect("move").records,
+            move_batch(&staged, &disk, 1000, Fsync::Now)
+                .expect("move")
+                .records,
             1,
             "only c is new"
         );
-        assert_eq!(move_batch(&staged, &disk, 1000).expect("move").records, 0);
+        assert_eq!(
+            move_batch(&staged, &disk, 1000, Fsync::Now)
+                .expect("move")
+                .records,
+            0
+        );
         let counts = charges.read(&env).expect("charges");
         assert_eq!(counts.counts, vec![("24322/acme".to_owned(), 3)]);
         let txn = staged.env.read_txn().expect("txn");
