@@ -9,8 +9,9 @@
 //! rest a record commits at once. Without an fsync at commit (`interval`) the commit runs on
 //! the shard's own thread: it is a write into the page cache, cheaper than a hand-off to a
 //! blocking thread and back, which at an ordinary load cost a park and a wake-up of the shard
-//! per check. A commit that takes longer than [`INLINE_COMMIT_SLOW`] (a slow disk) sends the
-//! next ones to the shard's blocking threads for [`INLINE_PAUSE`], and with `always` (an fsync
+//! per check. A commit into the disk journal that takes longer than [`INLINE_COMMIT_SLOW`] (a
+//! slow disk) sends the next ones to the shard's blocking threads for [`INLINE_PAUSE`] (a
+//! commit into staging waits for no disk and never does), and with `always` (an fsync
 //! each) they always go there, so the shard serves on while a commit waits for the disk.
 //!
 //! Sync policy (`journal.sync`):
@@ -239,9 +240,10 @@ struct StagingState {
     unmoved: Cell<u64>,
 }
 
-/// A commit on the shard's own thread that took longer than this (the disk is slow: another
-/// process's bulk writes throttle the page cache) sends commits to the blocking threads for
-/// [`INLINE_PAUSE`], so that a slow disk stalls no more than that one commit of the shard.
+/// A commit into the disk journal on the shard's own thread that took longer than this (the
+/// disk is slow: another process's bulk writes throttle the page cache) sends commits to the
+/// blocking threads for [`INLINE_PAUSE`], so that a slow disk stalls no more than that one
+/// commit of the shard. Commits into staging never pause: they wait for no disk.
 pub const INLINE_COMMIT_SLOW: Duration = Duration::from_millis(2);
 pub const INLINE_PAUSE: Duration = Duration::from_secs(5);
 
@@ -508,7 +510,9 @@ impl Journal {
             let started = Instant::now();
             let committed = if self.commits_inline() {
                 let committed = commit();
-                if started.elapsed() > INLINE_COMMIT_SLOW {
+                // Staging is a tmpfs: a slow commit there waited for the mover's slice or for
+                // the core, which a blocking thread on the same core would not shorten.
+                if started.elapsed() > INLINE_COMMIT_SLOW && self.staging.is_none() {
                     self.inline_paused_until
                         .set(Some(Instant::now() + INLINE_PAUSE));
                 }
@@ -950,18 +954,26 @@ mod tests {
             .expect("test");
     }
 
-    /// A slow commit on the shard's thread sends the next ones to the blocking threads.
-    #[test]
-    fn a_slow_inline_commit_pauses_inline_commits() {
+    /// A commit on the shard's thread held up longer than [`INLINE_COMMIT_SLOW`] by another
+    /// writer: into the disk journal, it sends the next ones to the blocking threads; into
+    /// staging (a tmpfs, where only the mover holds the lock up), it does not.
+    fn slow_inline_commit(staged: bool) {
         glommio::LocalExecutorBuilder::default()
-            .spawn(|| async {
+            .spawn(move || async move {
                 let dir = tempfile::tempdir().expect("tempdir");
-                let config = config(SyncPolicy::Interval(Duration::from_millis(100)), None);
+                let root = tempfile::tempdir_in(staging::DEFAULT_TMPFS).expect("tmpfs dir");
+                let config = config(
+                    SyncPolicy::Interval(Duration::from_millis(100)),
+                    staged.then(|| root.path().to_owned()),
+                );
                 let journal =
                     Journal::start(dir.path(), 0, config, Metrics::new(true)).expect("journal");
                 assert!(journal.commits_inline());
                 // Another writer holds the lock for longer than a fast commit takes.
-                let env = journal.env.clone();
+                let env = match &journal.staging {
+                    Some(staging) => staging.staged.env.clone(),
+                    None => journal.env.clone(),
+                };
                 let (held, is_held) = std::sync::mpsc::channel();
                 let holder = std::thread::spawn(move || {
                     let txn = env.write_txn().expect("writer");
@@ -972,12 +984,22 @@ mod tests {
                 is_held.recv().expect("held");
                 journal.append(&record("00001")).await.expect("committed");
                 holder.join().expect("holder");
-                assert!(!journal.commits_inline(), "paused after a slow commit");
+                assert_eq!(journal.commits_inline(), staged, "paused unless staged");
                 journal.append(&record("00002")).await.expect("committed");
                 drop(dir);
             })
             .expect("executor")
             .join()
             .expect("test");
+    }
+
+    #[test]
+    fn a_slow_commit_into_the_disk_journal_pauses_inline_commits() {
+        slow_inline_commit(false);
+    }
+
+    #[test]
+    fn a_slow_commit_into_staging_does_not_pause_inline_commits() {
+        slow_inline_commit(true);
     }
 }
