@@ -572,6 +572,10 @@ impl Journal {
             }
             let started = Instant::now();
             let mut moved_any = false;
+            // What was staged when the interval's move began: slices stop once it is moved, so
+            // that a stream of new records (or slices slowed by a busy disk) never holds the
+            // fsync off past the interval.
+            let mut left = staging.unmoved.get();
             let moved_all = loop {
                 let (env, records, charges, marks) =
                     (self.env.clone(), self.db, self.charges, staging.marks);
@@ -610,10 +614,10 @@ impl Journal {
                         staging
                             .unmoved
                             .set(staging.unmoved.get().saturating_sub(moved.taken as u64));
-                        if moved.taken < max {
-                            // All that was staged when the move began: what came meanwhile
-                            // waits for the next interval, so a shard under load fsyncs once
-                            // an interval, not once per move, back to back.
+                        left = left.saturating_sub(moved.taken as u64);
+                        if moved.taken < max || left == 0 {
+                            // What came meanwhile waits for the next interval, so a shard
+                            // under load fsyncs once an interval, not once per move.
                             break true;
                         }
                     }

@@ -12,13 +12,12 @@
 //! A mover ([`move_batch`], on the shard's blocking threads) takes what is staged into the disk
 //! journal in batches: the records, their charge counts and (in a fleet) their commit-order
 //! numbers in one transaction, with the last staged sequence number it holds (`moved`), then
-//! the delete from staging; the running shard's mover moves in slices and fsyncs once after
-//! the last of an interval, starts and stops fsync each batch. A mover cut off between the two
-//! commits moves nothing
-//! twice: what is at or below `moved` is only deleted. So the disk journal is what it was
-//! before staging existed, written a sync interval later, and every reader of it (shipping,
-//! the quota's reconciliation, `journal prune`) is unchanged; `modgate journal` also reads what
-//! is staged.
+//! the delete from staging. A serving shard's mover moves in slices and fsyncs once after an
+//! interval's last; a start and a stop fsync each batch. A mover cut off between the two
+//! commits moves nothing twice: what is at or below `moved` is only deleted. So the disk
+//! journal is what it was before staging existed, written a sync interval later, and every
+//! reader of it (shipping, the quota's reconciliation, `journal prune`) is unchanged;
+//! `modgate journal` also reads what is staged.
 //!
 //! Layout: `<root>/shard-N` is a shard's staging environment (one database, `staged`: the
 //! big-endian sequence number to an [`Entry`]); `<data>/journal/staging` is a symbolic link to
@@ -306,8 +305,8 @@ pub enum Fsync {
 
 /// Moves up to `max` (at most [`MOVE_BATCH_RECORDS_MAX`]) staged records into the disk
 /// journal, fsyncs it (with [`Fsync::Now`]), and deletes them from staging (0 records:
-/// nothing was staged). An entry
-/// that does not decode is logged and left out (only its record is lost, never the batch).
+/// nothing was staged). An entry that does not decode is logged and left out (only its record
+/// is lost, never the batch).
 ///
 /// A batch that does not fit (`MDB_MAP_FULL`) should be tried again smaller, down to one
 /// record ([`smaller_after`]): LMDB reuses the pages a transaction freed (a `journal prune`
