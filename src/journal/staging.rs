@@ -723,100 +723,110 @@ mod tests {
         assert_eq!(smaller_after(&other, 64), None);
     }
 
-    #[test]
-    fn a_move_in_slices_commits_each_and_leaves_staging_empty() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let staged = open(&dir.path().join("staging"), 64 << 20).expect("staging");
-        let (env, records) =
-            super::super::open_env(&dir.path().join("disk"), 64 << 20, true).expect("disk");
-        let charges = ChargeCounts::open(&env, records, 0).expect("charges");
-        let marks = open_marks(&env).expect("marks");
-        for seq in 1..=5u64 {
-            let (key, mut bytes) = (format!("k{seq}"), Vec::new());
+    /// A staging environment and a disk journal in a temporary directory.
+    struct Pair {
+        _dir: tempfile::TempDir,
+        staged: Staged,
+        env: Env,
+        records: Database<Str, Bytes>,
+        charges: ChargeCounts,
+        marks: Database<Str, U64<BigEndian>>,
+    }
+
+    impl Pair {
+        fn new() -> Pair {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let staged = open(&dir.path().join("staging"), 64 << 20).expect("staging");
+            let (env, records) =
+                super::super::open_env(&dir.path().join("disk"), 64 << 20, true).expect("disk");
+            let charges = ChargeCounts::open(&env, records, 0).expect("charges");
+            let marks = open_marks(&env).expect("marks");
+            Pair {
+                _dir: dir,
+                staged,
+                env,
+                records,
+                charges,
+                marks,
+            }
+        }
+
+        fn stage(&self, seq: u64, key: &str, charge: Option<&str>) {
+            let mut bytes = Vec::new();
             Entry {
-                key: &key,
-                charge: None,
+                key,
+                charge,
                 value: key.as_bytes(),
             }
             .encode(&mut bytes)
             .expect("encodes");
-            let mut txn = staged.env.write_txn().expect("txn");
-            staged.db.put(&mut txn, &seq, &bytes).expect("put");
+            let mut txn = self.staged.env.write_txn().expect("txn");
+            self.staged.db.put(&mut txn, &seq, &bytes).expect("put");
             txn.commit().expect("commit");
         }
-        let disk = DiskJournal {
-            env: &env,
-            records,
-            charges,
-            order: None,
-            marks,
-        };
-        let slice = |max| move_batch(&staged, &disk, max, Fsync::Later).expect("move");
+
+        fn disk(&self) -> DiskJournal<'_> {
+            DiskJournal {
+                env: &self.env,
+                records: self.records,
+                charges: self.charges,
+                order: None,
+                marks: self.marks,
+            }
+        }
+    }
+
+    #[test]
+    fn a_move_in_slices_commits_each_and_leaves_staging_empty() {
+        let pair = Pair::new();
+        for seq in 1..=5u64 {
+            pair.stage(seq, &format!("k{seq}"), None);
+        }
+        let disk = pair.disk();
+        let slice = |max| move_batch(&pair.staged, &disk, max, Fsync::Later).expect("move");
         assert_eq!((slice(2).taken, slice(2).taken, slice(2).taken), (2, 2, 1));
         assert_eq!(slice(2).taken, 0);
-        assert_eq!(moved(&env, marks).expect("moved"), 5);
-        let txn = env.read_txn().expect("txn");
-        assert_eq!(records.len(&txn).expect("len"), 5);
-        let txn = staged.env.read_txn().expect("txn");
-        assert!(staged.db.is_empty(&txn).expect("empty"), "all deleted");
+        assert_eq!(moved(&pair.env, pair.marks).expect("moved"), 5);
+        let txn = pair.env.read_txn().expect("txn");
+        assert_eq!(pair.records.len(&txn).expect("len"), 5);
+        let txn = pair.staged.env.read_txn().expect("txn");
+        assert!(pair.staged.db.is_empty(&txn).expect("empty"), "all deleted");
     }
 
     #[test]
     fn a_move_cut_off_before_its_delete_moves_nothing_twice() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let staged = open(&dir.path().join("staging"), 64 << 20).expect("staging");
-        let (env, records) =
-            super::super::open_env(&dir.path().join("disk"), 64 << 20, true).expect("disk");
-        let charges = ChargeCounts::open(&env, records, 0).expect("charges");
-        let marks = open_marks(&env).expect("marks");
-        let stage = |seq: u64, key: &str| {
-            let mut bytes = Vec::new();
-            Entry {
-                key,
-                charge: Some("24322/acme"),
-                value: key.as_bytes(),
-            }
-            .encode(&mut bytes)
-            .expect("encodes");
-            let mut txn = staged.env.write_txn().expect("txn");
-            staged.db.put(&mut txn, &seq, &bytes).expect("put");
-            txn.commit().expect("commit");
-        };
+        let pair = Pair::new();
+        let (staged, env, marks, charges) = (&pair.staged, &pair.env, pair.marks, pair.charges);
+        let stage = |seq: u64, key: &str| pair.stage(seq, key, Some("24322/acme"));
         stage(1, "a");
         stage(2, "b");
-        let disk = DiskJournal {
-            env: &env,
-            records,
-            charges,
-            order: None,
-            marks,
-        };
+        let disk = pair.disk();
         assert_eq!(
-            move_batch(&staged, &disk, 1000, Fsync::Now)
+            move_batch(staged, &disk, 1000, Fsync::Now)
                 .expect("move")
                 .records,
             2
         );
-        assert_eq!(moved(&env, marks).expect("moved"), 2);
+        assert_eq!(moved(env, marks).expect("moved"), 2);
         // As if the delete from staging had not happened: the entries are put back.
         stage(1, "a");
         stage(2, "b");
         stage(3, "c");
-        assert_eq!(next_seq(&staged, 2).expect("next"), 4);
+        assert_eq!(next_seq(staged, 2).expect("next"), 4);
         assert_eq!(
-            move_batch(&staged, &disk, 1000, Fsync::Now)
+            move_batch(staged, &disk, 1000, Fsync::Now)
                 .expect("move")
                 .records,
             1,
             "only c is new"
         );
         assert_eq!(
-            move_batch(&staged, &disk, 1000, Fsync::Now)
+            move_batch(staged, &disk, 1000, Fsync::Now)
                 .expect("move")
                 .records,
             0
         );
-        let counts = charges.read(&env).expect("charges");
+        let counts = charges.read(env).expect("charges");
         assert_eq!(counts.counts, vec![("24322/acme".to_owned(), 3)]);
         let txn = staged.env.read_txn().expect("txn");
         assert!(staged.db.is_empty(&txn).expect("empty"), "all deleted");
