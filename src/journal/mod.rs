@@ -571,82 +571,93 @@ impl Journal {
                 continue;
             }
             let started = Instant::now();
-            let mut moved_any = false;
-            // What was staged when the interval's move began: slices stop once it is moved, so
-            // that a stream of new records (or slices slowed by a busy disk) never holds the
-            // fsync off past the interval.
-            let mut left = staging.unmoved.get();
-            let moved_all = loop {
-                let (env, records, charges, marks) =
-                    (self.env.clone(), self.db, self.charges, staging.marks);
-                let (staged, order) = (
-                    staging.staged.clone(),
-                    self.ship.as_ref().map(|ship| ship.index),
-                );
-                let max = slice_max;
-                let moved = glommio::executor()
-                    .spawn_blocking(move || {
-                        staging::move_batch(
-                            &staged,
-                            &staging::DiskJournal {
-                                env: &env,
-                                records,
-                                charges,
-                                order,
-                                marks,
-                            },
-                            max,
-                            staging::Fsync::Later,
-                        )
-                    })
-                    .await;
-                match moved {
-                    Ok(moved) => {
-                        slice_max = (slice_max * 2).min(staging::MOVE_SLICE_RECORDS);
-                        if let (Some(ship), Some(next)) = (&self.ship, moved.next_order) {
-                            ship.next.set(next);
-                        }
-                        if moved.taken == 0 {
-                            staging.unmoved.set(0);
-                            break true;
-                        }
-                        moved_any = true;
-                        staging
-                            .unmoved
-                            .set(staging.unmoved.get().saturating_sub(moved.taken as u64));
-                        left = left.saturating_sub(moved.taken as u64);
-                        if moved.taken < max || left == 0 {
-                            // What came meanwhile waits for the next interval, so a shard
-                            // under load fsyncs once an interval, not once per move.
-                            break true;
-                        }
-                    }
-                    Err(error) => {
-                        if let Some(smaller) = staging::smaller_after(&error, slice_max) {
-                            slice_max = smaller;
-                            continue;
-                        }
-                        self.failed(&error, staging.unmoved.get() as usize);
-                        break false;
-                    }
+            let moved = match self.move_slices(staging, &mut slice_max).await {
+                Ok(true) => {
+                    let env = self.env.clone();
+                    let synced = glommio::executor()
+                        .spawn_blocking(move || env.force_sync())
+                        .await;
+                    synced.map(|()| true)
                 }
+                other => other,
             };
-            if !moved_all {
-                continue;
-            }
-            if moved_any {
-                let env = self.env.clone();
-                let synced = glommio::executor()
-                    .spawn_blocking(move || env.force_sync())
-                    .await;
-                if let Err(error) = synced {
-                    self.failed(&error, staging.unmoved.get() as usize);
-                    continue;
+            match moved {
+                Ok(moved_any) => {
+                    if moved_any {
+                        self.metrics
+                            .journal_fsync(started.elapsed().as_micros() as u64);
+                    }
+                    self.recovered();
                 }
-                self.metrics
-                    .journal_fsync(started.elapsed().as_micros() as u64);
+                Err(error) => self.failed(&error, staging.unmoved.get() as usize),
             }
-            self.recovered();
+        }
+    }
+
+    /// One interval's move, unsynced ([`staging::Fsync::Later`]): slices of at most
+    /// `slice_max` records (halved while one does not fit, grown back after) until one comes
+    /// back short or what was staged when it began has moved, so that a stream of new records
+    /// (or slices slowed by a busy disk) never holds the interval's fsync off. Answers whether
+    /// anything moved.
+    async fn move_slices(
+        &self,
+        staging: &StagingState,
+        slice_max: &mut usize,
+    ) -> heed::Result<bool> {
+        let mut left = staging.unmoved.get();
+        let mut moved_any = false;
+        loop {
+            let (env, records, charges, marks) =
+                (self.env.clone(), self.db, self.charges, staging.marks);
+            let (staged, order) = (
+                staging.staged.clone(),
+                self.ship.as_ref().map(|ship| ship.index),
+            );
+            let max = *slice_max;
+            let moved = glommio::executor()
+                .spawn_blocking(move || {
+                    staging::move_batch(
+                        &staged,
+                        &staging::DiskJournal {
+                            env: &env,
+                            records,
+                            charges,
+                            order,
+                            marks,
+                        },
+                        max,
+                        staging::Fsync::Later,
+                    )
+                })
+                .await;
+            let moved = match moved {
+                Ok(moved) => moved,
+                Err(error) => match staging::smaller_after(&error, max) {
+                    Some(smaller) => {
+                        *slice_max = smaller;
+                        continue;
+                    }
+                    None => return Err(error),
+                },
+            };
+            *slice_max = (max * 2).min(staging::MOVE_SLICE_RECORDS);
+            if let (Some(ship), Some(next)) = (&self.ship, moved.next_order) {
+                ship.next.set(next);
+            }
+            if moved.taken == 0 {
+                staging.unmoved.set(0);
+                return Ok(moved_any);
+            }
+            moved_any = true;
+            staging
+                .unmoved
+                .set(staging.unmoved.get().saturating_sub(moved.taken as u64));
+            left = left.saturating_sub(moved.taken as u64);
+            if moved.taken < max || left == 0 {
+                // What came meanwhile waits for the next interval, so a shard under load
+                // fsyncs once an interval, not once per move.
+                return Ok(moved_any);
+            }
         }
     }
 
