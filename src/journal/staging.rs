@@ -589,7 +589,8 @@ pub fn move_all(staged: &Staged, disk: &DiskJournal<'_>) -> heed::Result<usize> 
     let (mut total, mut max) = (0, MOVE_BATCH_RECORDS_MAX);
     loop {
         match move_batch(staged, disk, max, Fsync::Now) {
-            Ok(moved) if moved.records == 0 => return Ok(total),
+            // Nothing taken, not nothing moved: a batch of undecodable entries moves none.
+            Ok(moved) if moved.taken == 0 => return Ok(total),
             Ok(moved) => total += moved.records,
             Err(error) => max = smaller_after(&error, max).ok_or(error)?,
         }
@@ -789,6 +790,30 @@ mod tests {
         assert_eq!(moved(&pair.env, pair.marks).expect("moved"), 5);
         let txn = pair.env.read_txn().expect("txn");
         assert_eq!(pair.records.len(&txn).expect("len"), 5);
+        let txn = pair.staged.env.read_txn().expect("txn");
+        assert!(pair.staged.db.is_empty(&txn).expect("empty"), "all deleted");
+    }
+
+    #[test]
+    fn a_whole_batch_of_undecodable_entries_does_not_end_a_move_of_everything() {
+        let pair = Pair::new();
+        let garbage = MOVE_BATCH_RECORDS_MAX as u64;
+        {
+            let mut txn = pair.staged.env.write_txn().expect("txn");
+            for seq in 1..=garbage {
+                pair.staged.db.put(&mut txn, &seq, &[0xff]).expect("put");
+            }
+            txn.commit().expect("commit");
+        }
+        assert!(
+            Entry::decode(&[0xff]).is_none(),
+            "the filler does not decode"
+        );
+        pair.stage(garbage + 1, "after", None);
+        assert_eq!(move_all(&pair.staged, &pair.disk()).expect("move"), 1);
+        assert_eq!(moved(&pair.env, pair.marks).expect("moved"), garbage + 1);
+        let txn = pair.env.read_txn().expect("txn");
+        assert!(pair.records.get(&txn, "after").expect("get").is_some());
         let txn = pair.staged.env.read_txn().expect("txn");
         assert!(pair.staged.db.is_empty(&txn).expect("empty"), "all deleted");
     }
