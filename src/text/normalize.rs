@@ -22,8 +22,10 @@
 //! the raw text, as they were trained on it.
 //!
 //! Cost: an ASCII text takes a path of one byte per position, without any Unicode table
-//! look-up (steps 4 to 6 are the same code over bytes; a property test holds the two paths
-//! to the same output).
+//! look-up. Untracked (every check), steps 4 to 6 are one pass that writes each word straight
+//! to the output and copies most words whole (`ascii_steps`); tracked, they are the code
+//! written once for bytes and characters (`Words`). Property tests hold the three to the
+//! same output.
 
 use unicode_normalization::char::{decompose_compatible, is_combining_mark};
 
@@ -45,6 +47,8 @@ pub struct Normalizer {
     ascii: Vec<u8>,
     ascii_mapped: Vec<u8>,
     words: Vec<Word>,
+    /// The output's bytes, validated as UTF-8 once at the end rather than word by word.
+    joined: Vec<u8>,
     /// With [`Normalizer::normalize_tracked`]: the index, in characters of the input, that
     /// each entry of `chars` and of `mapped` came from (empty otherwise).
     chars_from: Vec<u32>,
@@ -99,22 +103,27 @@ impl Normalizer {
         self.ascii.clear();
         self.ascii_mapped.clear();
         self.words.clear();
+        self.joined.clear();
         self.chars_from.clear();
         self.mapped_from.clear();
         if text.is_ascii() {
             // Steps 1 to 3 change nothing in ASCII but the case.
             self.ascii
                 .extend(text.bytes().map(|byte| byte.to_ascii_lowercase()));
-            if TRACK {
-                // Texts are bounded far below 4 G characters (the plans' limits).
-                self.chars_from.extend(0..text.len() as u32);
+            if !TRACK {
+                let changed = ascii_steps(&self.ascii, &mut self.joined);
+                push_utf8(&self.joined, out);
+                return changed;
             }
+            // Texts are bounded far below 4 G characters (the plans' limits).
+            self.chars_from.extend(0..text.len() as u32);
             let words = Words {
                 units: &self.ascii,
                 units_from: &self.chars_from,
                 mapped: &mut self.ascii_mapped,
                 mapped_from: &mut self.mapped_from,
                 words: &mut self.words,
+                joined: &mut self.joined,
             };
             return words.steps::<TRACK>(out, from);
         }
@@ -150,6 +159,7 @@ impl Normalizer {
             mapped: &mut self.mapped,
             mapped_from: &mut self.mapped_from,
             words: &mut self.words,
+            joined: &mut self.joined,
         };
         changed | words.steps::<TRACK>(out, from)
     }
@@ -163,8 +173,8 @@ trait Unit: Copy + PartialEq {
     /// The letter a leet symbol imitates.
     fn leet(self) -> Option<Self>;
     fn as_char(self) -> char;
-    /// Appends `units` to `out`.
-    fn append(units: &[Self], out: &mut String);
+    /// Appends `units` to `out`, UTF-8 encoded.
+    fn append(units: &[Self], out: &mut Vec<u8>);
 }
 
 impl Unit for char {
@@ -184,8 +194,10 @@ impl Unit for char {
         self
     }
 
-    fn append(units: &[char], out: &mut String) {
-        out.extend(units);
+    fn append(units: &[char], out: &mut Vec<u8>) {
+        for &c in units {
+            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+        }
     }
 }
 
@@ -209,13 +221,9 @@ impl Unit for u8 {
         char::from(self)
     }
 
-    fn append(units: &[u8], out: &mut String) {
-        // The bytes come from an ASCII text, so this is always valid UTF-8; the fallback
-        // only keeps the function total.
-        match std::str::from_utf8(units) {
-            Ok(ascii) => out.push_str(ascii),
-            Err(_) => out.extend(units.iter().map(|&byte| char::from(byte))),
-        }
+    fn append(units: &[u8], out: &mut Vec<u8>) {
+        // ASCII: each byte is its own UTF-8 encoding.
+        out.extend_from_slice(units);
     }
 }
 
@@ -241,6 +249,8 @@ struct Words<'a, T> {
     mapped: &'a mut Vec<T>,
     mapped_from: &'a mut Vec<u32>,
     words: &'a mut Vec<Word>,
+    /// The output's bytes (see [`Normalizer::joined`]).
+    joined: &'a mut Vec<u8>,
 }
 
 impl<T: Unit> Words<'_, T> {
@@ -256,59 +266,39 @@ impl<T: Unit> Words<'_, T> {
         let units = self.units;
         let mut changed = false;
         let mut i = 0;
-        let mut gap_len = 0usize;
-        let mut gap_char = ' ';
-        while i < units.len() {
-            if !in_word(units, i) {
-                gap_len += 1;
-                gap_char = units[i].as_char();
-                i += 1;
-                continue;
-            }
-            let start = i;
-            while i < units.len() && in_word(units, i) {
-                i += 1;
-            }
-            let gap = match (self.words.is_empty(), gap_len, gap_char) {
-                (true, _, _) => Gap::None,
-                (false, 1, c) if c != '\n' && c != '\r' => Gap::One(c),
-                _ => Gap::Wide,
+        while let Some(Scanned {
+            gap,
+            start,
+            end,
+            has_letter,
+            plain,
+        }) = next_word(units, i)
+        {
+            i = end;
+            let gap = match (self.words.is_empty(), gap) {
+                (true, _) => Gap::None,
+                (false, Some(c)) => Gap::One(c.as_char()),
+                (false, None) => Gap::Wide,
             };
-            gap_len = 0;
-            let word = &units[start..i];
-            let has_letter = word.iter().any(|&c| c.is_letter());
+            let word = &units[start..end];
+            let word_from = if TRACK {
+                &self.units_from[start..end]
+            } else {
+                &[]
+            };
             let from = self.mapped.len();
-            let mut run = 0;
-            let mut last = None;
-            for (k, &c) in word.iter().enumerate() {
-                let c = match (has_letter, c.leet()) {
-                    (true, Some(letter)) => {
-                        changed = true;
-                        letter
-                    }
-                    _ => c,
-                };
-                if Some(c) == last {
-                    run += 1;
-                } else {
-                    last = Some(c);
-                    run = 1;
-                }
-                // A letter repeated three or more times becomes one.
-                if run >= 3 && c.is_letter() {
-                    if run == 3 {
-                        self.mapped.pop();
-                        if TRACK {
-                            self.mapped_from.pop();
-                        }
-                    }
-                    changed = true;
-                    continue;
-                }
-                self.mapped.push(c);
-                if TRACK {
-                    self.mapped_from.push(self.units_from[start + k]);
-                }
+            if plain {
+                // Nothing to map, and no run a letter could collapse: most words.
+                self.mapped.extend_from_slice(word);
+                self.mapped_from.extend_from_slice(word_from);
+            } else {
+                changed |= map_word::<T, TRACK>(
+                    word,
+                    word_from,
+                    has_letter,
+                    self.mapped,
+                    self.mapped_from,
+                );
             }
             self.words.push(Word {
                 start: from,
@@ -320,15 +310,22 @@ impl<T: Unit> Words<'_, T> {
     }
 
     /// Step 5: words joined by single spaces, runs of spelled-apart single letters joined.
-    fn join<const TRACK: bool>(&self, out: &mut String, from: &mut Vec<u32>) -> bool {
+    fn join<const TRACK: bool>(self, out: &mut String, from: &mut Vec<u32>) -> bool {
+        let Words {
+            mapped,
+            mapped_from,
+            words,
+            joined,
+            ..
+        } = self;
         let mut changed = false;
         let mut i = 0;
-        while i < self.words.len() {
-            let run_end = self.spelled_run_end(i);
-            if !out.is_empty() {
-                out.push(' ');
+        while i < words.len() {
+            let run_end = spelled_run_end(words, i);
+            if !joined.is_empty() {
+                joined.push(b' ');
                 if TRACK {
-                    from.push(self.mapped_from[self.words[i].start]);
+                    from.push(mapped_from[words[i].start]);
                 }
             }
             let take = if run_end - i >= 3 {
@@ -337,39 +334,210 @@ impl<T: Unit> Words<'_, T> {
             } else {
                 1
             };
-            for word in &self.words[i..i + take] {
-                T::append(&self.mapped[word.start..word.end], out);
+            for word in &words[i..i + take] {
+                T::append(&mapped[word.start..word.end], joined);
                 if TRACK {
                     for k in word.start..word.end {
-                        let bytes = self.mapped[k].as_char().len_utf8();
-                        from.extend(std::iter::repeat_n(self.mapped_from[k], bytes));
+                        let bytes = mapped[k].as_char().len_utf8();
+                        from.extend(std::iter::repeat_n(mapped_from[k], bytes));
                     }
                 }
             }
             i += take;
         }
+        push_utf8(joined, out);
         changed
     }
+}
 
-    /// The end of a run of one-character words starting at `start`, all separated by the same
-    /// single separator.
-    fn spelled_run_end(&self, start: usize) -> usize {
-        let single = |word: &Word| word.end - word.start == 1;
-        if !single(&self.words[start]) {
-            return start + 1;
-        }
-        let mut end = start + 1;
-        let mut separator: Option<char> = None;
-        while end < self.words.len() && single(&self.words[end]) {
-            match (self.words[end].gap, separator) {
-                (Gap::One(c), None) => separator = Some(c),
-                (Gap::One(c), Some(s)) if c == s => {}
-                _ => break,
-            }
-            end += 1;
-        }
-        end
+/// A word of step 4 as [`next_word`] finds it.
+struct Scanned<T> {
+    /// The separator before it, if exactly one came before it and it is not a line break.
+    gap: Option<T>,
+    start: usize,
+    end: usize,
+    has_letter: bool,
+    /// Whether it goes to the output as it is: no letter beside a leet symbol to map, no
+    /// letter three times in a row to collapse (most words).
+    plain: bool,
+}
+
+/// The next word of `units` from `at` (a maximal run of [`in_word`] units), if one is left.
+#[inline(always)]
+fn next_word<T: Unit>(units: &[T], at: usize) -> Option<Scanned<T>> {
+    let mut start = at;
+    while start < units.len() && !in_word(units, start) {
+        start += 1;
     }
+    if start == units.len() {
+        return None;
+    }
+    let gap = (start == at + 1)
+        .then(|| units[at])
+        .filter(|c| !matches!(c.as_char(), '\n' | '\r'));
+    let mut end = start;
+    let (mut has_letter, mut has_leet, mut has_triple) = (false, false, false);
+    while end < units.len() && in_word(units, end) {
+        let c = units[end];
+        has_letter |= c.is_letter();
+        has_leet |= c.leet().is_some();
+        has_triple |= end >= start + 2 && c == units[end - 1] && c == units[end - 2];
+        end += 1;
+    }
+    Some(Scanned {
+        gap,
+        start,
+        end,
+        has_letter,
+        plain: !has_letter || !(has_leet || has_triple),
+    })
+}
+
+/// Appends `bytes`, which the steps wrote as UTF-8 unit by unit, to `out`: validated once
+/// (the fallback, which cannot happen, only keeps the function total).
+fn push_utf8(bytes: &[u8], out: &mut String) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => out.push_str(text),
+        Err(_) => out.push_str(&String::from_utf8_lossy(bytes)),
+    }
+}
+
+/// Steps 4 to 6 of a lower-cased ASCII text without tracking (the path of every check), in
+/// one pass into `out`: the rules of [`Words::steps`] (a property test holds the two to the
+/// same output), but a word goes straight to the output, and a run of spelled-apart letters is
+/// joined once its third letter arrives instead of being looked ahead for. Most words hold
+/// nothing to map and are copied whole.
+fn ascii_steps(units: &[u8], out: &mut Vec<u8>) -> bool {
+    out.reserve(units.len());
+    let mut changed = false;
+    // The run of one-letter words being read: how many, their separator once a second one
+    // set it, and where its first word and the last word start in `out`.
+    let (mut run_len, mut run_sep, mut run_start) = (0usize, None::<u8>, 0usize);
+    let mut last_start = 0usize;
+    let mut i = 0;
+    while let Some(Scanned {
+        gap,
+        start,
+        end,
+        plain,
+        ..
+    }) = next_word(units, i)
+    {
+        i = end;
+        // The first word has no separator before it.
+        let gap = gap.filter(|_| !out.is_empty());
+        // Joined to a run of three or more: no space before it (undone below if it is not a
+        // one-letter word after all).
+        let joining = run_len >= 3 && gap.is_some() && gap == run_sep;
+        let before = out.len();
+        if !out.is_empty() {
+            out.push(b' ');
+        }
+        let word_start = out.len();
+        let word = &units[start..end];
+        if plain {
+            out.extend_from_slice(word);
+        } else {
+            changed |= map_word::<u8, false>(word, &[], true, out, &mut Vec::new());
+        }
+        let single = out.len() - word_start == 1;
+        if !single {
+            run_len = 0;
+        } else if joining {
+            // The space before it goes.
+            out[before] = out[word_start];
+            out.truncate(before + 1);
+            run_len += 1;
+            changed = true;
+            last_start = before;
+            continue;
+        } else if run_len > 0 && gap.is_some() && (run_sep.is_none() || gap == run_sep) {
+            run_len += 1;
+            run_sep = gap;
+            if run_len == 3 {
+                // "x y z" becomes "xyz".
+                out[run_start + 1] = out[run_start + 2];
+                out[run_start + 2] = out[run_start + 4];
+                out.truncate(run_start + 3);
+                changed = true;
+                last_start = run_start + 2;
+                continue;
+            }
+        } else if run_len == 2 && gap.is_some() {
+            // Another separator: the run starts again at the previous letter.
+            run_len = 2;
+            run_sep = gap;
+            run_start = last_start;
+        } else {
+            (run_len, run_sep, run_start) = (1, None, word_start);
+        }
+        last_start = word_start;
+    }
+    changed
+}
+
+/// Step 4 and 6 on one word that is not plain ([`Scanned::plain`]): leet symbols mapped (in a
+/// word with a letter), letters three or more times in a row made one, into `mapped` (and,
+/// with `TRACK`, where each came from, `word_from`, into `mapped_from`). Whether it changed.
+fn map_word<T: Unit, const TRACK: bool>(
+    word: &[T],
+    word_from: &[u32],
+    has_letter: bool,
+    mapped: &mut Vec<T>,
+    mapped_from: &mut Vec<u32>,
+) -> bool {
+    let mut changed = false;
+    let (mut run, mut last) = (0, None);
+    for (k, &c) in word.iter().enumerate() {
+        let c = match (has_letter, c.leet()) {
+            (true, Some(letter)) => {
+                changed = true;
+                letter
+            }
+            _ => c,
+        };
+        if Some(c) == last {
+            run += 1;
+        } else {
+            (last, run) = (Some(c), 1);
+        }
+        // A letter repeated three or more times becomes one.
+        if run >= 3 && c.is_letter() {
+            if run == 3 {
+                mapped.pop();
+                if TRACK {
+                    mapped_from.pop();
+                }
+            }
+            changed = true;
+            continue;
+        }
+        mapped.push(c);
+        if TRACK {
+            mapped_from.push(word_from[k]);
+        }
+    }
+    changed
+}
+
+/// The end of a run of one-character words starting at `start`, all separated by the same
+/// single separator.
+fn spelled_run_end(words: &[Word], start: usize) -> usize {
+    let single = |word: &Word| word.end - word.start == 1;
+    if !single(&words[start]) {
+        return start + 1;
+    }
+    let mut end = start + 1;
+    let mut separator: Option<char> = None;
+    while end < words.len() && single(&words[end]) {
+        match (words[end].gap, separator) {
+            (Gap::One(c), None) => separator = Some(c),
+            (Gap::One(c), Some(s)) if c == s => {}
+            _ => break,
+        }
+        end += 1;
+    }
+    end
 }
 
 /// Characters that render as nothing and can hide inside a word.
@@ -461,6 +629,7 @@ const fn leet(c: char) -> Option<char> {
     })
 }
 
+#[inline]
 fn in_word<T: Unit>(units: &[T], i: usize) -> bool {
     let c = units[i];
     c.is_letter_or_digit() || (c.leet().is_some() && touches_letter(units, i))
@@ -567,6 +736,14 @@ mod tests {
         assert_eq!(norm("a.b c.d"), "a b c d");
         assert_eq!(norm("x y z"), "xyz");
         assert_eq!(norm("x\ny\nz"), "x y z");
+        // A run starts again at the letter before a change of separator.
+        assert_eq!(norm("a.b c d"), "a bcd");
+        assert_eq!(norm("a b c.d"), "abc d");
+        assert_eq!(norm("w x y z"), "wxyz");
+        assert_eq!(norm("x y zz w v u"), "x y zz wvu");
+        assert_eq!(norm("x y  z"), "x y z");
+        // A letter repeated and collapsed is one letter too.
+        assert_eq!(norm("f uuu c k"), "fuck");
     }
 
     /// The characters of `text` that the bytes `start..end` of its normalised form came from.
@@ -603,6 +780,7 @@ mod tests {
             mapped: &mut mapped,
             mapped_from: &mut mapped_from,
             words: &mut words,
+            joined: &mut Vec::new(),
         };
         let mut out = String::new();
         let changed = steps.steps::<false>(&mut out, &mut Vec::new());
@@ -620,14 +798,40 @@ mod tests {
         }
     }
 
+    /// The untracked byte path, the tracked one (steps written once for bytes and characters)
+    /// and the character path give one result for an ASCII `text`.
+    fn same_on_both_paths(text: &str) -> Result<(), TestCaseError> {
+        let mut normalizer = Normalizer::default();
+        let (mut out, mut tracked, mut from) = (String::new(), String::new(), Vec::new());
+        let changed = normalizer.normalize(text, &mut out);
+        let tracked_changed = normalizer.normalize_tracked(text, &mut tracked, &mut from);
+        prop_assert_eq!((&tracked, tracked_changed), (&out, changed));
+        prop_assert_eq!((out, changed), on_chars(text));
+        Ok(())
+    }
+
     proptest! {
         #[test]
         fn ascii_takes_the_byte_path_to_the_same_result(
             text in "[a-zA-Z0-9@$|+!. \\-\n]{0,200}|[\\x00-\\x7f]{0,200}"
         ) {
-            let mut out = String::new();
-            let changed = Normalizer::default().normalize(&text, &mut out);
-            prop_assert_eq!((out, changed), on_chars(&text));
+            same_on_both_paths(&text)?;
+        }
+
+        #[test]
+        fn spelled_runs_take_the_byte_path_to_the_same_result(
+            // Mostly one-letter words and one-character gaps of a few kinds: runs of
+            // spelled-apart letters, cut by a change of separator or a longer word.
+            parts in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec!["a", "b", "A", "1", "aaa", "aa", "b4", "@"]),
+                    proptest::sample::select(vec![" ", ".", "-", "\n", "  "]),
+                ),
+                0..40,
+            )
+        ) {
+            let text: String = parts.iter().flat_map(|(word, gap)| [*word, *gap]).collect();
+            same_on_both_paths(&text)?;
         }
 
         #[test]
