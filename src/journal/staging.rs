@@ -304,8 +304,8 @@ pub enum Fsync {
 }
 
 /// Moves up to `max` (at most [`MOVE_BATCH_RECORDS_MAX`]) staged records into the disk
-/// journal, fsyncs it (with [`Fsync::Now`]), and deletes them from staging (0 records:
-/// nothing was staged). An entry that does not decode is logged and left out (only its record
+/// journal, fsyncs it (with [`Fsync::Now`]), and deletes them from staging (nothing
+/// [`Moved::taken`]: nothing was staged). An entry that does not decode is logged and left out (only its record
 /// is lost, never the batch).
 ///
 /// A batch that does not fit (`MDB_MAP_FULL`) should be tried again smaller, down to one

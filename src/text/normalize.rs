@@ -60,17 +60,9 @@ pub struct Normalizer {
 struct Word {
     start: usize,
     end: usize,
-    gap: Gap,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Gap {
-    /// Start of the text.
-    None,
-    /// Exactly one separator character (which one: `f.u.c.k` joins, `f.u c.k` does not).
-    One(char),
-    /// More than one separator, or a line break.
-    Wide,
+    /// The one separator character before it ([`Scanned::gap`]; which one matters:
+    /// `f.u.c.k` joins, `f.u c.k` does not); never read for the first word.
+    gap: Option<char>,
 }
 
 impl Normalizer {
@@ -275,11 +267,6 @@ impl<T: Unit> Words<'_, T> {
         }) = next_word(units, i)
         {
             i = end;
-            let gap = match (self.words.is_empty(), gap) {
-                (true, _) => Gap::None,
-                (false, Some(c)) => Gap::One(c.as_char()),
-                (false, None) => Gap::Wide,
-            };
             let word = &units[start..end];
             let word_from = if TRACK {
                 &self.units_from[start..end]
@@ -303,7 +290,7 @@ impl<T: Unit> Words<'_, T> {
             self.words.push(Word {
                 start: from,
                 end: self.mapped.len(),
-                gap,
+                gap: gap.map(Unit::as_char),
             });
         }
         changed
@@ -419,8 +406,8 @@ fn ascii_steps(units: &[u8], out: &mut Vec<u8>) -> bool {
         gap,
         start,
         end,
+        has_letter,
         plain,
-        ..
     }) = next_word(units, i)
     {
         i = end;
@@ -438,7 +425,7 @@ fn ascii_steps(units: &[u8], out: &mut Vec<u8>) -> bool {
         if plain {
             out.extend_from_slice(word);
         } else {
-            changed |= map_word::<u8, false>(word, &[], true, out, &mut Vec::new());
+            changed |= map_word::<u8, false>(word, &[], has_letter, out, &mut Vec::new());
         }
         let single = out.len() - word_start == 1;
         if !single {
@@ -464,8 +451,7 @@ fn ascii_steps(units: &[u8], out: &mut Vec<u8>) -> bool {
                 continue;
             }
         } else if run_len == 2 && gap.is_some() {
-            // Another separator: the run starts again at the previous letter.
-            run_len = 2;
+            // Another separator: the run starts again at the previous letter (two long).
             run_sep = gap;
             run_start = last_start;
         } else {
@@ -531,8 +517,8 @@ fn spelled_run_end(words: &[Word], start: usize) -> usize {
     let mut separator: Option<char> = None;
     while end < words.len() && single(&words[end]) {
         match (words[end].gap, separator) {
-            (Gap::One(c), None) => separator = Some(c),
-            (Gap::One(c), Some(s)) if c == s => {}
+            (Some(c), None) => separator = Some(c),
+            (Some(c), Some(s)) if c == s => {}
             _ => break,
         }
         end += 1;
