@@ -13,7 +13,8 @@
 //!    letters become the letter they imitate (`sh1t`, `@ss`, `$hit`); `!` only before a
 //!    letter (`sh!t`, but `hello!` stays). A number alone (`2024`) is left as it is.
 //! 5. Letters spelled apart: three or more single letters separated by one separator
-//!    (`f.u.c.k`, `f u c k`, `f-u-c-k`) are joined into one word.
+//!    (`f.u.c.k`, `f u c k`, `f-u-c-k`) are joined into one word, which then takes steps 4
+//!    and 6 as any word does (`s h 1 t` → `shit`, `f u u u c k` → `fuck`).
 //! 6. A letter repeated three or more times becomes one (`fuuuck` → `fuck`).
 //!
 //! The output is words of lower-case letters and digits separated by single spaces, so a
@@ -49,6 +50,11 @@ pub struct Normalizer {
     words: Vec<Word>,
     /// The output's bytes, validated as UTF-8 once at the end rather than word by word.
     joined: Vec<u8>,
+    /// A run of spelled-apart letters while steps 4 and 6 go over it once it is joined (and
+    /// whatever followed it in the output, on the untracked ASCII path).
+    run: Vec<char>,
+    ascii_run: Vec<u8>,
+    run_from: Vec<u32>,
     /// With [`Normalizer::normalize_tracked`]: the index, in characters of the input, that
     /// each entry of `chars` and of `mapped` came from (empty otherwise).
     chars_from: Vec<u32>,
@@ -103,7 +109,7 @@ impl Normalizer {
             self.ascii
                 .extend(text.bytes().map(|byte| byte.to_ascii_lowercase()));
             if !TRACK {
-                let changed = ascii_steps(&self.ascii, &mut self.joined);
+                let changed = ascii_steps(&self.ascii, &mut self.joined, &mut self.ascii_run);
                 push_utf8(&self.joined, out);
                 return changed;
             }
@@ -116,6 +122,8 @@ impl Normalizer {
                 mapped_from: &mut self.mapped_from,
                 words: &mut self.words,
                 joined: &mut self.joined,
+                run: &mut self.ascii_run,
+                run_from: &mut self.run_from,
             };
             return words.steps::<TRACK>(out, from);
         }
@@ -152,6 +160,8 @@ impl Normalizer {
             mapped_from: &mut self.mapped_from,
             words: &mut self.words,
             joined: &mut self.joined,
+            run: &mut self.run,
+            run_from: &mut self.run_from,
         };
         changed | words.steps::<TRACK>(out, from)
     }
@@ -243,6 +253,9 @@ struct Words<'a, T> {
     words: &'a mut Vec<Word>,
     /// The output's bytes (see [`Normalizer::joined`]).
     joined: &'a mut Vec<u8>,
+    /// A joined run after steps 4 and 6 (see [`Normalizer::run`]).
+    run: &'a mut Vec<T>,
+    run_from: &'a mut Vec<u32>,
 }
 
 impl<T: Unit> Words<'_, T> {
@@ -303,6 +316,8 @@ impl<T: Unit> Words<'_, T> {
             mapped_from,
             words,
             joined,
+            run,
+            run_from,
             ..
         } = self;
         let mut changed = false;
@@ -315,25 +330,44 @@ impl<T: Unit> Words<'_, T> {
                     from.push(mapped_from[words[i].start]);
                 }
             }
-            let take = if run_end - i >= 3 {
-                changed = true;
-                run_end - i
-            } else {
-                1
-            };
-            for word in &words[i..i + take] {
-                T::append(&mapped[word.start..word.end], joined);
-                if TRACK {
-                    for k in word.start..word.end {
-                        let bytes = mapped[k].as_char().len_utf8();
-                        from.extend(std::iter::repeat_n(mapped_from[k], bytes));
-                    }
-                }
+            // A run of three or more is joined: its one-unit words are back to back in
+            // `mapped`, and they take steps 4 and 6 as one word.
+            let joins = run_end - i >= 3;
+            let last = if joins { run_end - 1 } else { i };
+            let (start, end) = (words[i].start, words[last].end);
+            let units = &mapped[start..end];
+            let units_from = if TRACK { &mapped_from[start..end] } else { &[] };
+            if !joins {
+                append::<T, TRACK>(units, units_from, joined, from);
+                i += 1;
+                continue;
             }
-            i += take;
+            changed = true;
+            run.clear();
+            run_from.clear();
+            let has_letter = units.iter().any(|c| c.is_letter());
+            map_word::<T, TRACK>(units, units_from, has_letter, run, run_from);
+            append::<T, TRACK>(run, run_from, joined, from);
+            i = run_end;
         }
         push_utf8(joined, out);
         changed
+    }
+}
+
+/// Appends `units` to `joined` and, with `TRACK`, where each of its bytes came from
+/// (`units_from`, one entry per unit) to `from`.
+fn append<T: Unit, const TRACK: bool>(
+    units: &[T],
+    units_from: &[u32],
+    joined: &mut Vec<u8>,
+    from: &mut Vec<u32>,
+) {
+    T::append(units, joined);
+    if TRACK {
+        for (unit, &index) in units.iter().zip(units_from) {
+            from.extend(std::iter::repeat_n(index, unit.as_char().len_utf8()));
+        }
     }
 }
 
@@ -392,9 +426,10 @@ fn push_utf8(bytes: &[u8], out: &mut String) {
 /// Steps 4 to 6 of a lower-cased ASCII text without tracking (the path of every check), in
 /// one pass into `out`: the rules of [`Words::steps`] (a property test holds the two to the
 /// same output), but a word goes straight to the output, and a run of spelled-apart letters is
-/// joined once its third letter arrives instead of being looked ahead for. Most words hold
-/// nothing to map and are copied whole.
-fn ascii_steps(units: &[u8], out: &mut Vec<u8>) -> bool {
+/// joined once its third letter arrives instead of being looked ahead for, and takes steps 4
+/// and 6 once it ends ([`settle_run`]; `scratch` is its buffer). Most words hold nothing to
+/// map and are copied whole.
+fn ascii_steps(units: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> bool {
     out.reserve(units.len());
     let mut changed = false;
     // The run of one-letter words being read: how many, their separator once a second one
@@ -420,7 +455,7 @@ fn ascii_steps(units: &[u8], out: &mut Vec<u8>) -> bool {
         if !out.is_empty() {
             out.push(b' ');
         }
-        let word_start = out.len();
+        let mut word_start = out.len();
         let word = &units[start..end];
         if plain {
             out.extend_from_slice(word);
@@ -428,6 +463,11 @@ fn ascii_steps(units: &[u8], out: &mut Vec<u8>) -> bool {
             changed |= map_word::<u8, false>(word, &[], has_letter, out, &mut Vec::new());
         }
         let single = out.len() - word_start == 1;
+        if run_len >= 3 && !(joining && single) {
+            // The run has ended before this word.
+            word_start -= settle_run(out, run_start, run_start + run_len, scratch);
+            run_len = 0;
+        }
         if !single {
             run_len = 0;
         } else if joining {
@@ -459,7 +499,24 @@ fn ascii_steps(units: &[u8], out: &mut Vec<u8>) -> bool {
         }
         last_start = word_start;
     }
+    if run_len >= 3 {
+        settle_run(out, run_start, run_start + run_len, scratch);
+    }
     changed
+}
+
+/// Steps 4 and 6 on the joined run `out[start..end]`, as on any word (`sh1t` → `shit`),
+/// with whatever follows it in `out` moved up behind it; how many bytes `out` lost. Runs are
+/// rare and short, so this copies them through `scratch`.
+fn settle_run(out: &mut Vec<u8>, start: usize, end: usize, scratch: &mut Vec<u8>) -> usize {
+    let len = out.len();
+    scratch.clear();
+    scratch.extend(out.drain(start..));
+    let (run, rest) = scratch.split_at(end - start);
+    let has_letter = run.iter().any(u8::is_ascii_alphabetic);
+    map_word::<u8, false>(run, &[], has_letter, out, &mut Vec::new());
+    out.extend_from_slice(rest);
+    len - out.len()
 }
 
 /// Step 4 and 6 on one word that is not plain ([`Scanned::plain`]): leet symbols mapped (in a
@@ -730,6 +787,15 @@ mod tests {
         assert_eq!(norm("x y  z"), "x y z");
         // A letter repeated and collapsed is one letter too.
         assert_eq!(norm("f uuu c k"), "fuck");
+        // A joined run is a word: leet symbols mapped when it has a letter, a letter three
+        // times in a row made one.
+        assert_eq!(norm("s h 1 t"), "shit");
+        assert_eq!(norm("S.H.1.T happens"), "shit happens");
+        assert_eq!(norm("5 3 x"), "sex");
+        assert_eq!(norm("f u u u c k off"), "fuck off");
+        assert_eq!(norm("s h 1 t, x y z"), "shit xyz");
+        // Without a letter, digits stay digits.
+        assert_eq!(norm("call 5 5 5 1"), "call 5551");
     }
 
     /// The characters of `text` that the bytes `start..end` of its normalised form came from.
@@ -745,6 +811,8 @@ mod tests {
     fn tracking_maps_normalised_bytes_back_to_characters() {
         assert_eq!(traced("oh F.U.C.K off", 3, 7), "F.U.C.K");
         assert_eq!(traced("you $h1t!", 4, 8), "$h1t");
+        assert_eq!(traced("a s-h-1-t b", 2, 6), "s-h-1-t");
+        assert_eq!(traced("oh f u u u c k", 3, 7), "f u u u c k");
         assert_eq!(traced("ça fuuuuck", 3, 7), "fuuuuck");
         assert_eq!(traced("ｆｕｃｋ it", 0, 4), "ｆｕｃｋ");
         assert_eq!(traced("a f\u{200B}uck b", 2, 6), "f\u{200B}uck");
@@ -767,6 +835,8 @@ mod tests {
             mapped_from: &mut mapped_from,
             words: &mut words,
             joined: &mut Vec::new(),
+            run: &mut Vec::new(),
+            run_from: &mut Vec::new(),
         };
         let mut out = String::new();
         let changed = steps.steps::<false>(&mut out, &mut Vec::new());
@@ -810,7 +880,7 @@ mod tests {
             // spelled-apart letters, cut by a change of separator or a longer word.
             parts in proptest::collection::vec(
                 (
-                    proptest::sample::select(vec!["a", "b", "A", "1", "aaa", "aa", "b4", "@"]),
+                    proptest::sample::select(vec!["a", "b", "A", "1", "3", "aaa", "aa", "b4", "@"]),
                     proptest::sample::select(vec![" ", ".", "-", "\n", "  "]),
                 ),
                 0..40,
