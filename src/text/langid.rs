@@ -387,7 +387,9 @@ impl LangId {
                     continue;
                 }
             } else if filled == 3 {
-                window.rotate_left(1);
+                // By hand: `rotate_left` on three `char`s is a call to `memmove` (measured: 2 %
+                // of a text check).
+                window = [window[1], window[2], window[2]];
                 filled = 2;
             }
             window[filled] = c;
