@@ -106,8 +106,8 @@ impl Normalizer {
         self.mapped_from.clear();
         if text.is_ascii() {
             // Steps 1 to 3 change nothing in ASCII but the case.
-            self.ascii
-                .extend(text.bytes().map(|byte| byte.to_ascii_lowercase()));
+            self.ascii.extend_from_slice(text.as_bytes());
+            self.ascii.make_ascii_lowercase();
             if !TRACK {
                 let changed = ascii_steps(&self.ascii, &mut self.joined, &mut self.ascii_run);
                 push_utf8(&self.joined, out);
@@ -170,8 +170,11 @@ impl Normalizer {
 /// A position of the text after steps 1 to 3: a `char`, or a byte of an ASCII text. Steps 4
 /// to 6 are written once, over this.
 trait Unit: Copy + PartialEq {
-    fn is_letter(self) -> bool;
-    fn is_letter_or_digit(self) -> bool;
+    /// What it is to the steps: [`LETTER`], [`DIGIT`], [`LEET`], or- ed.
+    fn class(self) -> u8;
+    fn is_letter(self) -> bool {
+        self.class() & LETTER != 0
+    }
     /// The letter a leet symbol imitates.
     fn leet(self) -> Option<Self>;
     fn as_char(self) -> char;
@@ -180,12 +183,18 @@ trait Unit: Copy + PartialEq {
 }
 
 impl Unit for char {
-    fn is_letter(self) -> bool {
-        self.is_alphabetic()
-    }
-
-    fn is_letter_or_digit(self) -> bool {
-        self.is_alphanumeric()
+    fn class(self) -> u8 {
+        if self.is_ascii() {
+            return (self as u8).class();
+        }
+        let kind = if self.is_alphabetic() {
+            LETTER
+        } else if self.is_alphanumeric() {
+            DIGIT
+        } else {
+            0
+        };
+        kind | if leet(self).is_some() { LEET } else { 0 }
     }
 
     fn leet(self) -> Option<char> {
@@ -204,18 +213,14 @@ impl Unit for char {
 }
 
 impl Unit for u8 {
-    fn is_letter(self) -> bool {
-        self.is_ascii_alphabetic()
-    }
-
-    fn is_letter_or_digit(self) -> bool {
-        self.is_ascii_alphanumeric()
+    fn class(self) -> u8 {
+        BYTE_CLASS[usize::from(self)]
     }
 
     fn leet(self) -> Option<u8> {
-        match ASCII_LEET.get(usize::from(self)) {
-            Some(&letter) if letter != 0 => Some(letter),
-            _ => None,
+        match BYTE_LEET[usize::from(self)] {
+            0 => None,
+            letter => Some(letter),
         }
     }
 
@@ -229,9 +234,34 @@ impl Unit for u8 {
     }
 }
 
-/// [`leet`] on ASCII, as a table (0: not a leet symbol).
-const ASCII_LEET: [u8; 128] = {
-    let mut table = [0u8; 128];
+/// A [`Unit::class`]: a letter (alphabetic).
+const LETTER: u8 = 1;
+/// A digit, or another numeric character that is not a letter.
+const DIGIT: u8 = 2;
+/// A leet symbol ([`leet`]), digits included.
+const LEET: u8 = 4;
+
+/// [`Unit::class`] of each byte, as a table (bytes from 0x80 are never units of their own).
+const BYTE_CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 128 {
+        let c = byte as u8;
+        table[byte] = if c.is_ascii_alphabetic() {
+            LETTER
+        } else if c.is_ascii_digit() {
+            DIGIT
+        } else {
+            0
+        } | if leet(c as char).is_some() { LEET } else { 0 };
+        byte += 1;
+    }
+    table
+};
+
+/// [`leet`] of each byte, as a table (0: not a leet symbol).
+const BYTE_LEET: [u8; 256] = {
+    let mut table = [0u8; 256];
     let mut byte = 0;
     while byte < 128 {
         if let Some(letter) = leet(byte as u8 as char) {
@@ -397,20 +427,28 @@ fn next_word<T: Unit>(units: &[T], at: usize) -> Option<Scanned<T>> {
         .then(|| units[at])
         .filter(|c| !matches!(c.as_char(), '\n' | '\r'));
     let mut end = start;
-    let (mut has_letter, mut has_leet, mut has_triple) = (false, false, false);
-    while end < units.len() && in_word(units, end) {
+    // The classes seen, and the length of the run of one unit that ends at `end`.
+    let (mut seen, mut has_triple) = (0, false);
+    let (mut last, mut run) = (units[start], 0u32);
+    while end < units.len() {
         let c = units[end];
-        has_letter |= c.is_letter();
-        has_leet |= c.leet().is_some();
-        has_triple |= end >= start + 2 && c == units[end - 1] && c == units[end - 2];
+        let class = c.class();
+        if !in_word_as(units, end, class) {
+            break;
+        }
+        seen |= class;
+        run = if c == last { run + 1 } else { 1 };
+        last = c;
+        has_triple |= run >= 3;
         end += 1;
     }
+    let has_letter = seen & LETTER != 0;
     Some(Scanned {
         gap,
         start,
         end,
         has_letter,
-        plain: !has_letter || !(has_leet || has_triple),
+        plain: !has_letter || !(seen & LEET != 0 || has_triple),
     })
 }
 
@@ -674,8 +712,13 @@ const fn leet(c: char) -> Option<char> {
 
 #[inline]
 fn in_word<T: Unit>(units: &[T], i: usize) -> bool {
-    let c = units[i];
-    c.is_letter_or_digit() || (c.leet().is_some() && touches_letter(units, i))
+    in_word_as(units, i, units[i].class())
+}
+
+/// [`in_word`] of the unit at `i`, of class `class`.
+#[inline(always)]
+fn in_word_as<T: Unit>(units: &[T], i: usize, class: u8) -> bool {
+    class & (LETTER | DIGIT) != 0 || (class & LEET != 0 && touches_letter(units, i))
 }
 
 /// A leet symbol counts as part of a word when a letter (or another leet symbol next to a
@@ -844,14 +887,19 @@ mod tests {
     }
 
     #[test]
-    fn the_ascii_leet_table_is_the_leet_function() {
+    fn the_byte_tables_are_the_char_functions() {
         for byte in 0u8..128 {
-            assert_eq!(
-                byte.leet().map(char::from),
-                leet(char::from(byte)),
-                "{byte}"
-            );
+            let c = char::from(byte);
+            assert_eq!(byte.leet().map(char::from), leet(c), "{byte}");
+            assert_eq!(byte.is_letter(), c.is_alphabetic(), "{byte}");
+            let letter_or_digit = byte.class() & (LETTER | DIGIT) != 0;
+            assert_eq!(letter_or_digit, c.is_alphanumeric(), "{byte}");
         }
+        // A non-ASCII character's class.
+        assert_eq!('é'.class(), LETTER);
+        assert_eq!('٣'.class(), DIGIT);
+        assert_eq!('€'.class(), LEET);
+        assert_eq!('·'.class(), 0);
     }
 
     /// The untracked byte path, the tracked one (steps written once for bytes and characters)
