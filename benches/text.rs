@@ -10,16 +10,9 @@ use criterion::{
 use modgate::checks::{pii, profanity_svm::ProfanitySvm, wordlist::WordList};
 use modgate::text::normalize::Normalizer;
 
-/// About 1 KiB of ordinary comment text, with a little of everything the checks look for.
-fn sample_kib() -> String {
-    let sentence = "Thanks for the review! I ordered the lamp on Monday, it arrived broken, and support at help@example.com never answered. ";
-    let mut text = String::new();
-    while text.len() < 1024 {
-        text.push_str(sentence);
-    }
-    text.truncate(1024);
-    text
-}
+#[path = "common/text_sample.rs"]
+mod text_sample;
+use text_sample::sample_kib;
 
 fn text_checks(c: &mut Criterion) {
     let wordlist = WordList::embedded().unwrap();

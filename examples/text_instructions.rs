@@ -14,16 +14,9 @@ use modgate::checks::{pii, profanity_svm::ProfanitySvm, wordlist::WordList};
 use modgate::text::langid::LangId;
 use modgate::text::normalize::Normalizer;
 
-/// The text of `benches/text.rs`'s `sample_kib`.
-fn sample_kib() -> String {
-    let sentence = "Thanks for the review! I ordered the lamp on Monday, it arrived broken, and support at help@example.com never answered. ";
-    let mut text = String::new();
-    while text.len() < 1024 {
-        text.push_str(sentence);
-    }
-    text.truncate(1024);
-    text
-}
+#[path = "../benches/common/text_sample.rs"]
+mod text_sample;
+use text_sample::sample_kib;
 
 /// Runs `part` `calls` times; the only code callgrind counts.
 #[inline(never)]

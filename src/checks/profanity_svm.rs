@@ -200,7 +200,7 @@ impl ProfanitySvm {
             } else {
                 lowered.clear();
                 lowered.extend(text[start..at].iter().map(u8::to_ascii_lowercase));
-                self.long_terms.get(&lowered[..]).copied()
+                self.column(&lowered)
             };
             columns.extend(column);
         }
