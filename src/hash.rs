@@ -12,3 +12,15 @@
 
 /// A `HashMap` with foldhash's per-process random seed.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Words of at most this many bytes can be [`packed`].
+pub const PACKED_BYTES_MAX: usize = 16;
+
+/// `word`'s bytes as one integer, zero-padded, if it has at most [`PACKED_BYTES_MAX`]: a key
+/// that costs no string hash or comparison. Distinct words get distinct keys as long as no
+/// word holds a zero byte (the tokens and normalised words of the text checks never do).
+pub fn packed(word: &[u8]) -> Option<u128> {
+    let mut bytes = [0u8; PACKED_BYTES_MAX];
+    bytes.get_mut(..word.len())?.copy_from_slice(word);
+    Some(u128::from_le_bytes(bytes))
+}

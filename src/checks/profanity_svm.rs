@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use crate::hash::FastMap;
+use crate::hash::{packed, FastMap, PACKED_BYTES_MAX};
 
 use serde::Deserialize;
 use unicode_general_category::{get_general_category, GeneralCategory as G};
@@ -261,17 +261,6 @@ const WORD_FOLDED: [u8; 256] = {
     }
     table
 };
-
-/// Terms of at most this many bytes are looked up [`packed`].
-const PACKED_BYTES_MAX: usize = 16;
-
-/// `term`'s bytes as one integer, zero-padded, if it has at most [`PACKED_BYTES_MAX`]: one
-/// integer per term, since a token holds no zero byte (a zero is not a word character).
-fn packed(term: &[u8]) -> Option<u128> {
-    let mut bytes = [0u8; PACKED_BYTES_MAX];
-    bytes.get_mut(..term.len())?.copy_from_slice(term);
-    Some(u128::from_le_bytes(bytes))
-}
 
 /// Calls `f` with every maximal run of at least two word characters (scikit-learn's
 /// `(?u)\b\w\w+\b` under Python 3.11's `re`: categories L*, N* and `_`).
