@@ -8,8 +8,8 @@
 //! short message), once to warm up and then `CALLS` times inside [`measured`], the function
 //! callgrind is told to count (`--toggle-collect`). Parts: `normalize`, `wordlist`,
 //! `profanity_svm`, `pii`, `langid`, `langid_short`, `default` (the `default` workflow's
-//! checks, as the bench runs them). With `COLD` set in the environment, every call finds the
-//! caches cold (64 MB are written between calls, outside [`measured`]).
+//! checks, as the bench runs them). With `COLD` set (not empty) in the environment, every call
+//! finds the caches cold (64 MB are written between calls, outside [`measured`]).
 
 use modgate::checks::{pii, profanity_svm::ProfanitySvm, wordlist::WordList};
 use modgate::text::langid::LangId;
@@ -81,7 +81,7 @@ fn main() -> Result<(), String> {
         other => return Err(format!("unknown part {other}; {usage}")),
     };
     part();
-    if std::env::var_os("COLD").is_some() {
+    if std::env::var_os("COLD").is_some_and(|cold| !cold.is_empty()) {
         // Every call on cold caches, as a check at an ordinary load finds them: 64 MB written
         // between calls, outside `measured` (what `text_cold/*` in `benches/text.rs` does).
         let mut flood = vec![0u8; 64 << 20];

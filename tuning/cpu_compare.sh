@@ -5,7 +5,8 @@
 #
 #   tuning/cpu_compare.sh BIN_BEFORE BIN_AFTER [ROUNDS]
 #   ROUTES="workflows text" tuning/cpu_compare.sh ...   (a subset of the routes)
-#   TEXT="a sentence " tuning/cpu_compare.sh ...         (the text route's sentence, repeated to 1 KiB)
+#   TEXT="a sentence " tuning/cpu_compare.sh ...         (the text route's sentence, ASCII,
+#                                                         repeated to 1 KiB)
 #
 # Routes: GET /v1/workflows, POST /v1/text with a 1 KiB text, POST /v1/image with the 1 MP
 # JPEG of the test images. Prints one line per (round, binary, route) with microseconds of

@@ -11,7 +11,8 @@
 # counted; prints instructions per call for each build and their ratio. Needs `valgrind`
 # (Debian package).
 #
-#   COLD=1 tuning/instructions.sh ...   cold caches: 64 MB written before every call, and
+#   COLD=1 tuning/instructions.sh ...   (COLD set and not empty; 0 counts too) cold
+#                                       caches: 64 MB written before every call, and
 #                                       callgrind's cache simulation counts the data reads
 #                                       that miss the last-level cache (DLmr) per call
 #                                       instead of instructions (the measure of a check that
@@ -33,7 +34,9 @@ count() { # BIN PART -> instructions (or, COLD, last-level data read misses) per
       >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
     # The events line names the columns of the totals line.
     awk -v n="$calls" '/^events:/ {for (i = 2; i <= NF; i++) if ($i == "DLmr") col = i - 1}
-      /^totals:/ {print int($(col + 1) / n)}' "$work/out"
+      /^totals:/ && col {print int($(col + 1) / n); found = 1}
+      END {if (!found) {print "no DLmr total in callgrind'"'"'s output" > "/dev/stderr"; exit 1}}' \
+      "$work/out"
   else
     valgrind --tool=callgrind --callgrind-out-file="$work/out" --toggle-collect='*measured*' \
       "$1" "$2" "$calls" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
@@ -42,6 +45,8 @@ count() { # BIN PART -> instructions (or, COLD, last-level data read misses) per
 }
 printf '%-18s %12s %12s %7s\n' "part${cold:+ (LL misses)}" before after ratio
 for part in $parts; do
-  old=$(count "$before" "$part") new=$(count "$after" "$part")
+  # Two assignments: a failed count stops the script (in one, only the last status counts).
+  old=$(count "$before" "$part")
+  new=$(count "$after" "$part")
   printf '%-18s %12d %12d %7.3f\n' "$part" "$old" "$new" "$(echo "$new / $old" | bc -l)"
 done

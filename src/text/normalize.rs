@@ -729,8 +729,8 @@ fn touches_letter<T: Unit>(units: &[T], i: usize) -> bool {
     let letter_at = |j: usize| units.get(j).is_some_and(|c| c.is_letter());
     let leet_letter_at = |j: usize| {
         units.get(j).is_some_and(|&c| {
-            // (Never an `@` of an address: letters or digits stand on both its sides, and
-            // they do not ask.)
+            // (Never an `@` of an address: its neighbours are letters, digits or `-`, and
+            // none of them asks.)
             c.leet().is_some() && (j.checked_sub(1).is_some_and(letter_at) || letter_at(j + 1))
         })
     };
