@@ -130,12 +130,10 @@ pub struct WordList {
     short_words: FastMap<u128, u32>,
     /// First words longer than [`PACKED_BYTES_MAX`] bytes.
     long_words: FastMap<Box<[u8]>, u32>,
-    /// A bit per [`filter_bit`] of each key of `short_words`: a word whose bit is clear
+    /// A bit per [`filter_place`] of each key of `short_words`: a word whose bit is clear
     /// begins no term and is not looked up (most words: 1 KB, where the map is 60).
     filter: Box<[u64; FILTER_WORDS]>,
     starts: Vec<Start>,
-    /// How many terms there are.
-    len: usize,
 }
 
 /// The terms that begin with one word.
@@ -202,7 +200,6 @@ impl WordList {
             long_words: FastMap::default(),
             filter: Box::new([0; FILTER_WORDS]),
             starts: Vec::new(),
-            len: by_pattern.len(),
         };
         for (pattern, rating) in by_pattern {
             let first = pattern.split(' ').next().unwrap_or_default().as_bytes();
@@ -213,8 +210,8 @@ impl WordList {
                         .map_err(|_| "the word list has too many terms".to_owned())?;
                     match packed(first) {
                         Some(key) => {
-                            let bit = filter_bit(key);
-                            list.filter[bit / 64] |= 1 << (bit % 64);
+                            let (word, bit) = filter_place(key);
+                            list.filter[word] |= bit;
                             list.short_words.insert(key, index)
                         }
                         None => list.long_words.insert(first.into(), index),
@@ -236,12 +233,14 @@ impl WordList {
         Ok(list)
     }
 
+    /// How many terms there are.
     pub fn len(&self) -> usize {
-        self.len
+        let terms = |start: &Start| usize::from(start.word.is_some()) + start.phrases.len();
+        self.starts.iter().map(terms).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.starts.is_empty()
     }
 
     /// The best score of a whole-word match in `normalised` (output of [`normalize`]), or 0.
@@ -322,8 +321,8 @@ impl<'a> Iterator for StartsIn<'a> {
             self.at = end + 1;
             let index = match key {
                 Some(key) => {
-                    let bit = filter_bit(key);
-                    if list.filter[bit / 64] & 1 << (bit % 64) == 0 {
+                    let (word, bit) = filter_place(key);
+                    if list.filter[word] & bit == 0 {
                         continue;
                     }
                     list.short_words.get(&key)
@@ -342,11 +341,13 @@ impl<'a> Iterator for StartsIn<'a> {
 const FILTER_BITS: u32 = 13;
 const FILTER_WORDS: usize = (1 << FILTER_BITS) / 64;
 
-/// The bit of [`WordList::filter`] for a packed word: a multiplicative hash of its bytes.
+/// The integer of [`WordList::filter`] and the bit in it of a packed word: a multiplicative
+/// hash of its bytes.
 #[inline(always)]
-fn filter_bit(key: u128) -> usize {
+fn filter_place(key: u128) -> (usize, u64) {
     let folded = key as u64 ^ ((key >> 64) as u64).rotate_left(29);
-    (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - FILTER_BITS)) as usize
+    let bit = (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - FILTER_BITS)) as usize;
+    (bit / 64, 1 << (bit % 64))
 }
 
 /// The end of the word that starts at `start` in `text` (at the next space, or the end), and

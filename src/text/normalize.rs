@@ -176,6 +176,9 @@ trait Unit: Copy + PartialEq {
     fn is_letter(self) -> bool {
         self.class() & LETTER != 0
     }
+    fn is_letter_or_digit(self) -> bool {
+        self.class() & (LETTER | DIGIT) != 0
+    }
     /// The letter a leet symbol imitates.
     fn leet(self) -> Option<Self>;
     fn as_char(self) -> char;
@@ -752,13 +755,13 @@ fn touches_letter<T: Unit>(units: &[T], i: usize) -> bool {
 /// normalisation 10 % dearer in instructions.)
 #[inline(never)]
 fn at_sign_of_address<T: Unit>(units: &[T], i: usize) -> bool {
-    let alphanumeric = |c: T| c.class() & (LETTER | DIGIT) != 0;
-    if units[i].as_char() != '@' || !i.checked_sub(1).is_some_and(|j| alphanumeric(units[j])) {
+    let before = i.checked_sub(1).map(|j| units[j]);
+    if units[i].as_char() != '@' || !before.is_some_and(Unit::is_letter_or_digit) {
         return false;
     }
     let label = units[i + 1..]
         .iter()
-        .take_while(|&&c| alphanumeric(c) || c.as_char() == '-')
+        .take_while(|&&c| c.is_letter_or_digit() || c.as_char() == '-')
         .count();
     let dot = i + 1 + label;
     label > 0
@@ -938,8 +941,7 @@ mod tests {
             let c = char::from(byte);
             assert_eq!(byte.leet().map(char::from), leet(c), "{byte}");
             assert_eq!(byte.is_letter(), c.is_alphabetic(), "{byte}");
-            let letter_or_digit = byte.class() & (LETTER | DIGIT) != 0;
-            assert_eq!(letter_or_digit, c.is_alphanumeric(), "{byte}");
+            assert_eq!(byte.is_letter_or_digit(), c.is_alphanumeric(), "{byte}");
         }
         // A non-ASCII character's class.
         assert_eq!('é'.class(), LETTER);
