@@ -16,20 +16,21 @@
 //! 10,000: langdetect's smoothing), stored as the gain over an n-gram the language lacks so
 //! that a language missing from an n-gram's list costs nothing to score.
 //!
-//! The gains are stored in fixed point, 16 bits each (6,600 steps per unit), and a
-//! text's sums are 32-bit integers. Why: the tables are larger than a core's cache, and a
-//! dense row of 64 gains is two cache lines instead of four `f32` ones, a sparse gain 4 bytes
-//! instead of 8. Reads that miss a cold last-level cache per 1 KiB detection fell from 973 to
-//! 611 (`COLD=1 tuning/instructions.sh langid`), and the server's CPU per saturated 1 KiB
-//! text by about 15 %. The precision is about that of the `f32` sums it replaced: a gain is
-//! rounded by at most 0.000076, where adding a gain to an `f32` score of 2,048 to 4,096 (a
-//! 1 KiB sample's) rounded the sum by up to 0.000122; integer sums are then exact in any
-//! order. On the 4,741 declaration paragraphs of `LANGUAGE_STATS.md` every language is the
-//! same, and the largest change of a confidence is 0.000066 (a text of one word).
+//! The gains are stored in fixed point, 16 bits each (6,600 steps per unit), and a text's
+//! sums are 32-bit integers. Why: the tables are larger than a core's cache, and a dense row
+//! of 64 gains is two cache lines instead of four `f32` ones, a sparse gain 4 bytes instead
+//! of 8. Reads that miss a cold last-level cache per 1 KiB detection fell from 973 to 611
+//! (`COLD=1 tuning/instructions.sh langid`), and the server's CPU per saturated 1 KiB text by
+//! 3 to 15 % (three passes of `tuning/cpu_compare.sh`). The precision is about that of the
+//! `f32` sums it replaced: a gain is rounded by at most 0.000076, where adding a gain to an
+//! `f32` score of 2,048 to 4,096 (a 1 KiB sample's) rounded the sum by up to 0.000122;
+//! integer sums are then exact in any order. On the 4,741 declaration paragraphs of
+//! `LANGUAGE_STATS.md` every language is the same, and the largest change of a confidence is
+//! 0.000066 (a text of one word).
 //!
-//! Only the n-grams a text can form are kept: 59,482 of the profiles' 87,598.
-//! The others hold a character that normalisation never gives (mostly Hangul syllables,
-//! which it folds into one), a space inside, or end in a capital after a capital.
+//! Only the n-grams a text can form are kept: 59,482 of the profiles' 87,598. The others hold
+//! a character that normalisation never gives (mostly Hangul syllables, which it folds into
+//! one), a space inside, or end in a capital after a capital.
 //!
 //! Steps, on the first [`SAMPLE_CHARS_MAX`] characters:
 //! 1. Letters are counted by script. Scripts of one language that the profiles lack (Georgian,
@@ -78,7 +79,7 @@ const GRAMS_MAX: usize = 3 * SAMPLE_CHARS_MAX;
 /// Gains of a dense row in one cache line.
 const GAINS_PER_LINE: usize = 64 / std::mem::size_of::<u16>();
 /// Steps of a stored gain per unit of `ln`: the largest gain, `ln(1 + BASE_FREQ / ALPHA)` =
-/// 9.9035 (an n-gram that is every n-gram of its length in a language), is 65,362 of a
+/// 9.9035 (an n-gram that is every n-gram of its length in a language), is 65,363 of a
 /// `u16`'s 65,535. A text's score is at most [`GRAMS_MAX`] of them, far inside a `u32`.
 const GAIN_SCALE: f64 = 6_600.0;
 
@@ -110,14 +111,14 @@ pub struct LangId {
 struct DenseRow([u16; LANGUAGES_MAX]);
 
 /// One language's gain of an n-gram of few languages (4 bytes).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy)]
 struct SparseGain {
     language: u8,
     gain: u16,
 }
 
-/// A gain in fixed point ([`GAIN_SCALE`]), or `None` past what 16 bits hold (a count over the
-/// total of its n-gram length, which no well-formed profile has).
+/// A gain in fixed point ([`GAIN_SCALE`]), or `None` past what 16 bits hold: a count more than
+/// 2.6 % over the total of its n-gram length, which no well-formed profile has.
 fn fixed_gain(gain: f64) -> Option<u16> {
     let steps = (gain * GAIN_SCALE).round();
     (0.0..=f64::from(u16::MAX))
@@ -401,7 +402,7 @@ impl LangId {
                 let gain = (ALPHA / BASE_FREQ + count as f64 / counted as f64).ln() - floor;
                 let gain = fixed_gain(gain).ok_or_else(|| {
                     bad(&format!(
-                        "`{name}`: the count of `{gram}` is over the {counted} n-grams of its length"
+                        "`{name}`: `{gram}` counts more than its length's {counted} n-grams"
                     ))
                 })?;
                 by_gram
@@ -755,9 +756,13 @@ mod tests {
         }
 
         /// Leaving out the n-grams [`is_read`] refuses changes no score: no text forms one.
+        /// The texts: any, and texts dense in what normalisation changes and in capitals.
         #[test]
         fn every_n_gram_a_text_forms_is_read(
-            text in "[ a-zA-Z0-9.,'ÀÉăắșțж\u{3044}\u{30a2}\u{d55c}\u{ac00}\u{4e00}\u{643}\u{6cc}-]{0,200}",
+            text in prop_oneof![
+                "\\PC{0,200}",
+                "[ a-zA-Z0-9.,'ÀÉăắșțж\u{3044}\u{30a2}\u{d55c}\u{ac00}\u{4e00}\u{643}\u{6cc}-]{0,200}",
+            ],
             drop_latin in any::<bool>(),
         ) {
             let mut keys = [0u64; GRAMS_MAX];
@@ -795,8 +800,15 @@ mod tests {
         }
     }
 
+    /// The module's figure: of the profiles' 87,598 n-grams, those a text can form.
     #[test]
-    fn n_grams_never_read_are_known() {
+    fn only_the_n_grams_a_text_forms_are_kept() {
+        let kept = shipped().index.slots.iter();
+        assert_eq!(kept.filter(|&&(key, _, _)| key != 0).count(), 59_482);
+    }
+
+    #[test]
+    fn the_n_grams_no_text_forms_are_told() {
         let read = |gram: &str| is_read(&gram.chars().collect::<Vec<char>>());
         for gram in [
             "a", " a", "ab", "a ", " ab", "ab ", " a ", "abc", "ABc", "Ab", " A", "A ", "가", "ă",
