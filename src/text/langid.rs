@@ -662,9 +662,8 @@ mod tests {
             return;
         }
         let langid = shipped();
-        let found: Vec<Gains> = (langid.index.slots.iter())
-            .filter(|&&(key, _, _)| key != 0)
-            .filter_map(|&(key, _, _)| langid.index.get(key))
+        let found: Vec<Gains> = kept_keys(langid)
+            .filter_map(|key| langid.index.get(key))
             .collect();
         assert!(found.len() > 50_000);
         let found = [&found[..], &found[..]].concat();
@@ -803,8 +802,13 @@ mod tests {
     /// The module's figure: of the profiles' 87,598 n-grams, those a text can form.
     #[test]
     fn only_the_n_grams_a_text_forms_are_kept() {
-        let kept = shipped().index.slots.iter();
-        assert_eq!(kept.filter(|&&(key, _, _)| key != 0).count(), 59_482);
+        assert_eq!(kept_keys(shipped()).count(), 59_482);
+    }
+
+    /// The keys of the n-grams in `langid`'s index (its full slots).
+    fn kept_keys(langid: &LangId) -> impl Iterator<Item = u64> + '_ {
+        let keys = langid.index.slots.iter().map(|&(key, _, _)| key);
+        keys.filter(|&key| key != 0)
     }
 
     #[test]
