@@ -222,7 +222,9 @@ struct EvalArgs {
     /// Read at most this many texts (0: all).
     #[arg(long, default_value_t = 0)]
     limit: usize,
-    /// Write each text's decision (line index, action, reasons) as JSON lines to FILE.
+    /// Write each item's decision as JSON lines to FILE: the item (a text's line index, an
+    /// image's file name), action, reasons, scores, a text's language and its confidence, an
+    /// image's face count and text when measured.
     #[arg(long, value_name = "FILE")]
     decisions: Option<PathBuf>,
     /// Configuration whose own models (`[[models.custom]]`) the workflows may name.

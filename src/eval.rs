@@ -244,8 +244,9 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
 
 /// One item's line of `--decisions`: the item, the action, the reasons' categories, every
 /// category's score, and what the measuring checks found that a threshold study needs (the
-/// text's language, the image's face count, the text read in the image) when they were
-/// measured (a text's language always, the rest when the workflow names their checks).
+/// text's language and its confidence, the image's face count, the text read in the image)
+/// when they were measured (a text's language always, the rest when the workflow names their
+/// checks). The confidence lets two builds' languages be compared beyond the code.
 #[derive(serde::Serialize)]
 struct DecisionLine<'a> {
     item: &'a str,
@@ -254,6 +255,9 @@ struct DecisionLine<'a> {
     scores: std::collections::BTreeMap<&'static str, f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     language: Option<Option<&'static str>>,
+    /// The found language's confidence, when one was found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    language_confidence: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     face_count: Option<usize>,
     /// The image's lines of text, joined one a line.
@@ -279,6 +283,7 @@ fn decision_line(
         language: board
             .language
             .map(|language| language.map(|found| found.code)),
+        language_confidence: board.language.flatten().map(|found| found.confidence),
         face_count: board.measured.faces.as_ref().map(Vec::len),
         image_text: crate::checks::ocr::joined(&board.measured),
     };

@@ -635,6 +635,10 @@ fn eval_reports_each_items_decision_scores_language_and_faces() {
         (&lines[0]["language"], &lines[1]["language"]),
         (&"en".into(), &"fr".into())
     );
+    for line in &lines[..2] {
+        let confidence = line["language_confidence"].as_f64().unwrap();
+        assert!((0.9..=1.0).contains(&confidence), "{line}");
+    }
     // French is read by no word check of this workflow.
     assert_ne!(lines[1]["action"], "accept", "{}", lines[1]);
     assert_eq!(lines[1]["reasons"][0], "unread_language");

@@ -17,10 +17,10 @@ rounds=${2:-3}
 tool=${CPU_PER_REQUEST:-$root/../shared/tools/cpu-per-request}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-python3 - "$work" <<'PY'
+python3 - "$work" "$root/tuning/text_1k.txt" <<'PY'
 import json, sys
 work = sys.argv[1]
-text = ('Thanks for the quick reply, the parcel arrived on time and the fit is fine. ' * 14)[:1024]
+text = open(sys.argv[2]).read()[:1024]
 bodies = {
     "native-moderation": {"text": text, "workflow": "moderation"},
     "moderations": {"input": text, "model": "omni-moderation-latest"},

@@ -6,7 +6,8 @@
 #   tuning/cpu_compare.sh BIN_BEFORE BIN_AFTER [ROUNDS]
 #   ROUTES="workflows text" tuning/cpu_compare.sh ...   (a subset of the routes)
 #   TEXT="a sentence " tuning/cpu_compare.sh ...         (the text route's sentence, ASCII,
-#                                                         repeated to 1 KiB)
+#                                                         repeated to 1 KiB; by default the
+#                                                         1 KiB of tuning/text_1k.txt)
 #
 # Routes: GET /v1/workflows, POST /v1/text with a 1 KiB text, POST /v1/image with the 1 MP
 # JPEG of the test images. Prints one line per (round, binary, route) with microseconds of
@@ -18,11 +19,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tool=${CPU_PER_REQUEST:-$root/../shared/tools/cpu-per-request}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-TEXT=${TEXT:-Thanks for the quick reply, the parcel arrived on time and the fit is fine. } \
-  python3 -c "
+TEXT=${TEXT:-} python3 -c "
 import json, os
 sentence = os.environ['TEXT']
-text = (sentence * (1024 // len(sentence) + 1))[:1024]
+if sentence:
+    text = (sentence * (1024 // len(sentence) + 1))[:1024]
+else:
+    text = open('$root/tuning/text_1k.txt').read()[:1024]
 open('$work/text.json','w').write(json.dumps({'text': text}))
 "
 cp "$root/models/image/testimages/jpeg_baseline_retina_1152x864_1mp.jpg" "$work/image.jpg"

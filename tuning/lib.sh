@@ -22,11 +22,12 @@ start_server() {
   echo "server $name did not start" >&2; cat "$work/$name.out" >&2; exit 1
 }
 
-# text_scenario FILE: a modgate-load scenario of 1 KiB texts on the default workflow.
+# text_scenario FILE: a modgate-load scenario of 1 KiB texts (tuning/text_1k.txt, the text every
+# tuning script sends) on the default workflow.
 text_scenario() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "$root/tuning/text_1k.txt" <<'PY'
 import sys
-text = ('Thanks for the quick reply, the parcel arrived on time and the fit is fine. ' * 14)[:1024]
+text = open(sys.argv[2]).read()[:1024]
 open(sys.argv[1], 'w').write(f'''name = "text-1k"
 description = "POST /v1/text, 1 KiB, workflow default"
 workflow = "default"

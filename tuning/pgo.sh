@@ -18,8 +18,9 @@
 # The two builds take their own target directories because RUSTFLAGS rebuild every crate; the
 # usual target/release stays as it was. Both name the host as `--target`, so that RUSTFLAGS
 # reach modgate and its dependencies but not build scripts and procedural macros (which would
-# write profiles of their own while the crates build). What it gains, measured: the README's Performance
-# section (`tuning/cpu_compare.sh` and `tuning/rate_cpu.sh` against target/production/modgate).
+# write profiles of their own while the crates build). What it gains, measured with
+# `tuning/cpu_compare.sh` and `tuning/rate_cpu.sh` against the `release` build of the same
+# commit: the README's Performance section.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -15,7 +15,7 @@ kind, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 if kind == "health":
     request = b"GET /health HTTP/1.1\r\nHost: bench\r\n\r\n"
 else:
-    text = ("Thanks for the quick reply, the parcel arrived on time and the fit is fine. " * 14)[:1024]
+    text = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "text_1k.txt")).read()[:1024]
     body = json.dumps({"text": text, "workflow": "default"}).encode()
     request = (f"POST /v1/text HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {sys.argv[4]}\r\n"
                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body

@@ -29,7 +29,7 @@ engine_idle=${ENGINE_IDLE-1}
 . "$root/tuning/fleet/engines.sh"
 python3 -c "
 import json
-text = ('Thanks for the quick reply, the parcel arrived on time and the fit is fine. ' * 14)[:1024]
+text = open('$root/tuning/text_1k.txt').read()[:1024]
 open('$work/text.json','w').write(json.dumps({'text': text}))
 open('$work/text.toml','w').write('name = \"fleet-bench\"\nworkflow = \"default\"\n[[requests]]\nname = \"text-1k\"\nkind = \"text\"\nweight = 1\ntext = ' + json.dumps(text) + '\n')
 "
