@@ -6,11 +6,11 @@
 #   PGO_SECONDS=30 tuning/pgo.sh  (seconds of traffic per scenario; default 15)
 #
 # 1. Builds modgate instrumented (`-Cprofile-generate`) under target/pgo-generate.
-# 2. Serves with it (one shard, a fresh data directory, the models of `make fetch`) and sends
-#    it what a moderation service answers: the load tool's text, mixed, language and compatible
-#    scenarios at saturation, and a few hundred requests of the other routes (workflows list,
-#    OpenAI moderations, Perspective analyze, health). Stops it with SIGTERM, which writes the
-#    profile as the process exits.
+# 2. Serves with it (`start_server` of tuning/lib.sh: one shard on CPU 0, a fresh data
+#    directory, the models of `make fetch`) and sends it what a moderation service answers:
+#    the load tool's text, mixed, language and compatible scenarios at saturation, and a few
+#    hundred requests of the other routes (workflows list, OpenAI moderations, Perspective
+#    analyze, health). Stops it with SIGTERM, which writes the profile as the process exits.
 # 3. Merges the profile with the toolchain's own `llvm-profdata` (rustup's `llvm-tools`
 #    component, added when missing: its LLVM must be the compiler's) and builds again with
 #    `-Cprofile-use`, under target/pgo.
@@ -47,23 +47,9 @@ bin=$generate_dir/$host/production/modgate
 load=$root/target/release/modgate-load
 
 echo "pgo: training, ${seconds} s per scenario" >&2
-data=$work/data
-"$bin" serve --data "$data" --listen 127.0.0.1:0 --cores 1 --models "$root/models" \
-  --metrics-listen off --log-level warn >"$work/serve.out" 2>&1 &
-pid=$!
-port=
-for _ in $(seq 150); do
-  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/serve.out" | grep -o '[0-9]*$' || true)
-  [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
-  port=
-  sleep 0.2
-done
-[ -n "$port" ] || { echo "pgo: the instrumented server did not start" >&2; cat "$work/serve.out" >&2; exit 1; }
+. "$root/tuning/lib.sh"
+start_server "$bin" train
 url=http://127.0.0.1:$port
-"$bin" org create train --plan pro --data "$data" >/dev/null
-"$bin" org set-limits train --rate-per-s 1000000 --rate-burst 1000000 \
-  --concurrent-max 100000 --quota-per-month 1000000000 --data "$data" >/dev/null
-key=$("$bin" key create --org train --data "$data" | head -1)
 
 for scenario in default-text mixed languages compat; do
   "$load" --scenario "loadtest/scenarios/$scenario.toml" --server "$url" --key "$key" \
