@@ -301,8 +301,9 @@ const KEYS_PER_RUN: usize = 128;
 /// are two arrays, so a look-up in a cold table misses the cache twice, and its 32-byte
 /// entries (a `u128` key is 16-byte aligned) took 1 MB for the 15,433 terms; here a slot is
 /// 24 bytes (741 KB in all), and [`ProfanitySvm::look_up_run`] reads first slots without a
-/// branch, so that many look-ups can miss the cache at once. The table is filled from the model only: a
-/// caller's tokens can at worst fall into its longest run of full slots, which the build fixes.
+/// branch, so that many look-ups can miss the cache at once. The table is filled from the
+/// model only: a caller's token can at worst fall into its longest run of full slots, which
+/// the build fixes.
 struct TermIndex {
     /// A packed term's two halves and its column; key 0 is an empty slot (no term packs to 0).
     /// At least one slot is empty, so that a look-up ends.
@@ -370,7 +371,7 @@ impl TermIndex {
         loop {
             let slot = self.slots[at];
             if slot.low == low && slot.high == high {
-                // The empty slot's key is 0, which no token packs to (it has two bytes).
+                // Key 0 matched an empty slot: the empty word packs to 0, and no term does.
                 return (key != 0).then_some(slot.column);
             }
             if slot.low | slot.high == 0 {
