@@ -5,7 +5,8 @@
 #   safe/mate-backgrounds/   Debian mate-backgrounds 1.26.0-1 (GPL-2+) raster files (extra set)
 # Debian packages are fetched with `apt-get download` and unpacked with `dpkg-deb -x`
 # (not installed). SVG wallpapers are skipped (they would need a rasterizer).
-# Re-runnable; needs the venv from requirements.txt (for scikit-image).
+# Re-runnable; the scikit-image set needs the venv from requirements.txt. SETS names the sets to
+# fetch (default: all three); `SETS="gnome-backgrounds mate-backgrounds"` needs no venv.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 PY="${PYTHON:-$HERE/.venv/bin/python}"
@@ -14,18 +15,29 @@ DEBS="$HERE/build/debs"
 GNOME_VER="43.1-1"
 MATE_VER="1.26.0-1"
 
+SETS="${SETS:-skimage gnome-backgrounds mate-backgrounds}"
+wanted() { case " $SETS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+for set in $SETS; do
+  case "$set" in
+    skimage | gnome-backgrounds | mate-backgrounds) ;;
+    *) echo "unknown set '$set' (skimage, gnome-backgrounds, mate-backgrounds)" >&2; exit 2 ;;
+  esac
+done
+
 mkdir -p "$SAFE" "$DEBS"
 
 # 1. scikit-image bundled data
-SKD="$("$PY" -c 'import os, skimage.data as d; print(os.path.dirname(d.__file__))')"
-"$PY" -c 'import skimage; assert skimage.__version__ == "0.25.2", skimage.__version__'
-rm -rf "$SAFE/skimage"; mkdir -p "$SAFE/skimage"
-for f in "$SKD"/*.png "$SKD"/*.jpg "$SKD"/*.gif; do
-  case "$(basename "$f")" in
-    chessboard_*) continue ;;  # synthetic 200x200 chessboards, not photos
-  esac
-  cp "$f" "$SAFE/skimage/"
-done
+if wanted skimage; then
+  SKD="$("$PY" -c 'import os, skimage.data as d; print(os.path.dirname(d.__file__))')"
+  "$PY" -c 'import skimage; assert skimage.__version__ == "0.25.2", skimage.__version__'
+  rm -rf "$SAFE/skimage"; mkdir -p "$SAFE/skimage"
+  for f in "$SKD"/*.png "$SKD"/*.jpg "$SKD"/*.gif; do
+    case "$(basename "$f")" in
+      chessboard_*) continue ;;  # synthetic 200x200 chessboards, not photos
+    esac
+    cp "$f" "$SAFE/skimage/"
+  done
+fi
 
 # 2. Debian packages (apt-get download needs readable apt lists: run `apt-get update` once)
 fetch_deb() {  # name version
@@ -39,30 +51,39 @@ fetch_deb() {  # name version
   echo "$deb"
 }
 
-GNOME_DEB="$(fetch_deb gnome-backgrounds "$GNOME_VER")"
-MATE_DEB="$(fetch_deb mate-backgrounds "$MATE_VER")"
+debs=()
+if wanted gnome-backgrounds; then
+  GNOME_DEB="$(fetch_deb gnome-backgrounds "$GNOME_VER")"
+  debs+=("$GNOME_DEB")
+  rm -rf "$SAFE/gnome-backgrounds" "$DEBS/x-gnome-backgrounds"
+  mkdir -p "$SAFE/gnome-backgrounds" "$DEBS/x-gnome-backgrounds"
+  dpkg-deb -x "$GNOME_DEB" "$DEBS/x-gnome-backgrounds"
+  find "$DEBS/x-gnome-backgrounds/usr/share/backgrounds" -type f \
+    \( -iname '*.webp' -o -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' \) \
+    -exec cp {} "$SAFE/gnome-backgrounds/" \;
+  cp "$DEBS/x-gnome-backgrounds/usr/share/doc/gnome-backgrounds/copyright" "$SAFE/gnome-backgrounds.copyright"
+fi
+if wanted mate-backgrounds; then
+  MATE_DEB="$(fetch_deb mate-backgrounds "$MATE_VER")"
+  debs+=("$MATE_DEB")
+  rm -rf "$SAFE/mate-backgrounds" "$DEBS/x-mate-backgrounds"
+  mkdir -p "$SAFE/mate-backgrounds" "$DEBS/x-mate-backgrounds"
+  dpkg-deb -x "$MATE_DEB" "$DEBS/x-mate-backgrounds"
+  # MATE ships its wallpapers under usr/share/backgrounds/mate/<theme>/; prefix the theme dir.
+  find "$DEBS/x-mate-backgrounds/usr/share/backgrounds" -type f \
+    \( -iname '*.webp' -o -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' \) -print0 |
+    while IFS= read -r -d '' f; do
+      rel="${f#"$DEBS/x-mate-backgrounds/usr/share/backgrounds/"}"
+      cp "$f" "$SAFE/mate-backgrounds/$(echo "$rel" | tr '/' '_')"
+    done
+  cp "$DEBS/x-mate-backgrounds/usr/share/doc/mate-backgrounds/copyright" "$SAFE/mate-backgrounds.copyright"
+fi
 
-for set in gnome-backgrounds mate-backgrounds; do
-  rm -rf "$SAFE/$set" "$DEBS/x-$set"; mkdir -p "$SAFE/$set" "$DEBS/x-$set"
-done
-dpkg-deb -x "$GNOME_DEB" "$DEBS/x-gnome-backgrounds"
-dpkg-deb -x "$MATE_DEB" "$DEBS/x-mate-backgrounds"
-find "$DEBS/x-gnome-backgrounds/usr/share/backgrounds" -type f \
-  \( -iname '*.webp' -o -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' \) \
-  -exec cp {} "$SAFE/gnome-backgrounds/" \;
-# MATE ships its wallpapers under usr/share/backgrounds/mate/<theme>/; prefix the theme dir.
-find "$DEBS/x-mate-backgrounds/usr/share/backgrounds" -type f \
-  \( -iname '*.webp' -o -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' \) -print0 |
-  while IFS= read -r -d '' f; do
-    rel="${f#"$DEBS/x-mate-backgrounds/usr/share/backgrounds/"}"
-    cp "$f" "$SAFE/mate-backgrounds/$(echo "$rel" | tr '/' '_')"
-  done
-cp "$DEBS/x-gnome-backgrounds/usr/share/doc/gnome-backgrounds/copyright" "$SAFE/gnome-backgrounds.copyright"
-cp "$DEBS/x-mate-backgrounds/usr/share/doc/mate-backgrounds/copyright" "$SAFE/mate-backgrounds.copyright"
-
-echo "deb sha256:"; sha256sum "$GNOME_DEB" "$MATE_DEB" | sed "s|$HERE/||"
+if [ "${#debs[@]}" -gt 0 ]; then
+  echo "deb sha256:"; sha256sum "${debs[@]}" | sed "s|$HERE/||"
+fi
 total=0
-for set in skimage gnome-backgrounds mate-backgrounds; do
+for set in $SETS; do
   n="$(find "$SAFE/$set" -type f | wc -l)"
   total=$((total + n))
   echo "$set: $n images"
