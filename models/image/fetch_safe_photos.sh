@@ -52,23 +52,22 @@ fetch_deb() {  # name version
 }
 
 debs=()
+unpack() {  # name version: the deb unpacked into $DEBS/x-<name>, $SAFE/<name> emptied
+  local name="$1" deb
+  deb="$(fetch_deb "$name" "$2")"
+  debs+=("$deb")
+  rm -rf "$SAFE/$name" "$DEBS/x-$name"; mkdir -p "$SAFE/$name" "$DEBS/x-$name"
+  dpkg-deb -x "$deb" "$DEBS/x-$name"
+  cp "$DEBS/x-$name/usr/share/doc/$name/copyright" "$SAFE/$name.copyright"
+}
 if wanted gnome-backgrounds; then
-  GNOME_DEB="$(fetch_deb gnome-backgrounds "$GNOME_VER")"
-  debs+=("$GNOME_DEB")
-  rm -rf "$SAFE/gnome-backgrounds" "$DEBS/x-gnome-backgrounds"
-  mkdir -p "$SAFE/gnome-backgrounds" "$DEBS/x-gnome-backgrounds"
-  dpkg-deb -x "$GNOME_DEB" "$DEBS/x-gnome-backgrounds"
+  unpack gnome-backgrounds "$GNOME_VER"
   find "$DEBS/x-gnome-backgrounds/usr/share/backgrounds" -type f \
     \( -iname '*.webp' -o -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' \) \
     -exec cp {} "$SAFE/gnome-backgrounds/" \;
-  cp "$DEBS/x-gnome-backgrounds/usr/share/doc/gnome-backgrounds/copyright" "$SAFE/gnome-backgrounds.copyright"
 fi
 if wanted mate-backgrounds; then
-  MATE_DEB="$(fetch_deb mate-backgrounds "$MATE_VER")"
-  debs+=("$MATE_DEB")
-  rm -rf "$SAFE/mate-backgrounds" "$DEBS/x-mate-backgrounds"
-  mkdir -p "$SAFE/mate-backgrounds" "$DEBS/x-mate-backgrounds"
-  dpkg-deb -x "$MATE_DEB" "$DEBS/x-mate-backgrounds"
+  unpack mate-backgrounds "$MATE_VER"
   # MATE ships its wallpapers under usr/share/backgrounds/mate/<theme>/; prefix the theme dir.
   find "$DEBS/x-mate-backgrounds/usr/share/backgrounds" -type f \
     \( -iname '*.webp' -o -iname '*.jpg' -o -iname '*.jpeg' -o -iname '*.png' \) -print0 |
@@ -76,7 +75,6 @@ if wanted mate-backgrounds; then
       rel="${f#"$DEBS/x-mate-backgrounds/usr/share/backgrounds/"}"
       cp "$f" "$SAFE/mate-backgrounds/$(echo "$rel" | tr '/' '_')"
     done
-  cp "$DEBS/x-mate-backgrounds/usr/share/doc/mate-backgrounds/copyright" "$SAFE/mate-backgrounds.copyright"
 fi
 
 if [ "${#debs[@]}" -gt 0 ]; then
