@@ -50,10 +50,8 @@ for _ in $(seq 100); do
   [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
   sleep 0.2
 done
-"$bin" org create bench --plan pro --data "$data" >/dev/null
-"$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 \
-  --quota-per-month 1000000000 --data "$data" >/dev/null
-key=$("$bin" key create --org bench --data "$data" | head -1)
+. "$root/tuning/lib.sh"
+key=$(bench_key "$bin" --data "$data")
 
 measure() { # NAME PATH [CONTENT_TYPE CONNECTIONS] -> us per request
   "$tool" --pid "$pid" --url "http://127.0.0.1:$port$2" --method POST --body-file "$work/$1.body" \

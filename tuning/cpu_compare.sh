@@ -19,6 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tool=${CPU_PER_REQUEST:-$root/../shared/tools/cpu-per-request}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+. "$root/tuning/lib.sh"
 TEXT=${TEXT:-} python3 -c "
 import json, os
 sentence = os.environ['TEXT']
@@ -39,11 +40,7 @@ start() { # BIN NAME -> sets pid, port, key
     port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.out" | grep -o '[0-9]*$' || true)
     if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then
       # Plans are written by the server at start; the organization and key after that.
-      "$bin" org create bench --plan pro --data "$data" >/dev/null
-      # Limits far above what one core answers, so that every answer is a check, not a 429.
-      "$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 \
-        --quota-per-month 1000000000 --data "$data" >/dev/null
-      key=$("$bin" key create --org bench --data "$data" | head -1)
+      key=$(bench_key "$bin" --data "$data")
       return 0
     fi
     sleep 0.2

@@ -14,6 +14,7 @@ baseline=${BASELINE:-$root/target/release/modgate-baseline}
 tool=${CPU_PER_REQUEST:-$root/../shared/tools/cpu-per-request}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+. "$root/tuning/lib.sh"
 
 measure() { # PID URL [HEADER] -> us per request
   "$tool" --pid "$1" --url "$2" ${3:+-H "$3"} --pin-wrk 1 --seconds 8 --connections 16 \
@@ -41,9 +42,7 @@ for round in $(seq "$rounds"); do
     if [ -n "$url" ] && curl -sf "$url/health" >/dev/null; then break; fi
     sleep 0.2
   done
-  "$bin" org create bench --plan pro --data "$data" >/dev/null
-  "$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 --data "$data" >/dev/null
-  key=$("$bin" key create --org bench --data "$data" | head -1)
+  key=$(bench_key "$bin" --data "$data")
   m=$(measure "$pid" "$url/v1/workflows" "Authorization: Bearer $key")
   kill "$pid"; wait "$pid" 2>/dev/null || true
   echo "round $round: baseline /health $b us, modgate /v1/workflows $m us (ratio $(python3 -c "print(round($m / $b, 3))"))" | tee -a "$results"

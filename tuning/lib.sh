@@ -1,8 +1,20 @@
 # Shared by tuning/rate_cpu.sh and tuning/fairness.sh (sourced, after they set `root` and
 # `work`): a server to measure and the 1 KiB text scenario they load it with.
 
-# start_server BIN NAME: one shard on CPU 0, a fresh data directory under $work, limits far
-# above what one core answers (every answer a check, never a 429); sets pid, port and key.
+# bench_key BIN STORE_ARGS...: the organization `bench`, with limits far above what one core
+# answers (rate, checks in progress, quota: every answer a check, never a 429), and a key of it,
+# printed. STORE_ARGS name the store (`--data DIR` or `--config FILE`); the server must have
+# started on it once (it writes the plans).
+bench_key() {
+  local bin=$1; shift
+  "$bin" org create bench --plan pro "$@" >/dev/null
+  "$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 \
+    --concurrent-max 100000 --quota-per-month 1000000000 "$@" >/dev/null
+  "$bin" key create --org bench "$@" | head -1
+}
+
+# start_server BIN NAME: one shard on CPU 0, a fresh data directory under $work, and a key of
+# `bench_key`; sets pid, port and key.
 start_server() {
   local bin=$1 name=$2 data="$work/data-$2"
   taskset -c 0 "$bin" serve --data "$data" --listen 127.0.0.1:0 --cores 1 \
@@ -11,10 +23,7 @@ start_server() {
   for _ in $(seq 150); do
     port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.out" | grep -o '[0-9]*$' || true)
     if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then
-      "$bin" org create bench --plan pro --data "$data" >/dev/null
-      "$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 \
-        --concurrent-max 100000 --quota-per-month 1000000000 --data "$data" >/dev/null
-      key=$("$bin" key create --org bench --data "$data" | head -1)
+      key=$(bench_key "$bin" --data "$data")
       return 0
     fi
     sleep 0.2

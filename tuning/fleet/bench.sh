@@ -27,6 +27,7 @@ engine_cpu=1
 # not the node's and is not counted). ENGINE_IDLE= (empty) runs them as before.
 engine_idle=${ENGINE_IDLE-1}
 . "$root/tuning/fleet/engines.sh"
+. "$root/tuning/lib.sh"
 python3 -c "
 import json
 text = open('$root/tuning/text_1k.txt').read()[:1024]
@@ -40,14 +41,11 @@ postgres_url = "postgres://modgate@127.0.0.1:$port/modgate"
 ${BENCH_NO_REDIS:+#}redis_url = "redis://127.0.0.1:$redis_port/0"
 TOML
 "$bin" db migrate --config "$work/fleet.toml" >/dev/null
-"$bin" org create bench --plan pro --config "$work/fleet.toml" >/dev/null
-# Limits far above what one core answers, concurrency too: at 8,000 checks/s a hiccup of 20 ms
-# puts more than the plan's 128 checks in progress, and the cheap 429s that followed counted as
-# answers in the CPU per answer (0.2 to 2.6 % of them in four runs of 2026-11-27, most on the
-# fleet node).
-"$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 --concurrent-max 100000 \
-  --quota-per-month 1000000000 --config "$work/fleet.toml" >/dev/null
-fleet_key=$("$bin" key create --org bench --config "$work/fleet.toml" | head -1)
+# Limits far above what one core answers, concurrency too (`bench_key`): at 8,000 checks/s a
+# hiccup of 20 ms puts more than the plan's 128 checks in progress, and the cheap 429s that
+# followed counted as answers in the CPU per answer (0.2 to 2.6 % of them in four runs of
+# 2026-11-27, most on the fleet node, when this script set the limits itself).
+fleet_key=$(bench_key "$bin" --config "$work/fleet.toml")
 
 start() { # NAME [--config FILE] -> sets pid, url, metrics
   local name=$1; shift
@@ -63,10 +61,7 @@ start() { # NAME [--config FILE] -> sets pid, url, metrics
   echo "$name did not start:" >&2; cat "$work/$name.out" >&2; exit 1
 }
 start single; single_pid=$pid single_url=$url
-"$bin" org create bench --plan pro --data "$work/data-single" >/dev/null
-"$bin" org set-limits bench --rate-per-s 1000000 --rate-burst 1000000 --concurrent-max 100000 \
-  --quota-per-month 1000000000 --data "$work/data-single" >/dev/null
-single_key=$("$bin" key create --org bench --data "$work/data-single" | head -1)
+single_key=$(bench_key "$bin" --data "$work/data-single")
 start fleet --config "$work/fleet.toml"; fleet_pid=$pid fleet_url=$url fleet_metrics=$metrics
 
 measure() { # PID URL KEY -> the tool's report on stderr, CPU microseconds per request on stdout
