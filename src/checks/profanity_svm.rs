@@ -11,7 +11,7 @@
 //! Per term the idf and the five fold weights (`idf · coef`) sit side by side, so scoring a
 //! text is one look-up per token and one pass over the distinct terms. A term of at most 16
 //! bytes (all but 9 of the 15,442) is looked up as one integer, its bytes packed (`packed`),
-//! in a flat table of its own (`TermIndex`), which spares hashing and comparing a string;
+//! in a flat index of its own (`FlatIndex`), which spares hashing and comparing a string;
 //! an ASCII text (most) is tokenised and lower-cased byte by byte on the way, without a
 //! lower-cased copy, and its tokens are looked up in runs (`KEYS_PER_RUN`) whose table
 //! reads all start before any is waited for. A property test holds that path to the general
@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 
-use crate::hash::{packed, FastMap, PACKED_BYTES_MAX};
+use crate::hash::{halves, packed, FastMap, FlatIndex, PACKED_BYTES_MAX};
 
 use serde::Deserialize;
 use unicode_general_category::{get_general_category, GeneralCategory as G};
@@ -82,9 +82,11 @@ struct Fold {
 }
 
 pub struct ProfanitySvm {
-    /// The vocabulary's terms of at most [`PACKED_BYTES_MAX`] bytes, [`packed`], to their
-    /// column.
-    short_terms: TermIndex,
+    /// The vocabulary's terms of at most [`PACKED_BYTES_MAX`] bytes, [`packed`] (as
+    /// [`halves`]), to their column, in an index at most half full: 24-byte slots, 741 KB for
+    /// the 15,433 terms (a `HashMap<u128, u32>` took 1 MB of 32-byte entries, and a second
+    /// array of control bytes that a cold look-up missed first).
+    short_terms: FlatIndex<[u64; 2], u32>,
     /// The longer ones.
     long_terms: FastMap<Box<[u8]>, u32>,
     /// The longest term's length in bytes: a longer token is not looked up.
@@ -142,13 +144,15 @@ impl ProfanitySvm {
                 // An empty term would pack to the empty slot's key; scikit-learn's tokens
                 // have at least two characters.
                 Some(0) => return Err("profanity_svm.json: an empty term".into()),
-                Some(key) => short_terms.push((key, column as u32)),
+                Some(key) => short_terms.push((halves(key), column as u32)),
                 None => {
                     long_terms.insert(term.into_bytes().into_boxed_slice(), column as u32);
                 }
             }
         }
-        let short_terms = TermIndex::new(&short_terms)?;
+        // In key order, so that where each term lands does not depend on the map's order.
+        short_terms.sort_unstable();
+        let short_terms = FlatIndex::new(&short_terms, (1, 2));
         Ok(ProfanitySvm {
             short_terms,
             long_terms,
@@ -186,7 +190,7 @@ impl ProfanitySvm {
     fn ascii_columns(&self, text: &[u8], columns: &mut Vec<u32>) {
         let folded = |at: usize| WORD_FOLDED[usize::from(text[at])];
         let mut lowered = Vec::new();
-        let mut keys = [0u128; KEYS_PER_RUN];
+        let mut keys = [[0u64; 2]; KEYS_PER_RUN];
         let mut waiting = 0;
         let mut at = 0;
         while at < text.len() {
@@ -208,7 +212,7 @@ impl ProfanitySvm {
                 continue;
             }
             if len <= PACKED_BYTES_MAX {
-                keys[waiting] = u128::from_le_bytes(bytes);
+                keys[waiting] = halves(u128::from_le_bytes(bytes));
                 waiting += 1;
                 if waiting == KEYS_PER_RUN {
                     self.look_up_run(&keys, columns);
@@ -225,24 +229,11 @@ impl ProfanitySvm {
         self.look_up_run(&keys[..waiting], columns);
     }
 
-    /// The columns of the packed tokens `keys` that are terms, in order. Each token's first
-    /// slot is read before any look-up branches on what a slot holds: in a cold table (a
-    /// check at an ordinary load finds it so) the reads then miss the cache together, not one
-    /// after another.
-    fn look_up_run(&self, keys: &[u128], columns: &mut Vec<u32>) {
-        let index = &self.short_terms;
-        let mut first = [0u32; KEYS_PER_RUN];
-        let mut touched = 0;
-        for (slot, &key) in first.iter_mut().zip(keys) {
-            *slot = index.slot_of(key);
-            touched ^= index.slots[*slot as usize].low;
-        }
-        std::hint::black_box(touched);
-        let found = keys
-            .iter()
-            .zip(first)
-            .filter_map(|(&key, at)| index.get_from(key, at));
-        columns.extend(found);
+    /// The columns of the packed tokens `keys` that are terms, in order, their first slots
+    /// read before any look-up waits on one ([`FlatIndex::touch_first_slots`]).
+    fn look_up_run(&self, keys: &[[u64; 2]], columns: &mut Vec<u32>) {
+        self.short_terms.touch_first_slots(keys);
+        columns.extend(keys.iter().filter_map(|&key| self.short_terms.get(key)));
     }
 
     /// The column of the (lower-cased) token, if it is a term.
@@ -251,7 +242,7 @@ impl ProfanitySvm {
             return None;
         }
         match packed(token) {
-            Some(key) => self.short_terms.get(key),
+            Some(key) => self.short_terms.get(halves(key)),
             None => self.long_terms.get(token).copied(),
         }
     }
@@ -295,92 +286,6 @@ impl ProfanitySvm {
 /// How many packed tokens of an ASCII text are looked up together (2 KiB of keys on the
 /// stack; a 1 KiB text has about 170 tokens).
 const KEYS_PER_RUN: usize = 128;
-
-/// The short terms, looked up in one flat array: open addressing with linear probing, at most
-/// half full. Built once and only read. Why not a `HashMap`: its control bytes and its entries
-/// are two arrays, so a look-up in a cold table misses the cache twice, and its 32-byte
-/// entries (a `u128` key is 16-byte aligned) took 1 MB for the 15,433 terms; here a slot is
-/// 24 bytes (741 KB in all), and [`ProfanitySvm::look_up_run`] reads first slots without a
-/// branch, so that many look-ups can miss the cache at once. The table is filled from the
-/// model only: a caller's token can at worst fall into its longest run of full slots, which
-/// the build fixes.
-struct TermIndex {
-    /// A packed term's two halves and its column; key 0 is an empty slot (no term packs to 0).
-    /// At least one slot is empty, so that a look-up ends.
-    slots: Vec<TermSlot>,
-}
-
-#[derive(Clone, Copy, Default)]
-struct TermSlot {
-    low: u64,
-    high: u64,
-    column: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<TermSlot>() == 24);
-
-impl TermIndex {
-    fn new(terms: &[(u128, u32)]) -> Result<TermIndex, String> {
-        if u32::try_from(2 * terms.len() + 1).is_err() {
-            return Err("profanity_svm.json: too many terms".into());
-        }
-        let mut index = TermIndex {
-            slots: vec![TermSlot::default(); 2 * terms.len() + 1],
-        };
-        for &(key, column) in terms {
-            let mut at = index.slot_of(key) as usize;
-            while index.slots[at].low | index.slots[at].high != 0 {
-                at = index.after(at);
-            }
-            index.slots[at] = TermSlot {
-                low: key as u64,
-                high: (key >> 64) as u64,
-                column,
-            };
-        }
-        Ok(index)
-    }
-
-    /// The first slot to look at: the halves mixed and multiplied by an odd constant
-    /// (Fibonacci hashing), scaled to the slot count by the product's top bits.
-    fn slot_of(&self, key: u128) -> u32 {
-        let (low, high) = (key as u64, (key >> 64) as u64);
-        let hash =
-            (low ^ high.wrapping_mul(0xc2b2_ae3d_27d4_eb4f)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        // Below the slot count, which is a `u32` (checked at the build).
-        ((u128::from(hash) * self.slots.len() as u128) >> 64) as u32
-    }
-
-    /// The slot after `at`, the last followed by the first.
-    fn after(&self, at: usize) -> usize {
-        if at + 1 == self.slots.len() {
-            0
-        } else {
-            at + 1
-        }
-    }
-
-    fn get(&self, key: u128) -> Option<u32> {
-        self.get_from(key, self.slot_of(key))
-    }
-
-    /// [`TermIndex::get`] from `key`'s first slot, `at`.
-    fn get_from(&self, key: u128, at: u32) -> Option<u32> {
-        let (low, high) = (key as u64, (key >> 64) as u64);
-        let mut at = at as usize;
-        loop {
-            let slot = self.slots[at];
-            if slot.low == low && slot.high == high {
-                // Key 0 matched an empty slot: the empty word packs to 0, and no term does.
-                return (key != 0).then_some(slot.column);
-            }
-            if slot.low | slot.high == 0 {
-                return None;
-            }
-            at = self.after(at);
-        }
-    }
-}
 
 /// Each byte lower-cased if it is an ASCII word character ([`is_word_char`]), else 0.
 const WORD_FOLDED: [u8; 256] = {
@@ -523,9 +428,9 @@ mod tests {
                 "{term}"
             );
         }
-        // A term's first 8 bytes are in `low`, and a term has at least two.
-        let full = model.short_terms.slots.iter().filter(|slot| slot.low != 0);
-        assert!(2 * full.count() < model.short_terms.slots.len());
+        let full = model.short_terms.entries().count();
+        assert_eq!(full, 15_433);
+        assert!(2 * full < model.short_terms.slot_count());
         for word in ["", "zzqx", "fuckfuckfuckfuck", "0123456789abcdef"] {
             assert_eq!(model.column(word.as_bytes()), None, "{word}");
         }
@@ -536,9 +441,9 @@ mod tests {
         let model = ProfanitySvm::embedded().unwrap();
         // "the" and "of" are stop words, not terms.
         let words = ["the", "fuck", "zzqx", "idiot", "of", "stupid", "qqqqqqqq"];
-        let keys: Vec<u128> = words
+        let keys: Vec<[u64; 2]> = words
             .iter()
-            .map(|w| packed(w.as_bytes()).unwrap())
+            .map(|w| halves(packed(w.as_bytes()).unwrap()))
             .collect();
         let mut run = Vec::new();
         model.look_up_run(&keys, &mut run);

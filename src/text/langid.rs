@@ -56,7 +56,7 @@
 //! as the `language` check answers them. `models/text/LANGUAGE_STATS.md` has the accuracy.
 
 use super::language::Language;
-use crate::hash::FastMap;
+use crate::hash::{FastMap, FlatIndex};
 
 /// The file in the models directory, and its sha256 (as `models/fetch.py` pins it).
 pub const PROFILES_FILE: &str = "cache/langdetect_profiles.json";
@@ -95,8 +95,11 @@ pub struct LangId {
     codes: Vec<&'static str>,
     /// whatlang's language of each code, where it has it.
     whatlang: Vec<Option<whatlang::Lang>>,
-    /// An n-gram ([`key`]) to its gains.
-    index: GramIndex,
+    /// Each n-gram's [`Gains`] (as [`Gains::to_slot`]), in a flat index at most
+    /// [`INDEX_LOAD_MAX`] full: the key and where its gains are share one 16-byte slot (the
+    /// 59,482 n-grams that are read take 1.4 MB; all 87,598 of the profiles took 2 MB in a
+    /// power-of-two table, 3.1 in a `HashMap`). No n-gram's [`key`] is 0, the empty key.
+    index: FlatIndex<u64, (u32, u32)>,
     /// The gains of the n-grams of few languages, each with its language.
     sparse: Vec<SparseGain>,
     /// Every language's gain (0 where it lacks the n-gram) of the n-grams of many.
@@ -135,87 +138,27 @@ enum Gains {
     Dense(u32),
 }
 
-/// The n-grams' gains, looked up in one flat array: open addressing with linear probing, at
-/// most [`INDEX_LOAD_MAX`] full (7 slots in 10). Built once and only read. Why not a
-/// `HashMap`: its control bytes and its entries are two arrays, so a lookup in a cold table
-/// misses the cache twice; here the key and where its gains are share one 16-byte slot (the
-/// 59,482 n-grams that are read take 1.4 MB; all 87,598 of the profiles took 2 MB in a
-/// power-of-two table, 3.1 in a `HashMap`), and [`GramIndex::first_key`] reads a slot
-/// without a branch, so that many lookups can miss the cache at once.
-struct GramIndex {
-    /// `(key, a, b)`: [`Gains::Sparse`]`(a, b)`, or [`Gains::Dense`]`(a)` where `b` is
-    /// [`DENSE_MARK`]. Key 0 is an empty slot (no n-gram's [`key`] is 0); at least one slot is
-    /// empty, so that a lookup ends.
-    slots: Vec<(u64, u32, u32)>,
-}
-
 /// An index holds at most this share of its slots full: a lookup then reads two slots on
 /// average, five for an n-gram it lacks (four slots share a cache line).
 const INDEX_LOAD_MAX: (usize, usize) = (7, 10);
 /// The second number of a dense row's slot (a sparse range never ends there).
 const DENSE_MARK: u32 = u32::MAX;
 
-impl GramIndex {
-    fn new(entries: Vec<(u64, Gains)>) -> GramIndex {
-        // More than the entries need at that load, so more than the entries.
-        let (full, of) = INDEX_LOAD_MAX;
-        let size = entries.len() * of / full + 1;
-        let mut index = GramIndex {
-            slots: vec![(0, 0, 0); size],
-        };
-        for (key, gains) in entries {
-            debug_assert_ne!(key, 0, "an n-gram has at least one character");
-            let mut at = index.slot_of(key);
-            while index.slots[at].0 != 0 {
-                at = index.after(at);
-            }
-            index.slots[at] = match gains {
-                Gains::Dense(row) => (key, row, DENSE_MARK),
-                Gains::Sparse(start, end) => (key, start, end),
-            };
+impl Gains {
+    /// The gains as an index slot's value: [`Gains::Sparse`]`(a, b)` as `(a, b)`,
+    /// [`Gains::Dense`]`(a)` as `(a, DENSE_MARK)`.
+    fn to_slot(self) -> (u32, u32) {
+        match self {
+            Gains::Dense(row) => (row, DENSE_MARK),
+            Gains::Sparse(start, end) => (start, end),
         }
-        index
     }
 
-    /// The first slot to look at: the key times an odd constant (Fibonacci hashing; n-grams of
-    /// one language differ in their low bits), scaled to the slot count by its top bits (a
-    /// multiplication and a shift, as for a power-of-two count: the count is what the entries
-    /// need, not the next power of two).
-    fn slot_of(&self, key: u64) -> usize {
-        let hash = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        ((u128::from(hash) * self.slots.len() as u128) >> 64) as usize
-    }
-
-    /// The slot after `at`, the last followed by the first.
-    fn after(&self, at: usize) -> usize {
-        if at + 1 == self.slots.len() {
-            0
+    fn from_slot((a, b): (u32, u32)) -> Gains {
+        if b == DENSE_MARK {
+            Gains::Dense(a)
         } else {
-            at + 1
-        }
-    }
-
-    /// The key in `key`'s first slot: reading it brings the slot into the cache, and unlike
-    /// [`GramIndex::get`] no branch waits on the read.
-    fn first_key(&self, key: u64) -> u64 {
-        self.slots[self.slot_of(key)].0
-    }
-
-    fn get(&self, key: u64) -> Option<Gains> {
-        let mut at = self.slot_of(key);
-        loop {
-            let (found, a, b) = self.slots[at];
-            if found == key {
-                return Some(if b == DENSE_MARK {
-                    Gains::Dense(a)
-                } else {
-                    Gains::Sparse(a, b)
-                });
-            }
-            if found == 0 {
-                return None;
-            }
-            at = self.after(at);
+            Gains::Sparse(a, b)
         }
     }
 }
@@ -429,7 +372,7 @@ impl LangId {
                 sparse.extend(languages);
                 Gains::Sparse(start, sparse.len() as u32)
             };
-            index.push((gram, gains));
+            index.push((gram, gains.to_slot()));
         }
         // In key order, so that where each n-gram lands does not depend on the map's order.
         index.sort_unstable_by_key(|&(gram, _)| gram);
@@ -440,15 +383,16 @@ impl LangId {
         Ok(LangId {
             codes,
             whatlang,
-            index: GramIndex::new(index),
+            index: FlatIndex::new(&index, INDEX_LOAD_MAX),
             sparse,
             dense,
         })
     }
 
-    /// Adds the gains of `found` to `scores`, with AVX2's additions of 8 lanes where the CPU
-    /// has them (a dense row is 8 of them instead of 16 of 4).
-    fn add_gains(&self, found: &[Gains], scores: &mut [u32; LANGUAGES_MAX]) {
+    /// Adds the gains of `found` (as [`Gains::to_slot`] keeps them) to `scores`, with AVX2's
+    /// additions of 8 lanes where the CPU has them (a dense row is 8 of them instead of 16 of
+    /// 4).
+    fn add_gains(&self, found: &[(u32, u32)], scores: &mut [u32; LANGUAGES_MAX]) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: calling a function compiled with `target_feature(enable = "avx2")` is
@@ -464,15 +408,15 @@ impl LangId {
     /// a test holds).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn add_gains_avx2(&self, found: &[Gains], scores: &mut [u32; LANGUAGES_MAX]) {
+    fn add_gains_avx2(&self, found: &[(u32, u32)], scores: &mut [u32; LANGUAGES_MAX]) {
         self.add_gains_in_order(found, scores);
     }
 
     /// The additions of [`LangId::add_gains`]: `found` in order, each n-gram's gains.
     #[inline(always)]
-    fn add_gains_in_order(&self, found: &[Gains], scores: &mut [u32; LANGUAGES_MAX]) {
-        for gains in found {
-            match *gains {
+    fn add_gains_in_order(&self, found: &[(u32, u32)], scores: &mut [u32; LANGUAGES_MAX]) {
+        for &gains in found {
+            match Gains::from_slot(gains) {
                 Gains::Dense(row) => {
                     for (score, &gain) in scores.iter_mut().zip(&self.dense[row as usize].0) {
                         *score += u32::from(gain);
@@ -531,12 +475,8 @@ impl LangId {
         // Every n-gram is looked up before any is scored, and every dense row read once before
         // the rows are added: at an ordinary load the tables are cold when a check starts, and
         // loads that do not wait on each other miss the cache together instead of one at a time.
-        let mut touched = 0;
-        for &key in &keys[..count] {
-            touched ^= self.index.first_key(key);
-        }
-        std::hint::black_box(touched);
-        let mut found = [Gains::Sparse(0, 0); GRAMS_MAX];
+        self.index.touch_first_slots(&keys[..count]);
+        let mut found = [(0, 0); GRAMS_MAX];
         let mut grams = 0;
         for &key in &keys[..count] {
             if let Some(gains) = self.index.get(key) {
@@ -545,8 +485,8 @@ impl LangId {
             }
         }
         let mut touched = 0u16;
-        for gains in &found[..grams] {
-            if let Gains::Dense(row) = *gains {
+        for &gains in &found[..grams] {
+            if let Gains::Dense(row) = Gains::from_slot(gains) {
                 for line in self.dense[row as usize].0.chunks(GAINS_PER_LINE) {
                     touched ^= line[0];
                 }
@@ -662,7 +602,7 @@ mod tests {
             return;
         }
         let langid = shipped();
-        let found: Vec<Gains> = kept_keys(langid)
+        let found: Vec<(u32, u32)> = kept_keys(langid)
             .filter_map(|key| langid.index.get(key))
             .collect();
         assert!(found.len() > 50_000);
@@ -782,20 +722,11 @@ mod tests {
             let _ = LangId::from_json(bytes);
         }
 
-        /// The flat index answers as a map of the same entries, for its keys and for others
-        /// (small keys, as one-character n-grams are, crowd the same first slots).
+        /// Gains keep what they are through an index slot.
         #[test]
-        fn the_index_finds_what_a_map_holds(
-            entries in proptest::collection::hash_map(1u64..5_000, (0u32..1_000, any::<bool>()), 0..600),
-            asked in proptest::collection::vec(1u64..6_000, 0..200),
-        ) {
-            let gains = |&(a, dense): &(u32, bool)| if dense { Gains::Dense(a) } else { Gains::Sparse(a, a + 1) };
-            let index = GramIndex::new(entries.iter().map(|(&key, value)| (key, gains(value))).collect());
-            prop_assert!(entries.len() * INDEX_LOAD_MAX.1 < index.slots.len() * INDEX_LOAD_MAX.0);
-            for key in entries.keys().chain(&asked) {
-                let expected = entries.get(key).map(gains);
-                prop_assert_eq!(index.get(*key), expected);
-            }
+        fn gains_survive_a_slot(a in any::<u32>(), b in 0u32..DENSE_MARK) {
+            prop_assert_eq!(Gains::from_slot(Gains::Dense(a).to_slot()), Gains::Dense(a));
+            prop_assert_eq!(Gains::from_slot(Gains::Sparse(a, b).to_slot()), Gains::Sparse(a, b));
         }
     }
 
@@ -807,8 +738,7 @@ mod tests {
 
     /// The keys of the n-grams in `langid`'s index (its full slots).
     fn kept_keys(langid: &LangId) -> impl Iterator<Item = u64> + '_ {
-        let keys = langid.index.slots.iter().map(|&(key, _, _)| key);
-        keys.filter(|&key| key != 0)
+        langid.index.entries().map(|(key, _)| key)
     }
 
     #[test]
@@ -838,12 +768,5 @@ mod tests {
         assert_eq!(fixed_gain(largest * 1.01), None);
         assert_eq!(fixed_gain(-1.0), None);
         assert_eq!(fixed_gain(f64::NAN), None);
-    }
-
-    #[test]
-    fn an_empty_index_finds_nothing() {
-        let index = GramIndex::new(Vec::new());
-        assert_eq!(index.get(1), None);
-        assert_eq!(index.get(u64::MAX), None);
     }
 }
