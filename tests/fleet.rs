@@ -42,7 +42,7 @@ fn serve_refuses_a_database_without_the_schema_and_migrate_is_idempotent() {
     assert!(stderr.contains("modgate db migrate"), "{stderr}");
     let first = fleet_admin_ok(&config, &["db", "migrate"]);
     assert!(
-        first.contains("applied schema versions [1, 2, 3, 4]"),
+        first.contains("applied schema versions [1, 2, 3, 4, 5]"),
         "{first}"
     );
     let second = fleet_admin_ok(&config, &["db", "migrate"]);
@@ -72,6 +72,71 @@ fn serve_refuses_a_database_without_the_schema_and_migrate_is_idempotent() {
         workflows.contains("default\tversion 2\tours"),
         "{workflows}"
     );
+}
+
+/// A journal shipped under schema 4 (`record jsonb`, the database's collation) comes through
+/// migration 5 whole: every record, read back by `modgate journal`, now `json` and with its
+/// keys compared bytewise.
+#[test]
+fn migration_5_keeps_the_journal_shipped_before_it() {
+    let postgres = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = admin_config(&postgres, dir.path());
+    // The database as `db migrate` of schema 4 left it, with two records shipped.
+    let mut sql = String::from(
+        "CREATE TABLE modgate_schema (version integer PRIMARY KEY,
+             applied_at timestamptz NOT NULL DEFAULT now());",
+    );
+    for (version, migration) in &modgate::fleet::schema::MIGRATIONS[..4] {
+        sql += &format!("{migration}; INSERT INTO modgate_schema (version) VALUES ({version});");
+    }
+    for (n, id) in ["01KAAAAAAAAAAAAAAAAAAAAAA1", "01KAAAAAAAAAAAAAAAAAAAAAA2"]
+        .iter()
+        .enumerate()
+    {
+        let record = format!(
+            r#"{{"request_id":"{id}","unix_ms":{ms},"route":"/v1/text","kind":"text","key_id":"k1","org":"acme","ref":"r-{n}","workflow":"default","workflow_version":1,"status":200,"error_type":null,"action":"accept","scores":[["profanity",0.25]],"unchecked":["language"],"time_ms":0,"units":1}}"#,
+            ms = 1_790_000_000_000u64 + n as u64,
+        );
+        sql += &format!(
+            "INSERT INTO journal (request_id, node_id, shard, unix_ms, org, key_id, ref, record)
+             VALUES ('{id}', 'node-a', 0, {}, 'acme', 'k1', 'r-{n}', '{record}'::jsonb);",
+            1_790_000_000_000u64 + n as u64
+        );
+    }
+    postgres.psql(&sql);
+    assert_eq!(
+        postgres.psql("SELECT pg_typeof(record) FROM journal LIMIT 1"),
+        "jsonb"
+    );
+    let migrated = fleet_admin_ok(&config, &["db", "migrate"]);
+    assert!(
+        migrated.contains("applied schema versions [5]"),
+        "{migrated}"
+    );
+    assert_eq!(
+        postgres.psql("SELECT pg_typeof(record) FROM journal LIMIT 1"),
+        "json"
+    );
+    assert_eq!(
+        postgres.psql(
+            "SELECT string_agg(column_name || ' ' || collation_name, ', ' ORDER BY column_name)
+             FROM information_schema.columns
+             WHERE table_name = 'journal' AND column_name IN ('request_id', 'org')"
+        ),
+        "org C, request_id C"
+    );
+    let json = fleet_admin_ok(&config, &["journal", "--json"]);
+    let records: Vec<serde_json::Value> = json
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(records.len(), 2, "{json}");
+    for (n, record) in records.iter().enumerate() {
+        assert_eq!(record["ref"], format!("r-{n}"));
+        assert_eq!(record["scores"][0][1], 0.25, "{record}");
+        assert_eq!(record["unchecked"][0], "language");
+    }
 }
 
 #[test]
@@ -262,6 +327,9 @@ fn journals_ship_to_one_table_exactly_once_even_across_a_kill() {
             "{id} missing from `modgate journal`"
         );
     }
+    // Stored as the node wrote it (`jsonb` would have reordered its keys, `org` first).
+    let stored = postgres.psql("SELECT record FROM journal WHERE ref = 'r-105'");
+    assert!(stored.starts_with(r#"{"request_id":""#), "{stored}");
     let json = fleet_admin_ok(&config, &["journal", "--json", "--ref", "r-105"]);
     let lines: Vec<&str> = json.lines().collect();
     assert_eq!(lines.len(), 1, "{json}");

@@ -126,7 +126,7 @@ async fn insert(
     let inserted = tx
         .query(
             "INSERT INTO journal (request_id, node_id, shard, unix_ms, org, key_id, ref, record)
-             SELECT r, $1, $2, t, o, k, f, j::jsonb
+             SELECT r, $1, $2, t, o, k, f, j::json
              FROM unnest($3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[])
                   AS u(r, t, o, k, f, j)
              ON CONFLICT (request_id) DO NOTHING

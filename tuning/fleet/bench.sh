@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Server CPU per text check, fleet node against single node, in one pass (interleaved rounds so
 # the machine's noise falls on both alike); Redis and quota-ledger round trips per 1,000 checks
-# at steady state; journal shipping into PostgreSQL (records per second).
+# at steady state; journal shipping into PostgreSQL (records per second, and PostgreSQL's CPU
+# per record).
 #
-#   tuning/fleet/bench.sh [MODGATE_BINARY] [ROUNDS]   (default: target/release/modgate, 3)
+#   tuning/fleet/bench.sh [MODGATE_BINARY] [ROUNDS]   (default: target/release/modgate, 3;
+#                                                      0: the shipping catch-up alone)
 #
 # The server runs one shard on CPU 0, wrk on CPU 1 (`cpu-per-request --pin-wrk 1`); PostgreSQL
 # and Redis (Debian's packages) run on loopback in a temporary directory.
@@ -126,13 +128,25 @@ wrk.headers["X-Api-Key"] = "$fleet_key"
 wrk.body = '{"text":"hello there"}'
 LUA
 backlog=$(curl -s "$fleet_metrics/metrics" | awk '/^modgate_journal_unshipped_records/ {s += $2} END {print s + 0}')
+# PostgreSQL's CPU (every process of its user, in clock ticks) across the catch-up.
+pg_ticks() {
+  local ticks=0 pid stat
+  for pid in $(pgrep -u postgres); do
+    read -r -a stat <"/proc/$pid/stat" 2>/dev/null || continue # gone since pgrep
+    ticks=$((ticks + stat[13] + stat[14]))
+  done
+  echo "$ticks"
+}
 start_count=$(pg_start; shipped)
+ticks0=$(pg_ticks)
 t0=$(date +%s.%N)
 while [ "$(curl -s "$fleet_metrics/metrics" | awk '/^modgate_journal_unshipped_records/ {s += $2} END {print s + 0}')" != 0 ]; do sleep 0.05; done
 t1=$(date +%s.%N)
+ticks1=$(pg_ticks)
 end_count=$(shipped)
 python3 -c "
 n = $end_count - $start_count
 t = $t1 - $t0
-print(f'shipping: {n} records (backlog {$backlog - $before}) in {t:.2f} s after PostgreSQL came back: {n / t:.0f} records/s')
+cpu = ($ticks1 - $ticks0) / $(getconf CLK_TCK)
+print(f'shipping: {n} records (backlog {$backlog - $before}) in {t:.2f} s after PostgreSQL came back: {n / t:.0f} records/s, PostgreSQL CPU {1e6 * cpu / max(n, 1):.1f} us per record')
 "
