@@ -2,10 +2,11 @@
 //!
 //! The per-shard LMDB journal stays the write-ahead record: a check is answered once its
 //! record is committed there, as on a single node. Each shard then ships what it committed, in
-//! commit order ([`crate::journal::shipping`]), in batches, to this thread, which inserts them
-//! with the request id as the primary key (`ON CONFLICT DO NOTHING`): at least once on the
-//! node's side, exactly once in the table. The shard moves its position only after the insert
-//! committed, so a crash, a lost connection or PostgreSQL down means a resend, never a loss.
+//! commit order ([`crate::journal::shipping`]), in batches, to this thread, whose connections
+//! (one per shard, up to [`SHIP_CONNECTIONS_MAX`]) insert them with the request id as the
+//! primary key (`ON CONFLICT DO NOTHING`): at least once on the node's side, exactly once in
+//! the table. The shard moves its position only after the insert committed, so a crash, a
+//! lost connection or PostgreSQL down means a resend, never a loss.
 //!
 //! The sink is this narrow interface ([`Shipper::ship`]: a batch in, success or failure out);
 //! a Kafka or NATS JetStream sink would be another thread behind the same call.
@@ -63,47 +64,69 @@ impl Shipper {
     }
 }
 
+/// At most this many connections ship a node's journal, one batch in flight on each: a shard
+/// has one batch in flight, so one connection per shard up to here. One PostgreSQL backend
+/// takes about 17 µs of CPU per record (in `tuning/fleet/bench.sh`), so one connection
+/// caps a node at roughly 50,000 records a second, less than a many-core node checks.
+pub const SHIP_CONNECTIONS_MAX: usize = 4;
+
+/// The batches waiting for a connection, shared by the connections' loops.
+type Queue = Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<Batch>>>;
+
 /// Starts the shipping thread for `shards` shards.
 pub fn spawn(cluster: ClusterConfig, shards: usize) -> anyhow::Result<Shipper> {
-    let (batches, mut queue) = tokio::sync::mpsc::unbounded_channel::<Batch>();
+    let (batches, queue) = tokio::sync::mpsc::unbounded_channel::<Batch>();
+    let queue: Queue = Arc::new(tokio::sync::Mutex::new(queue));
     let unshipped = Arc::new((0..shards).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
     let backlog = Arc::new(super::quota::Backlog::new(shards));
+    let connections = shards.clamp(1, SHIP_CONNECTIONS_MAX);
     super::spawn_engine_thread("modgate-ship", move || async move {
-        let node_id = cluster.node_id();
-        let mut client: Option<tokio_postgres::Client> = None;
-        while let Some(batch) = queue.recv().await {
-            if client.as_ref().is_none_or(|c| c.is_closed()) {
-                client = connect(&cluster).await.ok();
-            }
-            let shipped = match &mut client {
-                Some(client) => {
-                    match tokio::time::timeout(
-                        super::ROUND_TIMEOUT,
-                        insert(client, &node_id, &batch),
-                    )
-                    .await
-                    {
-                        Ok(result) => result,
-                        Err(_) => Err(anyhow::anyhow!("the insert timed out")),
-                    }
-                }
-                None => Err(anyhow::anyhow!("PostgreSQL cannot be reached")),
-            };
-            if let Err(error) = &shipped {
-                tracing::debug!(
-                    error = format!("{error:#}"),
-                    "journal batch not shipped; the shard will resend it"
-                );
-                client = None;
-            }
-            let _ = batch.done.send(shipped.is_ok());
+        let node_id: Arc<str> = cluster.node_id().into();
+        let mut loops = tokio::task::JoinSet::new();
+        for _ in 0..connections {
+            loops.spawn(ship_loop(cluster.clone(), node_id.clone(), queue.clone()));
         }
+        while loops.join_next().await.is_some() {}
     })?;
     Ok(Shipper {
         batches,
         unshipped,
         backlog,
     })
+}
+
+/// One connection's loop: takes the next batch of any shard, inserts it, reports the outcome;
+/// connects when it has a batch and no connection. Ends when the shards' sender is gone.
+async fn ship_loop(cluster: ClusterConfig, node_id: Arc<str>, queue: Queue) {
+    let mut client: Option<tokio_postgres::Client> = None;
+    loop {
+        // The lock is held while waiting, so the loops take batches in turn.
+        let Some(batch) = queue.lock().await.recv().await else {
+            return;
+        };
+        if client.as_ref().is_none_or(|c| c.is_closed()) {
+            client = connect(&cluster).await.ok();
+        }
+        let shipped = match &mut client {
+            Some(client) => {
+                match tokio::time::timeout(super::ROUND_TIMEOUT, insert(client, &node_id, &batch))
+                    .await
+                {
+                    Ok(result) => result,
+                    Err(_) => Err(anyhow::anyhow!("the insert timed out")),
+                }
+            }
+            None => Err(anyhow::anyhow!("PostgreSQL cannot be reached")),
+        };
+        if let Err(error) = &shipped {
+            tracing::debug!(
+                error = format!("{error:#}"),
+                "journal batch not shipped; the shard will resend it"
+            );
+            client = None;
+        }
+        let _ = batch.done.send(shipped.is_ok());
+    }
 }
 
 /// Inserts a batch; in the same transaction, the quota units charged among the rows that were

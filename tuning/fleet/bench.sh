@@ -7,6 +7,10 @@
 #   tuning/fleet/bench.sh [MODGATE_BINARY] [ROUNDS]   (default: target/release/modgate, 3;
 #                                                      0: the shipping catch-up alone)
 #
+# NODE_CORES=N (default 1) starts the nodes with N shards on CPUs 0..N-1; with ROUNDS 0 the
+# catch-up then ships from N shards, and PostgreSQL, restarted for it, runs unpinned at normal
+# priority (one backend per shipping connection, on any CPU).
+#
 # The server runs one shard on CPU 0, wrk on CPU 1 (`cpu-per-request --pin-wrk 1`); PostgreSQL
 # and Redis (Debian's packages) run on loopback in a temporary directory.
 set -euo pipefail
@@ -49,9 +53,11 @@ TOML
 # 2026-11-27, most on the fleet node, when this script set the limits itself).
 fleet_key=$(bench_key "$bin" --config "$work/fleet.toml")
 
+node_cores=${NODE_CORES:-1}
+node_cpus=0-$((node_cores - 1))
 start() { # NAME [--config FILE] -> sets pid, url, metrics
   local name=$1; shift
-  taskset -c 0 "$bin" serve --data "$work/data-$name" --listen 127.0.0.1:0 --cores 1 \
+  taskset -c "$node_cpus" "$bin" serve --data "$work/data-$name" --listen 127.0.0.1:0 --cores "$node_cores" \
     --models "$root/models" --metrics-listen 127.0.0.1:0 --log-level warn "$@" >"$work/$name.out" 2>&1 &
   pid=$!
   for _ in $(seq 200); do
@@ -137,6 +143,7 @@ pg_ticks() {
   done
   echo "$ticks"
 }
+if [ "$node_cores" != 1 ]; then engine_cpu='' engine_idle=''; fi
 start_count=$(pg_start; shipped)
 ticks0=$(pg_ticks)
 t0=$(date +%s.%N)
