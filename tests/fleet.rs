@@ -94,14 +94,13 @@ fn migration_5_keeps_the_journal_shipped_before_it() {
         .iter()
         .enumerate()
     {
+        let ms = 1_790_000_000_000u64 + n as u64;
         let record = format!(
             r#"{{"request_id":"{id}","unix_ms":{ms},"route":"/v1/text","kind":"text","key_id":"k1","org":"acme","ref":"r-{n}","workflow":"default","workflow_version":1,"status":200,"error_type":null,"action":"accept","scores":[["profanity",0.25]],"unchecked":["language"],"time_ms":0,"units":1}}"#,
-            ms = 1_790_000_000_000u64 + n as u64,
         );
         sql += &format!(
             "INSERT INTO journal (request_id, node_id, shard, unix_ms, org, key_id, ref, record)
-             VALUES ('{id}', 'node-a', 0, {}, 'acme', 'k1', 'r-{n}', '{record}'::jsonb);",
-            1_790_000_000_000u64 + n as u64
+             VALUES ('{id}', 'node-a', 0, {ms}, 'acme', 'k1', 'r-{n}', '{record}'::jsonb);"
         );
     }
     postgres.psql(&sql);

@@ -126,14 +126,16 @@ done
 # Shipping: stop the fleet node's shipping target, load, then time the catch-up.
 shipped() { "$pgbin/psql" -h 127.0.0.1 -p "$port" -U modgate -d modgate -At -c "SELECT count(*) FROM journal"; }
 as_pg "$pgbin/pg_ctl" -D "$work/pg" -m fast -w stop >/dev/null
-before=$(curl -s "$fleet_metrics/metrics" | awk '/^modgate_journal_unshipped_records/ {s += $2} END {print s + 0}')
+# Records the fleet node has committed and not shipped, over all its shards.
+unshipped() { curl -s "$fleet_metrics/metrics" | awk '/^modgate_journal_unshipped_records/ {s += $2} END {print s + 0}'; }
+before=$(unshipped)
 wrk -t1 -c8 -d10s -s /dev/stdin "$fleet_url/v1/text" >/dev/null <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["X-Api-Key"] = "$fleet_key"
 wrk.body = '{"text":"hello there"}'
 LUA
-backlog=$(curl -s "$fleet_metrics/metrics" | awk '/^modgate_journal_unshipped_records/ {s += $2} END {print s + 0}')
+backlog=$(unshipped)
 # PostgreSQL's CPU (every process of its user, in clock ticks) across the catch-up.
 pg_ticks() {
   local ticks=0 pid stat
@@ -147,7 +149,7 @@ if [ "$node_cores" != 1 ]; then engine_cpu='' engine_idle=''; fi
 start_count=$(pg_start; shipped)
 ticks0=$(pg_ticks)
 t0=$(date +%s.%N)
-while [ "$(curl -s "$fleet_metrics/metrics" | awk '/^modgate_journal_unshipped_records/ {s += $2} END {print s + 0}')" != 0 ]; do sleep 0.05; done
+while [ "$(unshipped)" != 0 ]; do sleep 0.05; done
 t1=$(date +%s.%N)
 ticks1=$(pg_ticks)
 end_count=$(shipped)
