@@ -12,10 +12,10 @@
 //! text is one look-up per token and one pass over the distinct terms. A term of at most 16
 //! bytes (all but 9 of the 15,442) is looked up as one integer, its bytes packed (`packed`),
 //! in a flat index of its own (`FlatIndex`), which spares hashing and comparing a string;
-//! an ASCII text (most) is tokenised and lower-cased byte by byte on the way, without a
-//! lower-cased copy, and its tokens are looked up in runs (`KEYS_PER_RUN`) whose table
-//! reads all start before any is waited for. A property test holds that path to the general
-//! one.
+//! an ASCII text (most) is tokenised from a bit mask of its word characters, 64 bytes at a
+//! time, and each token lower-cased in two registers, without a lower-cased copy, and its
+//! tokens are looked up in runs (`KEYS_PER_RUN`) whose table reads all start before any is
+//! waited for. Property tests hold that path to the general one.
 
 use std::collections::HashMap;
 
@@ -183,36 +183,21 @@ impl ProfanitySvm {
         });
     }
 
-    /// [`ProfanitySvm::columns_of`] of an ASCII text, in one pass over its bytes: a token is
-    /// lower-cased as it is packed, and one longer than any term is not looked up. Packed
-    /// tokens wait in `keys` and are looked up a run at a time ([`Self::look_up_run`]); a
-    /// longer token first flushes the run, so the columns stay in the text's order.
+    /// [`ProfanitySvm::columns_of`] of an ASCII text, without a lower-cased copy: its tokens
+    /// come from [`AsciiRuns`], each is packed and lower-cased in two registers
+    /// ([`folded_key`]), and one longer than any term is not looked up. Packed tokens wait in
+    /// `keys` and are looked up a run at a time ([`Self::look_up_run`]); a token too long to
+    /// pack first flushes the run, so the columns stay in the text's order.
     fn ascii_columns(&self, text: &[u8], columns: &mut Vec<u32>) {
-        let folded = |at: usize| WORD_FOLDED[usize::from(text[at])];
-        let mut lowered = Vec::new();
         let mut keys = [[0u64; 2]; KEYS_PER_RUN];
         let mut waiting = 0;
-        let mut at = 0;
-        while at < text.len() {
-            if folded(at) == 0 {
-                at += 1;
-                continue;
-            }
-            // A token: packed as it is read, while it fits.
-            let start = at;
-            let mut bytes = [0u8; PACKED_BYTES_MAX];
-            while at < text.len() && folded(at) != 0 {
-                if let Some(byte) = bytes.get_mut(at - start) {
-                    *byte = folded(at);
-                }
-                at += 1;
-            }
-            let len = at - start;
+        for (start, end) in AsciiRuns::new(text) {
+            let len = end - start;
             if len < 2 || len > self.longest {
                 continue;
             }
             if len <= PACKED_BYTES_MAX {
-                keys[waiting] = halves(u128::from_le_bytes(bytes));
+                keys[waiting] = folded_key(text, start, len);
                 waiting += 1;
                 if waiting == KEYS_PER_RUN {
                     self.look_up_run(&keys, columns);
@@ -221,8 +206,7 @@ impl ProfanitySvm {
             } else {
                 self.look_up_run(&keys[..waiting], columns);
                 waiting = 0;
-                lowered.clear();
-                lowered.extend(text[start..at].iter().map(u8::to_ascii_lowercase));
+                let lowered = text[start..end].to_ascii_lowercase();
                 columns.extend(self.column(&lowered));
             }
         }
@@ -287,19 +271,126 @@ impl ProfanitySvm {
 /// stack; a 1 KiB text has about 170 tokens).
 const KEYS_PER_RUN: usize = 128;
 
-/// Each byte lower-cased if it is an ASCII word character ([`is_word_char`]), else 0.
-const WORD_FOLDED: [u8; 256] = {
-    let mut table = [0u8; 256];
-    let mut byte = 0;
-    while byte < 128 {
-        let c = byte as u8;
-        if c.is_ascii_alphanumeric() || c == b'_' {
-            table[byte] = c.to_ascii_lowercase();
+/// `n` copies of the byte `b` in a word (of 8 or 16 bytes).
+const fn bytes_of(b: u8) -> u128 {
+    u128::from_le_bytes([b; 16])
+}
+
+/// The high bit of each byte of `word` (8 ASCII bytes: each below 0x80) that is a word
+/// character ([`is_word_char`]: a letter, a digit or `_`), others 0. Each test adds to every
+/// byte at once a bias that carries into its high bit exactly from a bound on (an ASCII byte
+/// plus a bias below 0x80 never carries into the next byte).
+fn word_bytes(word: u64) -> u64 {
+    let high = bytes_of(0x80) as u64;
+    let at_least = |x: u64, low: u8| x.wrapping_add(bytes_of(0x80 - low) as u64);
+    let lower = word | bytes_of(0x20) as u64;
+    let letter = at_least(lower, b'a') & !at_least(lower, b'z' + 1);
+    let digit = at_least(word, b'0') & !at_least(word, b'9' + 1);
+    let underscore = !at_least(word ^ bytes_of(b'_') as u64, 1);
+    (letter | digit | underscore) & high
+}
+
+/// The bytes `(start, end)` of every maximal run of word characters of an ASCII text, in
+/// order, whatever its length. Runs are found 64 bytes at a time from a mask of which bytes
+/// are word characters ([`word_bytes`], then each byte's high bit gathered into one bit by a
+/// multiplication): a loop that tested each byte stalled on a mispredicted branch at every
+/// token's end, more than half of this model's time at saturation. An iterator rather than
+/// a function taking a closure, so that the caller's work per run is compiled in its loop.
+struct AsciiRuns<'a> {
+    text: &'a [u8],
+    /// Where the current block of 64 bytes (fewer at the text's end) starts.
+    block: usize,
+    /// Where the next one starts.
+    next_block: usize,
+    /// The bits of the current block where a run starts or ends, not yet given.
+    edges: u64,
+    /// The current block's last bit, which the next block's first edge depends on.
+    carried: u64,
+    /// The start of the run in progress, if one is.
+    open: Option<usize>,
+}
+
+impl<'a> AsciiRuns<'a> {
+    fn new(text: &'a [u8]) -> AsciiRuns<'a> {
+        AsciiRuns {
+            text,
+            block: 0,
+            next_block: 0,
+            edges: 0,
+            carried: 0,
+            open: None,
         }
-        byte += 1;
     }
-    table
-};
+
+    /// The mask of the next block's word characters into `edges`. (Once in 64 bytes: kept
+    /// out of line so that `next`, small, is compiled into its caller's loop.)
+    #[inline(never)]
+    fn read_block(&mut self) {
+        // Bit k of `(high bits >> 7) * GATHER`'s top byte is byte k's bit: every product term
+        // lands on its own bit, so none carries.
+        const GATHER: u64 = 0x0102_0408_1020_4080;
+        let gathered = |high: u64| (high >> 7).wrapping_mul(GATHER) >> 56;
+        let end = self.text.len().min(self.next_block + 64);
+        let block = &self.text[self.next_block..end];
+        let eights = block.chunks_exact(8);
+        let rest = eights.remainder();
+        let mut words = 0u64;
+        for (i, eight) in eights.enumerate() {
+            let high = word_bytes(u64::from_le_bytes(eight.try_into().unwrap_or_default()));
+            words |= gathered(high) << (8 * i);
+        }
+        if !rest.is_empty() {
+            // The text's last bytes, padded with zeros (not word characters).
+            let mut bytes = [0u8; 8];
+            bytes[..rest.len()].copy_from_slice(rest);
+            words |= gathered(word_bytes(u64::from_le_bytes(bytes))) << (block.len() / 8 * 8);
+        }
+        // A run starts where a word byte follows another byte, and ends where it is followed.
+        self.edges = words ^ (words << 1 | self.carried);
+        self.carried = words >> 63;
+        self.block = self.next_block;
+        self.next_block = end;
+    }
+}
+
+impl Iterator for AsciiRuns<'_> {
+    type Item = (usize, usize);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<(usize, usize)> {
+        loop {
+            while self.edges != 0 {
+                let at = self.block + self.edges.trailing_zeros() as usize;
+                self.edges &= self.edges - 1;
+                match self.open.take() {
+                    Some(start) => return Some((start, at)),
+                    None => self.open = Some(at),
+                }
+            }
+            if self.next_block == self.text.len() {
+                return self.open.take().map(|start| (start, self.text.len()));
+            }
+            self.read_block();
+        }
+    }
+}
+
+/// The token of `len` bytes (1 to [`PACKED_BYTES_MAX`]) at `start` of the ASCII `text`,
+/// lower-cased and [`packed`] (as [`halves`]): read as one 16-byte word, cut to `len`, and
+/// `0x20` added to each capital at once (the tests of [`word_bytes`]).
+fn folded_key(text: &[u8], start: usize, len: usize) -> [u64; 2] {
+    let word = match text.get(start..start + PACKED_BYTES_MAX) {
+        Some(sixteen) => u128::from_le_bytes(sixteen.try_into().unwrap_or_default()),
+        None => text[start..start + len]
+            .iter()
+            .rev()
+            .fold(0, |word, &byte| word << 8 | u128::from(byte)),
+    };
+    let word = word & (u128::MAX >> (8 * (PACKED_BYTES_MAX - len)));
+    let at_least = |low: u8| word.wrapping_add(bytes_of(0x80 - low));
+    let capitals = at_least(b'A') & !at_least(b'Z' + 1) & bytes_of(0x80);
+    halves(word | capitals >> 2)
+}
 
 /// Calls `f` with every maximal run of at least two word characters (scikit-learn's
 /// `(?u)\b\w\w+\b` under Python 3.11's `re`: categories L*, N* and `_`).
@@ -410,6 +501,71 @@ mod tests {
             model.ascii_columns(text.as_bytes(), &mut ascii);
             model.columns_of(&text, &mut general);
             proptest::prop_assert_eq!(ascii, general);
+        }
+    }
+
+    /// The runs of a text's word characters, byte by byte.
+    fn runs_one_byte_at_a_time(text: &[u8]) -> Vec<(usize, usize)> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for (at, &byte) in text.iter().enumerate() {
+            if !is_word_char(char::from(byte)) {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((_, end)) if *end == at => *end += 1,
+                _ => runs.push((at, at + 1)),
+            }
+        }
+        runs
+    }
+
+    #[test]
+    fn word_bytes_marks_the_word_characters_in_every_position() {
+        for byte in 0u8..0x80 {
+            for position in 0..8 {
+                // The byte among others of each kind: none changes its answer.
+                for other in [b' ', b'a', b'Z', b'_', b'9', 0, 0x7f] {
+                    let mut bytes = [other; 8];
+                    bytes[position] = byte;
+                    let high = word_bytes(u64::from_le_bytes(bytes)).to_le_bytes();
+                    for (at, &b) in bytes.iter().enumerate() {
+                        let expected = if is_word_char(char::from(b)) { 0x80 } else { 0 };
+                        assert_eq!(high[at], expected, "{bytes:?} at {at}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn runs_are_found_across_blocks_and_at_the_ends() {
+        let runs = |text: &[u8]| AsciiRuns::new(text).collect::<Vec<_>>();
+        assert_eq!(runs(b""), []);
+        assert_eq!(runs(b"a"), [(0, 1)]);
+        assert_eq!(runs(b" a_1 , Bc"), [(1, 4), (7, 9)]);
+        let long = [b'x'; 200];
+        assert_eq!(runs(&long), [(0, 200)]);
+        let mut split = [b'y'; 128];
+        split[63] = b' ';
+        split[64] = b'.';
+        assert_eq!(runs(&split), [(0, 63), (65, 128)]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn runs_and_keys_match_a_byte_by_byte_scan(
+            text in "([a-zA-Z0-9_]{1,70}|[ .,'!\\-@`\\[{]{1,3}){0,12}|[\\x00-\\x7f]{0,200}"
+        ) {
+            let text = text.as_bytes();
+            let runs: Vec<_> = AsciiRuns::new(text).collect();
+            proptest::prop_assert_eq!(&runs, &runs_one_byte_at_a_time(text));
+            for (start, end) in runs {
+                if end - start <= PACKED_BYTES_MAX {
+                    let lowered = text[start..end].to_ascii_lowercase();
+                    let expected = halves(packed(&lowered).unwrap_or_default());
+                    proptest::prop_assert_eq!(folded_key(text, start, end - start), expected);
+                }
+            }
         }
     }
 
