@@ -606,7 +606,7 @@ fn db_migrate(path: &Path) -> anyhow::Result<()> {
     let cluster = cluster_of(path)?;
     let runtime = crate::fleet::runtime()?;
     let applied = runtime.block_on(async {
-        let mut client = crate::fleet::connect(&cluster).await?;
+        let mut client = crate::fleet::connect(&cluster, "migrate").await?;
         crate::fleet::schema::migrate(&mut client).await
     })?;
     match applied.as_slice() {

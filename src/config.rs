@@ -72,6 +72,11 @@ pub struct ClusterConfig {
     /// snapshot of the control plane when it comes back instead of replaying the changes.
     #[serde(default = "default_change_log_keep_hours")]
     pub change_log_keep_hours: u32,
+    /// Connections that ship this node's journal to PostgreSQL, each with one batch in flight
+    /// (count them in its `max_connections`). Default: one per shard, up to
+    /// [`crate::fleet::shipper::SHIP_CONNECTIONS_DEFAULT_MAX`]; more than the shards are not
+    /// opened, since a shard has one batch in flight.
+    pub shipping_connections: Option<usize>,
 }
 
 fn default_permit_ttl_ms() -> u64 {
@@ -322,6 +327,9 @@ pub const CONNECTIONS_PER_SHARD_MAX_RANGE: std::ops::RangeInclusive<usize> = 1..
 /// glommio allocates at least 64 KiB; more than 1 GiB per shard is a typo.
 pub const IO_MEMORY_BYTES_RANGE: std::ops::RangeInclusive<usize> = 64 << 10..=1 << 30;
 pub const RING_DEPTH_RANGE: std::ops::RangeInclusive<usize> = 1..=32_768;
+/// `cluster.shipping_connections`: more than 64 per node would crowd PostgreSQL's default
+/// `max_connections` (100) from a single node.
+pub const SHIPPING_CONNECTIONS_RANGE: std::ops::RangeInclusive<usize> = 1..=64;
 /// Spinning longer than a second is never a latency win.
 pub const SPIN_US_MAX: u64 = 1_000_000;
 /// The largest `inference.worker_share`: a shard always keeps some of its core.
@@ -612,6 +620,11 @@ impl Config {
         if self.plans.is_empty() {
             bail!("at least one plan is needed");
         }
+        if let Some(connections) = self.cluster.as_ref().and_then(|c| c.shipping_connections) {
+            if !SHIPPING_CONNECTIONS_RANGE.contains(&connections) {
+                bail!("cluster.shipping_connections must be in {SHIPPING_CONNECTIONS_RANGE:?}");
+            }
+        }
         // The interface promises these bounds (`docs/interface.md#limits`); a configuration may tighten them only.
         if self.limits.form_timeout_ms > FORM_TIMEOUT_MS {
             bail!(
@@ -771,6 +784,20 @@ mod tests {
             let mut config = Config::default();
             refuse(&mut config);
             assert!(config.validate().is_err());
+        }
+        // Shipping connections: at least one, and not so many that one node crowds PostgreSQL.
+        let cluster = |shipping_connections| {
+            let text = format!(
+                "[cluster]\npostgres_url = \"postgres://modgate@127.0.0.1/modgate\"\n\
+                 shipping_connections = {shipping_connections}\n"
+            );
+            parse(&text, Path::new("fleet.toml")).and_then(|config| config.validate())
+        };
+        assert!(cluster(1).is_ok());
+        assert!(cluster(64).is_ok());
+        for refused in [0, 65] {
+            let error = cluster(refused).unwrap_err().to_string();
+            assert!(error.contains("cluster.shipping_connections"), "{error}");
         }
     }
 

@@ -269,11 +269,17 @@ fn journals_ship_to_one_table_exactly_once_even_across_a_kill() {
     let postgres = Postgres::start();
     let dir = tempfile::tempdir().unwrap();
     let config = migrated(&postgres, dir.path(), ROOMY_PLANS);
+    // Two shards each: node-a ships over one connection per shard (the default), node-b
+    // over the one its configuration asks for.
     let node_options = |node: &str| {
         std::fs::create_dir_all(dir.path().join(node)).unwrap();
+        let mut config = cluster_config(&postgres, node);
+        if node == "node-b" {
+            config.push_str("shipping_connections = 1\n");
+        }
         Options {
             cores: Some(2),
-            config: cluster_config(&postgres, node),
+            config,
             data: Some(dir.path().join(node)),
             ..Options::default()
         }
@@ -360,6 +366,15 @@ fn journals_ship_to_one_table_exactly_once_even_across_a_kill() {
             .value("modgate_journal_unshipped_records", &[("shard", "0")]),
         Some(0.0)
     );
+    // Each connection names its role and node. node-a's shards took turns at its two
+    // connections (more than two batches since its restart); node-b had one.
+    let shipping = |node: &str| {
+        postgres.psql(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'modgate ship {node}'"
+        ))
+    };
+    assert_eq!(shipping("node-a"), "2");
+    assert_eq!(shipping("node-b"), "1");
 }
 
 /// A control plane restored from an older backup (its revisions behind what a node applied):

@@ -25,7 +25,7 @@ pub async fn transact<T>(
     cluster: &ClusterConfig,
     op: impl FnOnce(&Store) -> anyhow::Result<T>,
 ) -> anyhow::Result<(T, Option<i64>)> {
-    let mut client = connect(cluster).await?;
+    let mut client = connect(cluster, "admin").await?;
     schema::check(&client).await?;
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&schema::ADMIN_LOCK])
@@ -120,7 +120,7 @@ pub async fn wait_for_nodes(
     revision: Revision,
     timeout: Duration,
 ) -> anyhow::Result<Vec<String>> {
-    let client = connect(cluster).await?;
+    let client = connect(cluster, "admin").await?;
     let deadline = Instant::now() + timeout;
     let (column, revision) = match revision {
         Revision::Control(revision) => ("applied_revision", revision),
@@ -177,7 +177,7 @@ pub struct FleetStatus {
 }
 
 pub async fn status(cluster: &ClusterConfig) -> anyhow::Result<FleetStatus> {
-    let client = connect(cluster).await?;
+    let client = connect(cluster, "admin").await?;
     schema::check(&client).await?;
     let revision: i64 = client
         .query_one(
@@ -260,7 +260,7 @@ pub struct Forgotten {
 /// answered and had not shipped are unknown here: their units go back too (if the node ever
 /// starts again, it ships them and its next reconciliation charges them again).
 pub async fn forget(cluster: &ClusterConfig, node_id: &str) -> anyhow::Result<Forgotten> {
-    let mut client = connect(cluster).await?;
+    let mut client = connect(cluster, "admin").await?;
     schema::check(&client).await?;
     let tx = client.transaction().await?;
     let age: Option<i64> = tx

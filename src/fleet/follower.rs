@@ -91,7 +91,7 @@ pub fn initial_sync(
 ) -> anyhow::Result<()> {
     let runtime = super::runtime()?;
     runtime.block_on(async {
-        let mut client = super::connect(cluster).await?;
+        let mut client = super::connect(cluster, "follow").await?;
         schema::check(&client).await?;
         let revision = match store.revision()? {
             Some(revision) => catch_up_or_snapshot(&mut client, store, revision).await?,
@@ -153,7 +153,7 @@ async fn follow_once(
     store: &Store,
     status: &ControlPlaneStatus,
 ) -> anyhow::Result<std::convert::Infallible> {
-    let (mut client, mut connection) = super::postgres_config(cluster)?
+    let (mut client, mut connection) = super::postgres_config(cluster, "follow")?
         .connect(tokio_postgres::NoTls)
         .await?;
     let (notified, mut notifications) = tokio::sync::mpsc::unbounded_channel();

@@ -108,7 +108,9 @@ pub async fn write(
             )));
         }
     }
-    let mut client = super::connect(cluster).await.map_err(unavailable)?;
+    let mut client = super::connect(cluster, "lists")
+        .await
+        .map_err(unavailable)?;
     let logged = tokio::time::timeout(
         WRITE_TIMEOUT,
         log_write(&mut client, store, org, change, &bytes),
@@ -304,7 +306,7 @@ async fn mark_of(
 pub fn replay_for_cli(cluster: &ClusterConfig, store: &Store) -> anyhow::Result<i64> {
     let runtime = super::runtime()?;
     runtime.block_on(async {
-        let client = super::connect(cluster).await?;
+        let client = super::connect(cluster, "lists").await?;
         schema::check(&client).await?;
         catch_up(&client, store, None)
             .await

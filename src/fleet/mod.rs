@@ -97,7 +97,10 @@ pub const TCP_USER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 pub const ROUND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The connection settings of `cluster`, with the bounds above.
-pub fn postgres_config(cluster: &ClusterConfig) -> anyhow::Result<tokio_postgres::Config> {
+pub fn postgres_config(
+    cluster: &ClusterConfig,
+    role: &str,
+) -> anyhow::Result<tokio_postgres::Config> {
     let mut config: tokio_postgres::Config = cluster
         .postgres_url
         .parse()
@@ -107,12 +110,21 @@ pub fn postgres_config(cluster: &ClusterConfig) -> anyhow::Result<tokio_postgres
         .tcp_user_timeout(TCP_USER_TIMEOUT)
         .keepalives(true)
         .keepalives_idle(std::time::Duration::from_secs(5));
+    // Named in `pg_stat_activity` by what it is for and which node holds it, unless the URL
+    // names it.
+    if config.get_application_name().is_none() {
+        config.application_name(format!("modgate {role} {}", cluster.node_id()));
+    }
     Ok(config)
 }
 
-/// Connects to the control plane; the connection is driven by a task on the current runtime.
-pub async fn connect(cluster: &ClusterConfig) -> anyhow::Result<tokio_postgres::Client> {
-    let (client, connection) = postgres_config(cluster)?
+/// Connects to the control plane for `role` (its `application_name`: `modgate ROLE NODE`);
+/// the connection is driven by a task on the current runtime.
+pub async fn connect(
+    cluster: &ClusterConfig,
+    role: &str,
+) -> anyhow::Result<tokio_postgres::Client> {
+    let (client, connection) = postgres_config(cluster, role)?
         .connect(tokio_postgres::NoTls)
         .await
         .with_context(|| {

@@ -303,7 +303,7 @@ impl Ledger {
                 // Failed a moment ago: answer at once (the node's share answers meanwhile).
                 return false;
             }
-            self.client = super::connect(cluster).await.ok();
+            self.client = super::connect(cluster, "quota").await.ok();
         }
         let Some(client) = self.client.as_mut() else {
             self.failed();

@@ -3,9 +3,9 @@
 //! The per-shard LMDB journal stays the write-ahead record: a check is answered once its
 //! record is committed there, as on a single node. Each shard then ships what it committed, in
 //! commit order ([`crate::journal::shipping`]), in batches, to this thread, whose connections
-//! (one per shard, up to [`SHIP_CONNECTIONS_MAX`]) insert them with the request id as the
-//! primary key (`ON CONFLICT DO NOTHING`): at least once on the node's side, exactly once in
-//! the table. The shard moves its position only after the insert committed, so a crash, a
+//! (`cluster.shipping_connections`, by default one per shard up to
+//! [`SHIP_CONNECTIONS_DEFAULT_MAX`]) insert them with the request id as the primary key
+//! (`ON CONFLICT DO NOTHING`): at least once on the node's side, exactly once in the table. The shard moves its position only after the insert committed, so a crash, a
 //! lost connection or PostgreSQL down means a resend, never a loss.
 //!
 //! The sink is this narrow interface ([`Shipper::ship`]: a batch in, success or failure out);
@@ -64,11 +64,22 @@ impl Shipper {
     }
 }
 
-/// At most this many connections ship a node's journal, one batch in flight on each: a shard
-/// has one batch in flight, so one connection per shard up to here. One PostgreSQL backend
-/// takes about 17 µs of CPU per record (in `tuning/fleet/bench.sh`), so one connection
-/// caps a node at roughly 50,000 records a second, less than a many-core node checks.
-pub const SHIP_CONNECTIONS_MAX: usize = 4;
+/// Unless `cluster.shipping_connections` says otherwise, at most this many connections ship
+/// a node's journal, one batch in flight on each: a shard has one batch in flight, so one
+/// connection per shard up to here. One PostgreSQL backend takes about 17 µs of CPU per
+/// record (in `tuning/fleet/bench.sh`), so one connection caps a node at roughly 50,000
+/// records a second, less than a many-core node checks.
+pub const SHIP_CONNECTIONS_DEFAULT_MAX: usize = 4;
+
+/// The connections a node of `shards` shards ships over: `shipping_connections` (validated
+/// against [`crate::config::SHIPPING_CONNECTIONS_RANGE`]) or one per shard up to
+/// [`SHIP_CONNECTIONS_DEFAULT_MAX`]; never more than the shards, nor fewer than one.
+pub fn connections(shipping_connections: Option<usize>, shards: usize) -> usize {
+    shipping_connections
+        .unwrap_or(SHIP_CONNECTIONS_DEFAULT_MAX)
+        .min(shards)
+        .max(1)
+}
 
 /// The batches waiting for a connection, shared by the connections' loops.
 type Queue = Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<Batch>>>;
@@ -79,7 +90,7 @@ pub fn spawn(cluster: ClusterConfig, shards: usize) -> anyhow::Result<Shipper> {
     let queue: Queue = Arc::new(tokio::sync::Mutex::new(queue));
     let unshipped = Arc::new((0..shards).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
     let backlog = Arc::new(super::quota::Backlog::new(shards));
-    let connections = shards.clamp(1, SHIP_CONNECTIONS_MAX);
+    let connections = connections(cluster.shipping_connections, shards);
     super::spawn_engine_thread("modgate-ship", move || async move {
         let node_id: Arc<str> = cluster.node_id().into();
         let mut loops = tokio::task::JoinSet::new();
@@ -105,7 +116,7 @@ async fn ship_loop(cluster: ClusterConfig, node_id: Arc<str>, queue: Queue) {
             return;
         };
         if client.as_ref().is_none_or(|c| c.is_closed()) {
-            client = connect(&cluster).await.ok();
+            client = connect(&cluster, "ship").await.ok();
         }
         let shipped = match &mut client {
             Some(client) => {
@@ -198,7 +209,7 @@ pub async fn query(
     filter: &Filter,
     each: &mut dyn FnMut(&JournalRecord<'_>) -> anyhow::Result<()>,
 ) -> anyhow::Result<u64> {
-    let client = connect(cluster).await?;
+    let client = connect(cluster, "journal").await?;
     super::schema::check(&client).await?;
     let rows = client
         .query(
@@ -230,7 +241,7 @@ pub async fn query(
 
 /// `modgate journal prune` on a fleet: deletes the table's records older than `before_ms`.
 pub async fn prune(cluster: &ClusterConfig, before_ms: i64) -> anyhow::Result<u64> {
-    let client = connect(cluster).await?;
+    let client = connect(cluster, "journal").await?;
     super::schema::check(&client).await?;
     Ok(client
         .execute("DELETE FROM journal WHERE unix_ms < $1", &[&before_ms])
@@ -245,3 +256,20 @@ pub const SHIP_INTERVAL: Duration = Duration::from_millis(200);
 /// and an LMDB commit for the position) instead of the few committed during the last round.
 /// It bounds the shipping lag of a steady load, not of a backlog: full batches go at once.
 pub const SHIP_LINGER: Duration = Duration::from_millis(100);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_are_one_per_shard_up_to_the_default_or_as_configured() {
+        assert_eq!(connections(None, 1), 1);
+        assert_eq!(connections(None, 2), 2);
+        assert_eq!(connections(None, 64), SHIP_CONNECTIONS_DEFAULT_MAX);
+        assert_eq!(connections(Some(1), 8), 1);
+        assert_eq!(connections(Some(16), 32), 16);
+        // A shard has one batch in flight: more connections than shards would stay idle.
+        assert_eq!(connections(Some(16), 2), 2);
+        assert_eq!(connections(None, 0), 1);
+    }
+}
