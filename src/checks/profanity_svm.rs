@@ -277,9 +277,9 @@ const fn bytes_of(b: u8) -> u128 {
 }
 
 /// The high bit of each byte of `word` (8 ASCII bytes: each below 0x80) that is a word
-/// character ([`is_word_char`]: a letter, a digit or `_`), others 0. Each test adds to every
-/// byte at once a bias that carries into its high bit exactly from a bound on (an ASCII byte
-/// plus a bias below 0x80 never carries into the next byte).
+/// character ([`is_word_char`]: a letter, a digit or `_`), others 0. Each test adds a bias to
+/// every byte at once, which sets a byte's high bit exactly when the byte is at least a
+/// bound (`at_least`); an ASCII byte plus a bias below 0x80 never carries into the next byte.
 fn word_bytes(word: u64) -> u64 {
     let high = bytes_of(0x80) as u64;
     let at_least = |x: u64, low: u8| x.wrapping_add(bytes_of(0x80 - low) as u64);
@@ -293,9 +293,10 @@ fn word_bytes(word: u64) -> u64 {
 /// The bytes `(start, end)` of every maximal run of word characters of an ASCII text, in
 /// order, whatever its length. Runs are found 64 bytes at a time from a mask of which bytes
 /// are word characters ([`word_bytes`], then each byte's high bit gathered into one bit by a
-/// multiplication): a loop that tested each byte stalled on a mispredicted branch at every
-/// token's end, more than half of this model's time at saturation. An iterator rather than
-/// a function taking a closure, so that the caller's work per run is compiled in its loop.
+/// multiplication): a loop that tested each byte mispredicted a branch at every token's end
+/// (with the key's bytes stored one at a time, the read after that loop held 44 % of this
+/// model's samples at saturation). An iterator rather than a function taking a closure, so
+/// that the caller's work per run is compiled in its loop.
 struct AsciiRuns<'a> {
     text: &'a [u8],
     /// Where the current block of 64 bytes (fewer at the text's end) starts.
@@ -377,7 +378,7 @@ impl Iterator for AsciiRuns<'_> {
 
 /// The token of `len` bytes (1 to [`PACKED_BYTES_MAX`]) at `start` of the ASCII `text`,
 /// lower-cased and [`packed`] (as [`halves`]): read as one 16-byte word, cut to `len`, and
-/// `0x20` added to each capital at once (the tests of [`word_bytes`]).
+/// `0x20` added to each capital at once (with the biased additions of [`word_bytes`]).
 fn folded_key(text: &[u8], start: usize, len: usize) -> [u64; 2] {
     let word = match text.get(start..start + PACKED_BYTES_MAX) {
         Some(sixteen) => u128::from_le_bytes(sixteen.try_into().unwrap_or_default()),

@@ -5,8 +5,9 @@
 //! commit order ([`crate::journal::shipping`]), in batches, to this thread, whose connections
 //! (`cluster.shipping_connections`, by default one per shard up to
 //! [`SHIP_CONNECTIONS_DEFAULT_MAX`]) insert them with the request id as the primary key
-//! (`ON CONFLICT DO NOTHING`): at least once on the node's side, exactly once in the table. The shard moves its position only after the insert committed, so a crash, a
-//! lost connection or PostgreSQL down means a resend, never a loss.
+//! (`ON CONFLICT DO NOTHING`): at least once on the node's side, exactly once in the table.
+//! The shard moves its position only after the insert committed, so a crash, a lost
+//! connection or PostgreSQL down means a resend, never a loss.
 //!
 //! The sink is this narrow interface ([`Shipper::ship`]: a batch in, success or failure out);
 //! a Kafka or NATS JetStream sink would be another thread behind the same call.
