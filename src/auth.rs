@@ -32,15 +32,12 @@ pub fn presented_key<'a>(
     api_secret: Option<&'a str>,
     compat: bool,
 ) -> ApiResult<&'a str> {
-    let bearer = match head.authorization.as_deref() {
+    let bearer = match head.authorization() {
         Some(value) => Some(bearer_token(value)?),
         None => None,
     };
     let mut found: Option<&str> = None;
-    for candidate in [bearer, head.api_key.as_deref(), api_secret]
-        .into_iter()
-        .flatten()
-    {
+    for candidate in [bearer, head.api_key(), api_secret].into_iter().flatten() {
         match found {
             Some(key) if key != candidate => {
                 return Err(ApiError::unauthorized(
@@ -173,23 +170,21 @@ fn store_error(error: heed::Error) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::head::{Framing, Method, Version};
+    use crate::http::head::{parse_head, HeadLimits};
 
     fn head(authorization: Option<&str>, api_key: Option<&str>) -> RequestHead {
-        RequestHead {
-            method: Method::Get,
-            version: Version::Http11,
-            path: "/".into(),
-            query: String::new(),
-            framing: Framing::Empty,
-            keep_alive: true,
-            expect_continue: false,
-            has_origin: false,
-            authorization: authorization.map(str::to_owned),
-            api_key: api_key.map(str::to_owned),
-            content_type: None,
-            host: None,
+        let mut raw = String::from("GET / HTTP/1.1\r\nHost: a\r\n");
+        if let Some(value) = authorization {
+            raw.push_str(&format!("Authorization: {value}\r\n"));
         }
+        if let Some(value) = api_key {
+            raw.push_str(&format!("X-Api-Key: {value}\r\n"));
+        }
+        raw.push_str("\r\n");
+        let (head, _) = parse_head(raw.as_bytes(), &HeadLimits::default())
+            .expect("a valid head")
+            .expect("a complete head");
+        head
     }
 
     #[test]

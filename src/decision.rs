@@ -59,7 +59,7 @@ pub struct Decision {
 pub fn decide(workflow: &WorkflowDef, board: &ScoreBoard) -> Decision {
     let mut reject_reason = Vec::new();
     let mut review_reason = Vec::new();
-    let mut scores = Vec::new();
+    let mut scores = Vec::with_capacity(workflow.categories.len());
     let mut unchecked = Vec::new();
     let allowed = board.allowed();
     for (category, thresholds) in &workflow.categories {

@@ -19,6 +19,25 @@
 /// A `HashMap` with foldhash's per-process random seed.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
+/// The value of `key` in `map`, inserted with `make` first if it is absent. `entry` wants an
+/// owned key, which a map keyed by `String` pays as an allocation on every call, present or
+/// not; here the key is copied only when it goes in (the price: a second hash on insert).
+pub fn value_of<'m, V, S: std::hash::BuildHasher>(
+    map: &'m mut std::collections::HashMap<String, V, S>,
+    key: &str,
+    make: impl FnOnce() -> V,
+) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_owned(), make());
+    }
+    // (Returning `get_mut`'s value early, then inserting, is the one lookup the borrow
+    // checker does not accept yet.)
+    match map.get_mut(key) {
+        Some(value) => value,
+        None => unreachable!("the key was inserted above"),
+    }
+}
+
 /// Words of at most this many bytes can be [`packed`].
 pub const PACKED_BYTES_MAX: usize = 16;
 
@@ -149,6 +168,23 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn value_of_inserts_once_and_finds_after() {
+        let mut map: FastMap<String, u32> = FastMap::default();
+        let mut made = 0;
+        for _ in 0..3 {
+            *value_of(&mut map, "org", || {
+                made += 1;
+                10
+            }) += 1;
+        }
+        assert_eq!(made, 1, "made only when absent");
+        assert_eq!(map.get("org"), Some(&13));
+        *value_of(&mut map, "other", || 0) += 5;
+        assert_eq!(map.len(), 2);
+        assert_eq!(map.get("other"), Some(&5));
+    }
 
     #[test]
     fn an_empty_index_finds_nothing() {

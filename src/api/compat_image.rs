@@ -134,7 +134,7 @@ async fn receive_query<'c, S: AsyncRead + AsyncWrite + Unpin>(
     exchange: &mut Exchange<'_, S>,
     notes: &mut RequestNotes,
 ) -> ApiResult<Received<'c>> {
-    let query = ImageQuery::parse(&exchange.head.query)?;
+    let query = ImageQuery::parse(exchange.head.query())?;
     let caller = notes
         .admit_check(
             cx,

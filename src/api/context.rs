@@ -15,7 +15,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::buffers::BufferPool;
+use super::buffers::{BufferPool, JsonBuffers};
 use super::envelope;
 use crate::auth::{self, Caller};
 use crate::checks::Engine;
@@ -61,6 +61,8 @@ pub struct Context {
     pub metrics: Rc<Metrics>,
     pub text_buffers: BufferPool,
     pub image_buffers: BufferPool,
+    /// simd-json's working buffers, kept between JSON bodies.
+    pub json_buffers: JsonBuffers,
     downloader: Downloader,
     /// Compatible-form uploads in progress (capped by `limits.uploads_per_shard_max`).
     pub uploads: Cell<usize>,
@@ -122,6 +124,7 @@ impl Context {
             metrics,
             text_buffers: BufferPool::new(TEXT_BUFFERS_KEPT, TEXT_BUFFER_BYTES_KEPT),
             image_buffers: BufferPool::new(IMAGE_BUFFERS_KEPT, IMAGE_BUFFER_BYTES_KEPT),
+            json_buffers: JsonBuffers::default(),
             downloader,
             uploads: Cell::new(0),
             unauthenticated_bytes: Cell::new(0),

@@ -212,7 +212,7 @@ pub async fn read_form<S: AsyncRead + AsyncWrite + Unpin>(
     payload: &mut Vec<u8>,
 ) -> ApiResult<Form> {
     let limits = &cx.request_limits;
-    let content_type = exchange.head.content_type.as_deref().unwrap_or("");
+    let content_type = exchange.head.content_type().unwrap_or("");
     let mut parser = if is_urlencoded(content_type) {
         FormParser::UrlEncoded(Vec::new())
     } else {
@@ -324,7 +324,7 @@ pub async fn read_form_and_admit<S: AsyncRead + AsyncWrite + Unpin>(
     kind: crate::content::ContentKind,
 ) -> ApiResult<(Form, crate::auth::Caller)> {
     let head = &exchange.head;
-    if head.authorization.is_some() || head.api_key.is_some() {
+    if head.authorization().is_some() || head.api_key().is_some() {
         let caller = notes.admit_check(cx, head, None, kind).await?;
         let form = read_form(cx, exchange, spec, payload).await?;
         crate::auth::presented_key(&exchange.head, form.api_secret.as_deref(), true)?;
@@ -336,7 +336,7 @@ pub async fn read_form_and_admit<S: AsyncRead + AsyncWrite + Unpin>(
         Framing::Empty => 0,
     };
     // A URL-encoded body is held whole while its fields are decoded next to it.
-    let urlencoded = is_urlencoded(head.content_type.as_deref().unwrap_or(""));
+    let urlencoded = is_urlencoded(head.content_type().unwrap_or(""));
     let reserved = if urlencoded { body * 2 } else { body };
     let _reservation = cx.reserve_unauthenticated(reserved)?;
     let form = read_form(cx, exchange, spec, payload).await?;

@@ -73,7 +73,7 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     let caller = notes
         .admit_check(cx, &exchange.head, None, ContentKind::Image)
         .await?;
-    let query = ImageQuery::parse(&exchange.head.query)?;
+    let query = ImageQuery::parse(exchange.head.query())?;
     if let Some(reference) = &query.reference {
         validate_ref(reference)?;
         notes.reference = Some(reference.clone());

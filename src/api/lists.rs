@@ -91,10 +91,10 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
     let caller = notes.authenticate(cx, &exchange.head, None)?;
     require_lists_scope(&caller)?;
     cx.limits.take_rate(&caller, cx.now_ms()).await?;
-    let path = exchange.head.path.clone();
+    let path = exchange.head.path().to_owned();
     let method = exchange.head.method;
     let org = caller.org.record.name.clone();
-    let query = exchange.head.query.clone();
+    let query = exchange.head.query().to_owned();
     match (method, target(&path)?) {
         (Method::Get | Method::Head, Target::Lists) => {
             let lists = blocking(cx, move |store| store.lists_of(&org)).await?;
@@ -231,9 +231,10 @@ async fn create<S: AsyncRead + AsyncWrite + Unpin>(
     exchange: &mut Exchange<'_, S>,
     caller: &Caller,
 ) -> ApiResult<Response> {
-    require_json(exchange.head.content_type.as_deref())?;
+    require_json(exchange.head.content_type())?;
     let mut body = read_body(cx, exchange).await?;
     let request: CreateRequest = parse_object(
+        &cx.json_buffers,
         &mut body,
         16,
         "the body is {\"name\": string, \"kind\": \"block\" or \"allow\", \"content\": \"image\" or \"text\" (optional), \"distance\": number (optional)}",
@@ -311,13 +312,13 @@ async fn add<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> ApiResult<Response> {
     let json = exchange
         .head
-        .content_type
-        .as_deref()
+        .content_type()
         .and_then(|value| value.split(';').next())
         .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"));
     let new = if json {
         let mut body = read_body(cx, exchange).await?;
         let request: AddRequest = parse_object(
+            &cx.json_buffers,
             &mut body,
             ENTRIES_PER_REQUEST_MAX * 4,
             "the body is {\"entries\": [{\"hash_type\": \"pdq\"|\"md5\"|\"sha256\", \"hash\": hex, \"label\": string, \"id\": string}]}, or with \"term\": string in place of hash_type and hash",
@@ -373,7 +374,7 @@ async fn image_entries<S: AsyncRead + AsyncWrite + Unpin>(
     exchange: &mut Exchange<'_, S>,
     caller: &Caller,
 ) -> ApiResult<Vec<NewEntry>> {
-    let query = EntryQuery::parse(&exchange.head.query)?;
+    let query = EntryQuery::parse(exchange.head.query())?;
     // Hashing an image decodes it as a check does: the key must be one that may check images.
     caller.require_scope(crate::content::ContentKind::Image)?;
     let bytes = super::image::read_image(cx, exchange, query.url.as_deref()).await?;

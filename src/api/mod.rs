@@ -268,7 +268,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
     exchange: &mut Exchange<'_, S>,
 ) -> Response {
     let mut notes = RequestNotes {
-        route: Route::find(&exchange.head.path),
+        route: Route::find(exchange.head.path()),
         started: Instant::now(),
         key_id: None,
         caller: None,
@@ -277,11 +277,11 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         workflow: None,
         check: None,
     };
-    if cx.panic_path.as_deref() == Some(exchange.head.path.as_str()) {
+    if cx.panic_path.as_deref() == Some(exchange.head.path()) {
         // Formatted on purpose: the panic hook must withhold it (it quotes the query).
         panic!(
             "testing.panic_path was asked for, query {}",
-            exchange.head.query
+            exchange.head.query()
         );
     }
     // While the model worker has jobs, a shard that took more than its share of the core
@@ -291,7 +291,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
     let (mut response, mut refused) = match result {
         Ok(response) => (response, None),
         Err(error) => (
-            cx.error_answer(&error, &exchange.head.path, &exchange.request_id),
+            cx.error_answer(&error, exchange.head.path(), &exchange.request_id),
             Some(error.kind),
         ),
     };
@@ -321,7 +321,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
                 "the check could not be recorded (the journal cannot commit now); it was not answered: retry shortly",
             )
             .with_retry_after(JOURNAL_RETRY_AFTER_S);
-            response = cx.error_answer(&error, &exchange.head.path, &exchange.request_id);
+            response = cx.error_answer(&error, exchange.head.path(), &exchange.request_id);
         }
     }
     // A check counts toward the quota once it ran and was recorded; the permit is held until
@@ -507,7 +507,7 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
     let route = notes.route.ok_or_else(|| {
         ApiError::new(
             ErrorKind::NotFound,
-            format!("no route for path '{}'", truncated(&head.path)),
+            format!("no route for path '{}'", truncated(head.path())),
         )
     })?;
     if !accepts(route, head.method) {
@@ -539,7 +539,7 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
         Route::CompatImage => compat_image::check(cx, exchange, notes).await,
         Route::Moderations => openai::moderations(cx, exchange, notes).await,
         Route::Perspective => perspective::analyze(cx, exchange, notes).await,
-        Route::Discovery => perspective::discovery(cx, head.host.as_deref(), &head.query),
+        Route::Discovery => perspective::discovery(cx, head.host(), head.query()),
         Route::SightengineCheck => sightengine::check(cx, exchange, notes).await,
         Route::SightengineText => sightengine_text::check(cx, exchange, notes).await,
         Route::Lists => lists::handle(cx, exchange, notes).await,

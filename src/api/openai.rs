@@ -26,6 +26,7 @@ use futures_lite::{AsyncRead, AsyncWrite};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
+use super::buffers::JsonBuffers;
 use super::context::Context;
 use super::envelope::json_response;
 use super::image::score_image;
@@ -143,7 +144,7 @@ pub async fn moderations<S: AsyncRead + AsyncWrite + Unpin>(
         body_bytes_max(&cx.request_limits),
     )
     .await?;
-    let request = parse(&mut body)?;
+    let request = parse(&cx.json_buffers, &mut body)?;
     let model = request.model.as_deref().unwrap_or(DEFAULT_MODEL).to_owned();
     let workflow_name = if OPENAI_MODELS.contains(&model.as_str()) {
         MODERATION_WORKFLOW
@@ -219,8 +220,9 @@ pub async fn moderations<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// The request in `body` (parsed in place; strings without escapes are borrowed from it).
-fn parse(body: &mut [u8]) -> ApiResult<ModerationRequest<'_>> {
+fn parse<'b>(json: &JsonBuffers, body: &'b mut [u8]) -> ApiResult<ModerationRequest<'b>> {
     parse_object(
+        json,
         body,
         VALUES_MAX,
         "the body is not a moderation request: `input` is a string, an array of strings, \
@@ -521,7 +523,7 @@ mod tests {
     /// Subjects of `body`, or the error's message.
     fn shape(body: &[u8]) -> Result<Vec<Shape>, String> {
         let mut body = body.to_vec();
-        let request = parse(&mut body).map_err(|e| e.message)?;
+        let request = parse(&JsonBuffers::default(), &mut body).map_err(|e| e.message)?;
         let input = request.input.as_ref().ok_or("no input")?;
         let subjects = subjects(input).map_err(|e| e.message)?;
         Ok(subjects

@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use futures_lite::{AsyncRead, AsyncWrite};
 use serde::{Deserialize, Serialize};
 
+use super::buffers::JsonBuffers;
 use super::context::Context;
 use super::envelope::json_response;
 use super::text::{parse_object, read_json_body};
@@ -129,7 +130,7 @@ pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
     exchange: &mut Exchange<'_, S>,
     notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
-    let key = query_key(&exchange.head.query)?;
+    let key = query_key(exchange.head.query())?;
     let caller = notes
         .admit_check(cx, &exchange.head, key.as_deref(), ContentKind::Text)
         .await?;
@@ -140,7 +141,7 @@ pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
         cx.request_limits.text_body_bytes_max,
     )
     .await?;
-    let request = parse(&mut body)?;
+    let request = parse(&cx.json_buffers, &mut body)?;
     let attributes = requested(&request)?;
     let text = request
         .comment
@@ -232,8 +233,9 @@ fn query_key(raw: &str) -> ApiResult<Option<String>> {
 }
 
 /// The request in `body` (parsed in place).
-fn parse(body: &mut [u8]) -> ApiResult<AnalyzeRequest<'_>> {
+fn parse<'b>(json: &JsonBuffers, body: &'b mut [u8]) -> ApiResult<AnalyzeRequest<'b>> {
     parse_object(
+        json,
         body,
         VALUES_MAX,
         "the body is not an AnalyzeCommentRequest: comment.text is a string, \
@@ -406,7 +408,7 @@ mod tests {
 
     fn request(body: &[u8]) -> Result<Vec<&'static str>, String> {
         let mut body = body.to_vec();
-        let request = parse(&mut body).map_err(|e| e.message)?;
+        let request = parse(&JsonBuffers::default(), &mut body).map_err(|e| e.message)?;
         let attributes = requested(&request).map_err(|e| e.message)?;
         Ok(attributes.into_iter().map(|(a, _, _)| a).collect())
     }

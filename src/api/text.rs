@@ -5,15 +5,13 @@
 //! `ref` (400), `context` (413, every plan), `text` (413 over the plan's characters), the
 //! workflow (400 unknown, 403 not allowed), then the checks.
 //!
-//! The body is parsed in place by simd-json from a per-shard pooled buffer; strings without
-//! escapes are borrowed from it, not copied.
-
-use std::borrow::Cow;
+//! The body is parsed in place by simd-json from a per-shard pooled buffer, with the shard's
+//! kept simd-json buffers; its strings are unescaped in place and borrowed, not copied.
 
 use futures_lite::{AsyncRead, AsyncWrite};
 use serde::Deserialize;
 
-use super::buffers::{BufferPool, PooledBuffer};
+use super::buffers::{BufferPool, JsonBuffers, PooledBuffer};
 use super::context::Context;
 use super::finish::finish_check;
 use super::RequestNotes;
@@ -28,16 +26,18 @@ pub const DEFAULT_WORKFLOW: &str = "default";
 /// Nesting of the JSON body (a TextRequest needs 1).
 pub const JSON_DEPTH_MAX: usize = 16;
 
+/// The fields borrow from the body: simd-json unescapes every string in place, so a `&str`
+/// always borrows (serde's `Cow` in an `Option` would copy each one into a `String`).
 #[derive(Deserialize)]
 struct TextRequest<'a> {
-    #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    workflow: Option<Cow<'a, str>>,
-    #[serde(borrow, default, rename = "ref")]
-    reference: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    context: Option<Cow<'a, str>>,
+    #[serde(default)]
+    text: Option<&'a str>,
+    #[serde(default)]
+    workflow: Option<&'a str>,
+    #[serde(default, rename = "ref")]
+    reference: Option<&'a str>,
+    #[serde(default)]
+    context: Option<&'a str>,
 }
 
 pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
@@ -69,17 +69,18 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
             "the JSON body nests deeper than {JSON_DEPTH_MAX} levels"
         )));
     }
-    let request: TextRequest<'_> =
-        simd_json::serde::from_slice(&mut body).map_err(|error| malformed_json(&error))?;
+    let request: TextRequest<'_> = cx
+        .json_buffers
+        .parse(&mut body)
+        .map_err(|error| malformed_json(&error))?;
     let text = request
         .text
-        .as_deref()
         .ok_or_else(|| ApiError::bad_request("`text` is required"))?;
-    if let Some(reference) = request.reference.as_deref() {
+    if let Some(reference) = request.reference {
         validate_ref(reference)?;
         notes.reference = Some(reference.to_owned());
     }
-    if let Some(context) = request.context.as_deref() {
+    if let Some(context) = request.context {
         if context.chars().count() > CONTEXT_CHARS_MAX {
             return Err(ApiError::new(
                 ErrorKind::TextTooLong,
@@ -87,12 +88,9 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
             ));
         }
     }
-    let workflow = request.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW);
+    let workflow = request.workflow.unwrap_or(DEFAULT_WORKFLOW);
     // The free plan ignores `context`; paid plans give it to the models that use it.
-    let context = request
-        .context
-        .as_deref()
-        .filter(|_| caller.org.limits.paid);
+    let context = request.context.filter(|_| caller.org.limits.paid);
     check_text(
         cx,
         &caller,
@@ -181,7 +179,7 @@ pub async fn read_json_body<'p, S: AsyncRead + AsyncWrite + Unpin>(
     pool: &'p BufferPool,
     max_bytes: usize,
 ) -> ApiResult<PooledBuffer<'p>> {
-    require_json(exchange.head.content_type.as_deref())?;
+    require_json(exchange.head.content_type())?;
     let mut body = pool.take();
     let deadline = cx.body_deadline();
     exchange.read_body(&mut body, max_bytes, deadline).await?;
@@ -208,6 +206,7 @@ pub fn require_json(content_type: Option<&str>) -> ApiResult<()> {
 /// value, so a body of empty strings would cost fifty times its size before any limit of the
 /// route's own), or not a `T`: 400, the last saying `shape`.
 pub fn parse_object<'b, T: Deserialize<'b>>(
+    json: &JsonBuffers,
     body: &'b mut [u8],
     values_max: usize,
     shape: &'static str,
@@ -225,7 +224,7 @@ pub fn parse_object<'b, T: Deserialize<'b>>(
             "the JSON body holds more than {values_max} values"
         )));
     }
-    simd_json::serde::from_slice(body).map_err(|_| ApiError::bad_request(shape))
+    json.parse(body).map_err(|_| ApiError::bad_request(shape))
 }
 
 /// The bytes of `json` outside its strings (quotes and string contents left out).
@@ -373,11 +372,61 @@ mod tests {
         assert_eq!(commas_outside_strings(b""), 0);
         let many = format!(r#"{{"input":[{}]}}"#, vec![r#""""#; 1000].join(","));
         let mut body = many.into_bytes();
-        let refused: ApiResult<serde::de::IgnoredAny> = parse_object(&mut body, 100, "x");
+        let refused: ApiResult<serde::de::IgnoredAny> =
+            parse_object(&JsonBuffers::default(), &mut body, 100, "x");
         assert!(refused
             .unwrap_err()
             .message
             .contains("more than 100 values"));
+    }
+
+    #[test]
+    fn request_strings_are_unescaped_and_borrowed() {
+        let json = JsonBuffers::default();
+        let mut body =
+            br#"{"text":"a \"quoted\"\nline \u00e9\ud83d\ude00","workflow":"default","ref":"r1"}"#
+                .to_vec();
+        let request: TextRequest<'_> = json.parse(&mut body).expect("a TextRequest");
+        assert_eq!(request.text, Some("a \"quoted\"\nline \u{e9}\u{1f600}"));
+        assert_eq!(request.workflow, Some("default"));
+        assert_eq!(request.reference, Some("r1"));
+        assert_eq!(request.context, None);
+        let mut wrong = br#"{"text":1}"#.to_vec();
+        assert!(json.parse::<TextRequest<'_>>(&mut wrong).is_err());
+    }
+
+    proptest::proptest! {
+        /// The shard's kept buffers parse each body as fresh buffers do, whatever bodies (small,
+        /// over `JSON_BYTES_KEPT`, malformed) came before it.
+        #[test]
+        fn kept_json_buffers_parse_as_fresh_ones(
+            bodies in proptest::collection::vec(
+                (proptest::string::string_regex("[a-z \\\\\"\\n]{0,40}").expect("regex"),
+                 0usize..3, proptest::bool::ANY),
+                1..8)
+        ) {
+            let kept = JsonBuffers::default();
+            for (text, size, broken) in bodies {
+                let text = match size {
+                    0 => text,
+                    1 => text.repeat(50),
+                    _ => "x".repeat(super::super::buffers::JSON_BYTES_KEPT + 1),
+                };
+                let body = serde_json::json!({ "text": text, "workflow": "w" }).to_string();
+                let mut body = body.into_bytes();
+                if broken {
+                    body.truncate(body.len() / 2);
+                }
+                let mut again = body.clone();
+                let with_kept = kept.parse::<TextRequest<'_>>(&mut body).map(|r| r.text.map(str::to_owned));
+                let fresh = simd_json::serde::from_slice::<TextRequest<'_>>(&mut again)
+                    .map(|r| r.text.map(str::to_owned));
+                proptest::prop_assert_eq!(with_kept.is_ok(), fresh.is_ok());
+                if let (Ok(a), Ok(b)) = (with_kept, fresh) {
+                    proptest::prop_assert_eq!(a, b);
+                }
+            }
+        }
     }
 
     #[test]

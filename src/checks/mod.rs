@@ -284,7 +284,9 @@ impl Engine {
         // worker.
         let mut turn = self.take_turn().await;
         let mut board = ScoreBoard::default();
-        let mut normalised = String::new();
+        // Lent by the normalizer (a check waiting on the worker may hold it across an await,
+        // so it is not a borrow of the cell) and given back at the end.
+        let mut normalised = self.normalizer.borrow_mut().lend_output();
         let mut disguised = false;
         if checks_of(checks, ContentKind::Text).any(Check::reads_normalised) {
             disguised = self
@@ -345,6 +347,7 @@ impl Engine {
             board.language = Some(language);
         }
         drop(turn);
+        self.normalizer.borrow_mut().give_back(normalised);
         Ok(board)
     }
 

@@ -166,7 +166,9 @@ impl ProfanitySvm {
 
     /// P(offensive) of `text`, as `profanity_check.predict_prob`.
     pub fn score(&self, text: &str) -> f64 {
-        let mut columns: Vec<u32> = Vec::with_capacity(64);
+        // Most words of a text are terms (the vocabulary holds the common ones): room for
+        // about one per six bytes, so that a text of ordinary words is not copied as it grows.
+        let mut columns: Vec<u32> = Vec::with_capacity(text.len() / 6 + 16);
         if text.is_ascii() {
             self.ascii_columns(text.as_bytes(), &mut columns);
         } else {

@@ -39,7 +39,7 @@ use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, FutureExt
 use glommio::timer::Timer;
 
 use super::chunked::{ChunkedDecoder, Step};
-use super::head::{parse_head, Framing, HeadError, HeadLimits, Method, RequestHead, Version};
+use super::head::{parse_head_into, Framing, HeadError, HeadLimits, Method, RequestHead, Version};
 use super::response::{ConnectionHeader, Frame, Response};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::request_id::RequestId;
@@ -127,6 +127,8 @@ pub struct ConnIo<S> {
     rstart: usize,
     rend: usize,
     wbuf: Vec<u8>,
+    /// The string of the connection's last head, emptied, for its next one.
+    head_text: String,
     write_timeout: Duration,
     /// Answers since the connection last waited for its socket to read.
     run: Run,
@@ -159,6 +161,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
             rstart: 0,
             rend: 0,
             wbuf: Vec::with_capacity(4096),
+            head_text: String::new(),
             write_timeout: config.write_timeout,
             run: Run::None,
         }
@@ -551,7 +554,7 @@ pub async fn serve_connection<S, H, A>(
                 response
             }
             Err(_) => {
-                let mut response = handler.answer_panic(&exchange.head.path, &exchange.request_id);
+                let mut response = handler.answer_panic(exchange.head.path(), &exchange.request_id);
                 response.close = true;
                 response
             }
@@ -570,6 +573,7 @@ pub async fn serve_connection<S, H, A>(
             (true, Version::Http11) => ConnectionHeader::None,
         };
         let head_only = head.method == Method::Head;
+        io.head_text = head.into_text();
         write_response(&mut io, host, &response, &request_id, connection, head_only);
         if !keep_alive {
             // Bytes the client sent that we will not read (a body, pipelined requests) would
@@ -625,7 +629,8 @@ where
         .or_else(|| (io.rstart < io.rend).then(|| Instant::now() + config.header_read_timeout));
     loop {
         if io.rstart < io.rend {
-            match parse_head(io.buffered(), &config.head) {
+            let buffered = &io.rbuf[io.rstart..io.rend];
+            match parse_head_into(buffered, &config.head, &mut io.head_text) {
                 Ok(Some((head, len))) => {
                     io.rstart += len;
                     return HeadRead::Head(head);

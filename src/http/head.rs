@@ -13,8 +13,8 @@
 //! - HTTP/1.1 without exactly one `Host`: refused (RFC 9112 section 3.2).
 //!
 //! Only the fields the server uses are kept; everything else is validated by httparse and
-//! dropped. The head is copied out of the read buffer (a few short strings), so the buffer can
-//! be reused for the body while the handler runs.
+//! dropped. The values kept are copied out of the read buffer into one string, so the buffer
+//! can be reused for the body while the handler runs.
 
 use std::fmt;
 
@@ -79,15 +79,14 @@ pub enum Framing {
     Chunked,
 }
 
-/// The parts of a request head the server acts on.
+/// The parts of a request head the server acts on. The values it keeps (path, query and four
+/// fields) are copied one after another into one string, which a connection hands back for
+/// its next head ([`RequestHead::into_text`], [`parse_head_into`]): a head allocates nothing
+/// once its connection has served one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestHead {
     pub method: Method,
     pub version: Version,
-    /// The path of the target as sent (origin-form), without the query.
-    pub path: String,
-    /// The raw query after `?`, empty when there is none.
-    pub query: String,
     pub framing: Framing,
     /// Whether the client wants the connection kept after this request.
     pub keep_alive: bool,
@@ -96,14 +95,76 @@ pub struct RequestHead {
     /// A field only browsers send was present (`Origin`, or Fetch Metadata's `Sec-Fetch-*`),
     /// whatever its value: browsers are refused (a key in a browser's request is a key leaked).
     pub has_origin: bool,
+    /// The kept values, where the spans below point.
+    text: String,
+    path: Span,
+    query: Span,
+    authorization: Option<Span>,
+    api_key: Option<Span>,
+    content_type: Option<Span>,
+    host: Option<Span>,
+}
+
+/// Where a kept value sits in [`RequestHead::text`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    start: usize,
+    end: usize,
+}
+
+impl Span {
+    /// Appends `value` to `text`; its span there.
+    fn push(text: &mut String, value: &str) -> Span {
+        let start = text.len();
+        text.push_str(value);
+        Span {
+            start,
+            end: text.len(),
+        }
+    }
+}
+
+impl RequestHead {
+    /// The path of the target as sent (origin-form), without the query.
+    pub fn path(&self) -> &str {
+        self.at(self.path)
+    }
+
+    /// The raw query after `?`, empty when there is none.
+    pub fn query(&self) -> &str {
+        self.at(self.query)
+    }
+
     /// Value of `Authorization`, if sent once.
-    pub authorization: Option<String>,
+    pub fn authorization(&self) -> Option<&str> {
+        self.authorization.map(|span| self.at(span))
+    }
+
     /// Value of `X-Api-Key`, if sent once.
-    pub api_key: Option<String>,
+    pub fn api_key(&self) -> Option<&str> {
+        self.api_key.map(|span| self.at(span))
+    }
+
     /// Value of `Content-Type`, if sent once.
-    pub content_type: Option<String>,
+    pub fn content_type(&self) -> Option<&str> {
+        self.content_type.map(|span| self.at(span))
+    }
+
     /// Value of `Host` (exactly one on HTTP/1.1; at most one on HTTP/1.0).
-    pub host: Option<String>,
+    pub fn host(&self) -> Option<&str> {
+        self.host.map(|span| self.at(span))
+    }
+
+    /// The head's string, emptied, for the connection's next head.
+    pub fn into_text(self) -> String {
+        let mut text = self.text;
+        text.clear();
+        text
+    }
+
+    fn at(&self, span: Span) -> &str {
+        self.text.get(span.start..span.end).unwrap_or_default()
+    }
 }
 
 /// Why a head was refused. The connection is closed after the answer.
@@ -155,7 +216,18 @@ pub fn parse_head(
     buf: &[u8],
     limits: &HeadLimits,
 ) -> Result<Option<(RequestHead, usize)>, HeadError> {
-    parse_head_fields(buf, limits).map_err(|error| {
+    parse_head_into(buf, limits, &mut String::new())
+}
+
+/// [`parse_head`], keeping the values in `text` (empty; a previous head's
+/// [`RequestHead::into_text`]), which the head takes when it is complete.
+pub fn parse_head_into(
+    buf: &[u8],
+    limits: &HeadLimits,
+    text: &mut String,
+) -> Result<Option<(RequestHead, usize)>, HeadError> {
+    text.clear();
+    parse_head_fields(buf, limits, text).map_err(|error| {
         if error != HeadError::Origin && has_origin_line(buf) {
             HeadError::Origin
         } else {
@@ -211,6 +283,7 @@ fn has_origin_line(buf: &[u8]) -> bool {
 fn parse_head_fields(
     buf: &[u8],
     limits: &HeadLimits,
+    text: &mut String,
 ) -> Result<Option<(RequestHead, usize)>, HeadError> {
     let mut fields = [httparse::EMPTY_HEADER; HEADER_COUNT_MAX];
     let mut request = httparse::Request::new(&mut fields);
@@ -249,7 +322,9 @@ fn parse_head_fields(
         None => return Err(HeadError::Malformed("no method")),
     };
     let (path, query) = split_target(target)?;
-    let fields = collect_fields(request.headers, version).map_err(|error| {
+    let path = Span::push(text, path);
+    let query = Span::push(text, query);
+    let fields = collect_fields(request.headers, version, text).map_err(|error| {
         let browser = request
             .headers
             .iter()
@@ -264,12 +339,13 @@ fn parse_head_fields(
         RequestHead {
             method,
             version,
-            path: path.to_owned(),
-            query: query.to_owned(),
             framing: fields.framing,
             keep_alive: fields.keep_alive,
             expect_continue: fields.expect_continue,
             has_origin: fields.has_origin,
+            text: std::mem::take(text),
+            path,
+            query,
             authorization: fields.authorization,
             api_key: fields.api_key,
             content_type: fields.content_type,
@@ -336,13 +412,18 @@ struct Fields {
     keep_alive: bool,
     expect_continue: bool,
     has_origin: bool,
-    authorization: Option<String>,
-    api_key: Option<String>,
-    content_type: Option<String>,
-    host: Option<String>,
+    authorization: Option<Span>,
+    api_key: Option<Span>,
+    content_type: Option<Span>,
+    host: Option<Span>,
 }
 
-fn collect_fields(headers: &[httparse::Header<'_>], version: Version) -> Result<Fields, HeadError> {
+/// The fields the server acts on; the values it keeps are appended to `text`.
+fn collect_fields(
+    headers: &[httparse::Header<'_>],
+    version: Version,
+    text: &mut String,
+) -> Result<Fields, HeadError> {
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding = false;
     let mut hosts = 0usize;
@@ -380,7 +461,9 @@ fn collect_fields(headers: &[httparse::Header<'_>], version: Version) -> Result<
         } else if name.eq_ignore_ascii_case("host") {
             hosts += 1;
             if hosts == 1 {
-                out.host = std::str::from_utf8(value).ok().map(str::to_owned);
+                out.host = std::str::from_utf8(value)
+                    .ok()
+                    .map(|host| Span::push(text, host));
             }
         } else if name.eq_ignore_ascii_case("connection") {
             for token in value.split(|&b| b == b',') {
@@ -399,11 +482,16 @@ fn collect_fields(headers: &[httparse::Header<'_>], version: Version) -> Result<
         } else if is_browser_field(name.as_bytes()) {
             out.has_origin = true;
         } else if name.eq_ignore_ascii_case("authorization") {
-            set_once(&mut out.authorization, value, "repeated Authorization")?;
+            set_once(
+                text,
+                &mut out.authorization,
+                value,
+                "repeated Authorization",
+            )?;
         } else if name.eq_ignore_ascii_case("x-api-key") {
-            set_once(&mut out.api_key, value, "repeated X-Api-Key")?;
+            set_once(text, &mut out.api_key, value, "repeated X-Api-Key")?;
         } else if name.eq_ignore_ascii_case("content-type") {
-            set_once(&mut out.content_type, value, "repeated Content-Type")?;
+            set_once(text, &mut out.content_type, value, "repeated Content-Type")?;
         }
     }
     if transfer_encoding && content_length.is_some() {
@@ -438,16 +526,17 @@ fn collect_fields(headers: &[httparse::Header<'_>], version: Version) -> Result<
 }
 
 fn set_once(
-    slot: &mut Option<String>,
+    text: &mut String,
+    slot: &mut Option<Span>,
     value: &[u8],
     repeated: &'static str,
 ) -> Result<(), HeadError> {
     if slot.is_some() {
         return Err(HeadError::Malformed(repeated));
     }
-    let text = std::str::from_utf8(value)
+    let value = std::str::from_utf8(value)
         .map_err(|_| HeadError::Malformed("header value is not UTF-8"))?;
-    *slot = Some(text.trim_matches([' ', '\t']).to_owned());
+    *slot = Some(Span::push(text, value.trim_matches([' ', '\t'])));
     Ok(())
 }
 
@@ -506,11 +595,11 @@ mod tests {
         let head = complete(b"GET /v1/workflows?x=1 HTTP/1.1\r\nHost: a\r\nX-Api-Key: k\r\n\r\n");
         assert_eq!(head.method, Method::Get);
         assert_eq!(head.version, Version::Http11);
-        assert_eq!(head.path, "/v1/workflows");
-        assert_eq!(head.query, "x=1");
+        assert_eq!(head.path(), "/v1/workflows");
+        assert_eq!(head.query(), "x=1");
         assert_eq!(head.framing, Framing::Empty);
         assert!(head.keep_alive);
-        assert_eq!(head.api_key.as_deref(), Some("k"));
+        assert_eq!(head.api_key(), Some("k"));
         assert!(!head.has_origin);
     }
 
@@ -647,7 +736,7 @@ mod tests {
         let (head, _) = parse(request).unwrap().unwrap();
         assert!(!head.has_origin);
         assert!(!has_origin_line(request));
-        assert_eq!(head.host.as_deref(), Some("a"), "the Host is kept");
+        assert_eq!(head.host(), Some("a"), "the Host is kept");
     }
 
     #[test]
@@ -736,10 +825,10 @@ mod tests {
     #[test]
     fn absolute_form_routes_by_path() {
         let head = complete(b"GET http://example.com/v1/workflows?a=b HTTP/1.1\r\nHost: a\r\n\r\n");
-        assert_eq!(head.path, "/v1/workflows");
-        assert_eq!(head.query, "a=b");
+        assert_eq!(head.path(), "/v1/workflows");
+        assert_eq!(head.query(), "a=b");
         assert_eq!(
-            complete(b"GET http://example.com HTTP/1.1\r\nHost: a\r\n\r\n").path,
+            complete(b"GET http://example.com HTTP/1.1\r\nHost: a\r\n\r\n").path(),
             "/"
         );
     }
@@ -797,6 +886,31 @@ mod tests {
         ));
     }
 
+    /// A connection's heads share one string: each is what a fresh parse gives, whatever
+    /// heads (complete, cut short, refused) went through the string before.
+    #[test]
+    fn a_reused_string_gives_the_heads_of_fresh_ones() {
+        let heads: [&[u8]; 5] = [
+            b"POST /v1/text?x=1 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n",
+            b"GET /v1/workflows HTTP/1.1\r\nHost: b\r\nX-Api-Key: other\r\n\r\n",
+            b"GET /v1/workflows HTTP/1.1\r\nHost: b\r\nX-Api",
+            b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+            b"GET /health HTTP/1.0\r\n\r\n",
+        ];
+        let limits = HeadLimits::default();
+        let mut text = String::new();
+        for round in 0..2 {
+            for head in heads {
+                let reused = parse_head_into(head, &limits, &mut text);
+                assert_eq!(reused, parse(head), "round {round}");
+                if let Ok(Some((head, _))) = reused {
+                    text = head.into_text();
+                    assert!(text.is_empty());
+                }
+            }
+        }
+    }
+
     proptest! {
         #[test]
         fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
@@ -805,7 +919,7 @@ mod tests {
                 Ok(Some((head, len))) => {
                     prop_assert!(len <= bytes.len());
                     prop_assert!(len <= limits.head_bytes_max);
-                    prop_assert!(head.path.len() + head.query.len() <= limits.uri_bytes_max);
+                    prop_assert!(head.path().len() + head.query().len() <= limits.uri_bytes_max);
                 }
                 // "Need more" only below the limit: the caller's buffer stays bounded.
                 Ok(None) => prop_assert!(bytes.len() < limits.head_bytes_max),
@@ -828,9 +942,9 @@ mod tests {
                 head.extend_from_slice(b"\r\n\r\n");
                 if let Ok(Some((parsed, _))) = parse_head(&head, &limits) {
                     let got = match name {
-                        "Authorization" => parsed.authorization,
-                        "X-Api-Key" => parsed.api_key,
-                        _ => parsed.content_type,
+                        "Authorization" => parsed.authorization(),
+                        "X-Api-Key" => parsed.api_key(),
+                        _ => parsed.content_type(),
                     };
                     // The value is what was sent up to the end of its line, trimmed: a run of
                     // the bytes sent (which may go on, past a line feed, with bytes that are
@@ -866,7 +980,7 @@ mod tests {
             }
             let (head, len) = parse(bytes).unwrap().unwrap();
             prop_assert_eq!(len, bytes.len());
-            prop_assert_eq!(head.path, "/health");
+            prop_assert_eq!(head.path(), "/health");
         }
     }
 }

@@ -19,7 +19,12 @@ use heed::{Database, Env, RwTxn};
 /// The quota ledger's key of `org` in `month`: the journal counts under it, and the single
 /// node's ledger (`crate::limits::lease`) leases under it.
 pub fn ledger_key(org: &str, month: u32) -> String {
-    format!("{month:08}/{org}")
+    use std::fmt::Write;
+    // Sized at once (`format!` guesses, then grows it on every check's path).
+    let mut key = String::with_capacity(9 + org.len());
+    // Writing into a `String` cannot fail.
+    let _ = write!(key, "{month:08}/{org}");
+    key
 }
 
 /// The key of `since` (ledger keys start with a digit).

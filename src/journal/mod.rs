@@ -809,7 +809,11 @@ fn stage(
         })
         .sum();
     staged.allocate_for(&txn, records.len(), payload)?;
-    let mut bytes = Vec::new();
+    // Room for the largest entry at once (see `payload`), rather than growing it field by field.
+    let largest = records.iter().map(|(key, value, charge)| {
+        key.len() + value.len() + charge.as_ref().map_or(0, String::len) + 4
+    });
+    let mut bytes = Vec::with_capacity(largest.max().unwrap_or(0));
     for (offset, (key, value, charge)) in records.iter().enumerate() {
         bytes.clear();
         let entry = staging::Entry {

@@ -35,6 +35,7 @@ use heed::types::{Str, U64};
 use heed::{byteorder::BigEndian, Database, Env, EnvOpenOptions};
 
 use super::bucket::{Bucket, BucketState};
+use crate::hash::value_of;
 pub use crate::journal::charges::ledger_key;
 use crate::journal::charges::JournalCharges;
 use crate::store::records::EngineDown;
@@ -477,9 +478,7 @@ impl LeaseSource for LocalLeases {
         now_ms: i64,
     ) -> (u32, BucketState) {
         let mut buckets = lock(&self.buckets);
-        let entry = buckets
-            .entry(key.to_owned())
-            .or_insert_with(|| Bucket::full(bucket.burst, now_ms));
+        let entry = value_of(&mut buckets, key, || Bucket::full(bucket.burst, now_ms));
         entry.take(bucket.rate_per_s, bucket.burst, want, now_ms)
     }
 
@@ -492,7 +491,7 @@ impl LeaseSource for LocalLeases {
 
     fn take_permits(&self, org: &str, max: u32, want: u32) -> PermitGrant {
         let mut permits = lock(&self.permits);
-        let leased = permits.entry(org.to_owned()).or_insert(0);
+        let leased = value_of(&mut permits, org, || 0);
         let granted = want.min(max.saturating_sub(*leased));
         *leased += granted;
         PermitGrant {

@@ -53,7 +53,7 @@ use lease::{BucketSpec, LeaseSource, PermitGrant, QuotaGrant, QuotaSource, Sourc
 use crate::auth::Caller;
 use crate::clock::{month_of, ms_until_next_month};
 use crate::error::{ApiError, ApiResult, ErrorKind};
-use crate::hash::FastMap;
+use crate::hash::{value_of, FastMap};
 use crate::http::response::{HeaderValue, Response};
 use crate::store::records::{EngineDown, PlanLimits};
 
@@ -487,7 +487,7 @@ impl ShardLimits {
         let max = caller.org.limits.concurrent_max;
         {
             let mut permits = self.inner.permits.borrow_mut();
-            let lease = permits.entry(org.to_owned()).or_default();
+            let lease = value_of(&mut permits, org, PermitLease::default);
             lease.touched_ms = now_ms;
             if lease.in_use < lease.held {
                 lease.in_use += 1;
@@ -512,7 +512,7 @@ impl ShardLimits {
             }
         };
         let mut permits = self.inner.permits.borrow_mut();
-        let lease = permits.entry(org.to_owned()).or_default();
+        let lease = value_of(&mut permits, org, PermitLease::default);
         if grant.granted == 1 {
             lease.held += 1;
             lease.in_use += 1;
@@ -568,9 +568,7 @@ impl ShardLimits {
             // What to wait for: a refill, or (`true`) units on their way back to the ledger.
             let (refill, returning) = {
                 let mut quota = self.inner.quota.borrow_mut();
-                let lease = quota
-                    .entry(org.to_owned())
-                    .or_insert_with(|| QuotaLease::new(month, now_ms));
+                let lease = value_of(&mut quota, org, || QuotaLease::new(month, now_ms));
                 if lease.month != month {
                     // Units of a past month are not worth returning: that month is over.
                     *lease = QuotaLease::new(month, now_ms);

@@ -60,6 +60,8 @@ pub struct Normalizer {
     /// each entry of `chars` and of `mapped` came from (empty otherwise).
     chars_from: Vec<u32>,
     mapped_from: Vec<u32>,
+    /// An output string the shard's checks borrow and give back ([`Normalizer::lend_output`]).
+    output: String,
 }
 
 /// A word of `mapped`, and what separated it from the previous one.
@@ -85,6 +87,18 @@ impl Normalizer {
     /// `out` at bytes `s..e` covers the characters `from[s]..=from[e - 1]` of `text`.
     pub fn normalize_tracked(&mut self, text: &str, out: &mut String, from: &mut Vec<u32>) -> bool {
         self.run::<true>(text, out, from)
+    }
+
+    /// An empty string to normalise into, kept from the last check that gave one back
+    /// ([`Normalizer::give_back`]); a new one if another check holds it.
+    pub fn lend_output(&mut self) -> String {
+        std::mem::take(&mut self.output)
+    }
+
+    /// Keeps `output`'s memory for the next [`Normalizer::lend_output`].
+    pub fn give_back(&mut self, mut output: String) {
+        output.clear();
+        self.output = output;
     }
 
     /// `TRACK` is a constant so that the untracked run, on every request's path, carries no
@@ -813,6 +827,20 @@ mod tests {
             normalizer.normalize(text, &mut out);
             assert_eq!(out, norm(text));
         }
+        // Its lent output comes back empty, with its memory, for the next check.
+        let mut lent = normalizer.lend_output();
+        assert!(lent.is_empty());
+        normalizer.normalize("a longer text than the ones before it", &mut lent);
+        let capacity = lent.capacity();
+        normalizer.give_back(lent);
+        let again = normalizer.lend_output();
+        assert!(again.is_empty());
+        assert_eq!(again.capacity(), capacity);
+        assert_eq!(
+            normalizer.lend_output().capacity(),
+            0,
+            "while one check holds it, another gets a new string"
+        );
     }
 
     #[test]
