@@ -21,7 +21,6 @@ pub fn finish_check(
     request_id: &str,
 ) -> Response {
     let decision = decide(&workflow.definition, board);
-    notes.check = Some(CheckSummary::of(workflow, &decision));
     let shape = if notes.route.is_some_and(Route::is_compat) {
         Shape::Compat {
             unix_ms: cx.now_ms(),
@@ -29,7 +28,7 @@ pub fn finish_check(
     } else {
         Shape::Native
     };
-    check_answer(&CheckAnswer {
+    let answer = check_answer(&CheckAnswer {
         workflow,
         decision: &decision,
         request_id,
@@ -45,5 +44,8 @@ pub fn finish_check(
             .lists_consulted
             .then_some(board.list_matches.as_slice()),
         image_hashes: board.measured.hashes.as_ref(),
-    })
+    });
+    // After the answer, the journal's summary takes the decision's scores instead of a copy.
+    notes.check = Some(CheckSummary::taking(workflow, decision));
+    answer
 }

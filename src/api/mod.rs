@@ -46,6 +46,7 @@ use crate::auth::{self, Caller};
 use crate::bounds::IMAGE_BYTES_MAX;
 use crate::config::LimitsConfig;
 use crate::content::ContentKind;
+use crate::decision::Decision;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::{Exchange, Handler};
 use crate::http::head::{Framing, Method, RequestHead};
@@ -106,13 +107,27 @@ pub struct CheckSummary {
 
 impl CheckSummary {
     /// The journal's summary of `decision`, made by `workflow`.
-    pub fn of(workflow: &WorkflowRecord, decision: &crate::decision::Decision) -> CheckSummary {
+    pub fn of(workflow: &WorkflowRecord, decision: &Decision) -> CheckSummary {
+        CheckSummary::taking(
+            workflow,
+            Decision {
+                scores: decision.scores.clone(),
+                unchecked: decision.unchecked.clone(),
+                reject_reason: Vec::new(),
+                review_reason: Vec::new(),
+                ..*decision
+            },
+        )
+    }
+
+    /// [`CheckSummary::of`], keeping `decision`'s scores instead of copying them.
+    pub fn taking(workflow: &WorkflowRecord, decision: Decision) -> CheckSummary {
         CheckSummary {
             workflow: workflow.name.clone(),
             version: workflow.version,
             action: decision.action.as_str(),
-            scores: decision.scores.clone(),
-            unchecked: decision.unchecked.clone(),
+            scores: decision.scores,
+            unchecked: decision.unchecked,
         }
     }
 }

@@ -465,11 +465,12 @@ impl Journal {
             // The checks that the same poll of the reactor woke append their records before
             // this commit takes them: one transaction for all, at no added wait.
             glommio::executor().yield_now().await;
-            let mut records = Vec::new();
-            let mut slots = Vec::new();
+            let (mut records, mut slots);
             {
                 let mut pending = self.pending.borrow_mut();
                 let take = pending.len().min(self.config.batch_records_max);
+                records = Vec::with_capacity(take);
+                slots = Vec::with_capacity(take);
                 for record in pending.drain(..take) {
                     records.push((record.key, record.value, record.charge));
                     slots.push(record.slot);
