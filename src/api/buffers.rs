@@ -73,7 +73,8 @@ impl BufferPool {
 }
 
 /// JSON bodies up to this size are parsed in the shard's kept simd-json buffers; a larger one
-/// gets buffers of its own, freed after it, so what a shard keeps stays about three times this.
+/// gets buffers of its own, freed after it. What a shard keeps stays under about six times this
+/// (a copy of the input, its unescaped strings, and 4 bytes per structural character).
 pub const JSON_BYTES_KEPT: usize = 64 * 1024;
 
 /// simd-json's working buffers, kept by a shard between JSON bodies (see the module doc).

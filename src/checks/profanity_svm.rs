@@ -166,8 +166,8 @@ impl ProfanitySvm {
 
     /// P(offensive) of `text`, as `profanity_check.predict_prob`.
     pub fn score(&self, text: &str) -> f64 {
-        // Most words of a text are terms (the vocabulary holds the common ones): room for
-        // about one per six bytes, so that a text of ordinary words is not copied as it grows.
+        // Room for a term every six bytes (an ordinary word and its space), so that the
+        // vector is not regrown as a text's terms are found.
         let mut columns: Vec<u32> = Vec::with_capacity(text.len() / 6 + 16);
         if text.is_ascii() {
             self.ascii_columns(text.as_bytes(), &mut columns);
