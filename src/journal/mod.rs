@@ -796,33 +796,27 @@ impl Journal {
 }
 
 /// Commits `records` to staging under sequence numbers from `first`.
-fn stage(
+fn stage<'r>(
     staged: &staging::Staged,
     first: u64,
-    records: &[(String, Vec<u8>, Option<String>)],
+    records: &'r [(String, Vec<u8>, Option<String>)],
 ) -> heed::Result<()> {
     let mut txn = staged.env.write_txn()?;
-    // An entry's bytes, its 4-byte header, LMDB's node header and the 8-byte key.
+    let entry = |(key, value, charge): &'r (String, Vec<u8>, Option<String>)| staging::Entry {
+        key,
+        charge: charge.as_deref(),
+        value,
+    };
+    // An entry's bytes, LMDB's node header and the 8-byte key.
     let payload = records
         .iter()
-        .map(|(key, value, charge)| {
-            key.len() + value.len() + charge.as_ref().map_or(0, String::len) + 32
-        })
+        .map(|record| entry(record).encoded_len() + 28)
         .sum();
     staged.allocate_for(&txn, records.len(), payload)?;
-    // Room for the largest entry at once (see `payload`), rather than growing it field by field.
-    let largest = records.iter().map(|(key, value, charge)| {
-        key.len() + value.len() + charge.as_ref().map_or(0, String::len) + 4
-    });
-    let mut bytes = Vec::with_capacity(largest.max().unwrap_or(0));
-    for (offset, (key, value, charge)) in records.iter().enumerate() {
+    let mut bytes = Vec::new();
+    for (offset, record) in records.iter().enumerate() {
         bytes.clear();
-        let entry = staging::Entry {
-            key,
-            charge: charge.as_deref(),
-            value,
-        };
-        if entry.encode(&mut bytes).is_none() {
+        if entry(record).encode(&mut bytes).is_none() {
             return Err(heed::Error::Mdb(heed::MdbError::BadValSize));
         }
         staged.db.put(&mut txn, &(first + offset as u64), &bytes)?;

@@ -84,12 +84,18 @@ impl<'a> Entry<'a> {
                 .filter(|&n| n != NO_CHARGE)?,
             None => NO_CHARGE,
         };
+        out.reserve(self.encoded_len());
         out.extend_from_slice(&key_len.to_be_bytes());
         out.extend_from_slice(self.key.as_bytes());
         out.extend_from_slice(&charge_len.to_be_bytes());
         out.extend_from_slice(self.charge.unwrap_or("").as_bytes());
         out.extend_from_slice(self.value);
         Some(())
+    }
+
+    /// How many bytes [`Entry::encode`] writes: the two lengths and the three fields.
+    pub fn encoded_len(&self) -> usize {
+        4 + self.key.len() + self.charge.map_or(0, str::len) + self.value.len()
     }
 
     /// The entry in `bytes`, or `None` if they are not one.

@@ -246,15 +246,12 @@ fn sample_keys(sample: &str, drop_latin: bool, keys: &mut [u64; GRAMS_MAX]) -> u
             continue;
         }
         // A lone space is no n-gram, nor is a trigram across a word's start.
-        let (unigram, trigram) = (c != ' ', b != ' ');
-        // As `key` packs them.
-        let [a, b, c] = [a, b, c].map(|c| u64::from(c) + 1);
-        if unigram {
-            push(c);
+        if c != ' ' {
+            push(key(&[c]));
         }
-        push(b | c << 21);
-        if trigram {
-            push(a | b << 21 | c << 42);
+        push(key(&[b, c]));
+        if b != ' ' {
+            push(key(&[a, b, c]));
         }
     }
     count
@@ -274,6 +271,7 @@ fn is_read(gram: &[char]) -> bool {
 }
 
 /// An n-gram of one to three characters as one number (each character plus one, 21 bits).
+#[inline(always)]
 fn key(gram: &[char]) -> u64 {
     gram.iter()
         .enumerate()
