@@ -62,6 +62,7 @@ pgo: fetch nasm
 	tuning/pgo.sh
 
 lint:
+	vendor/glommio.sh --check
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace

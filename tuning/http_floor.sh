@@ -23,13 +23,7 @@ measure() { # PID URL [HEADER] -> us per request
 
 results="$work/results"
 for round in $(seq "$rounds"); do
-  taskset -c 0 "$baseline" 127.0.0.1:0 >"$work/baseline.out" 2>&1 &
-  pid=$!
-  for _ in $(seq 50); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/baseline.out" || true)
-    [ -n "$url" ] && break
-    sleep 0.1
-  done
+  start_baseline "$baseline"
   b=$(measure "$pid" "$url/health")
   kill "$pid"; wait "$pid" 2>/dev/null || true
 

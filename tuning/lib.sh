@@ -1,5 +1,5 @@
-# Shared by tuning/rate_cpu.sh and tuning/fairness.sh (sourced, after they set `root` and
-# `work`): a server to measure and the 1 KiB text scenario they load it with.
+# Shared by the tuning scripts (sourced, after they set `root` and
+# `work`): the servers to measure and the 1 KiB text scenario they load them with.
 
 # bench_key BIN STORE_ARGS...: the organization `bench`, with limits far above what one core
 # answers (rate, checks in progress, quota: every answer a check, never a 429), and a key of it,
@@ -47,4 +47,17 @@ weight = 1
 text = "{text}"
 ''')
 PY
+}
+
+# start_baseline BIN: the raw tokio + httparse server (`modgate-baseline`) on CPU 0; sets pid and
+# url.
+start_baseline() {
+  taskset -c 0 "$1" 127.0.0.1:0 >"$work/baseline.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 50); do
+    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/baseline.out" || true)
+    [ -n "$url" ] && return 0
+    sleep 0.1
+  done
+  echo "the baseline server did not start" >&2; cat "$work/baseline.out" >&2; exit 1
 }

@@ -1,0 +1,83 @@
+//! The shard's reactor as modgate patches it (vendor/README.md): glommio's rings are made with
+//! `IORING_SETUP_COOP_TASKRUN`, so a socket's readiness and the preemption timer wait as task
+//! work until the shard thread enters the kernel. A task that computes without a system call
+//! must still be preempted, and the other tasks' sockets still served.
+
+use std::cell::Cell;
+use std::io::Write;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures_lite::AsyncReadExt;
+use glommio::{LocalExecutorBuilder, Shares};
+
+/// How long the spinning task spins at most before giving up on the reader.
+const SPIN_MAX: Duration = Duration::from_secs(10);
+
+#[test]
+fn a_task_that_never_enters_the_kernel_does_not_starve_a_socket() {
+    let outcome = LocalExecutorBuilder::default()
+        .spawn(|| async {
+            let listener = glommio::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let address = listener.local_addr().expect("address");
+            // The client connects, waits until the reader's receive is surely with the
+            // kernel (the first attempt found nothing), then writes one byte.
+            let client = std::thread::spawn(move || {
+                let mut stream = std::net::TcpStream::connect(address).expect("connect");
+                std::thread::sleep(Duration::from_millis(100));
+                stream.write_all(b"x").expect("write");
+                std::thread::sleep(Duration::from_millis(200));
+            });
+            let read = Rc::new(Cell::new(false));
+            let spinning = glommio::executor().create_task_queue(
+                Shares::default(),
+                glommio::Latency::NotImportant,
+                "spinning",
+            );
+            let reader = glommio::spawn_local({
+                let read = read.clone();
+                async move {
+                    let mut stream = listener.accept().await.expect("accept");
+                    let mut byte = [0u8; 1];
+                    stream.read_exact(&mut byte).await.expect("read");
+                    read.set(true);
+                    byte[0]
+                }
+            });
+            // Computes without a system call (the clock is read through the vDSO), yielding
+            // only when the reactor asks for the CPU back.
+            let spinner = glommio::spawn_local_into(
+                {
+                    let read = read.clone();
+                    async move {
+                        let start = Instant::now();
+                        let mut yields = 0u64;
+                        while !read.get() && start.elapsed() < SPIN_MAX {
+                            if glommio::executor().need_preempt() {
+                                yields += 1;
+                            }
+                            glommio::yield_if_needed().await;
+                        }
+                        (read.get(), yields)
+                    }
+                },
+                spinning,
+            )
+            .expect("spawn");
+            let byte = reader.await;
+            let (read_while_spinning, yields) = spinner.await;
+            client.join().expect("client");
+            (byte, read_while_spinning, yields)
+        })
+        .expect("executor")
+        .join()
+        .expect("join");
+    let (byte, read_while_spinning, yields) = outcome;
+    assert_eq!(byte, b'x');
+    assert!(
+        read_while_spinning,
+        "the socket was read only after the spinning task gave up ({} yields)",
+        yields
+    );
+    assert!(yields > 0, "the spinning task was never preempted");
+}
