@@ -1,5 +1,5 @@
-# Shared by the tuning scripts (sourced, after they set `root` and
-# `work`): the servers to measure and the 1 KiB text scenario they load them with.
+# Shared by the tuning scripts (sourced, after they set `root` and `work`): the servers to
+# measure and the 1 KiB text scenario they load them with.
 
 # bench_key BIN STORE_ARGS...: the organization `bench`, with limits far above what one core
 # answers (rate, checks in progress, quota: every answer a check, never a 429), and a key of it,

@@ -35,8 +35,8 @@ measure() { # NAME PID URL
   saturated=$(cpu "$2" "$3" --connections 16 --duration 10s)
   read -r r_us r_p99 <<<"$rated"
   read -r s_us s_p99 <<<"$saturated"
-  echo "round=$round server=$1 rate$rate=${r_us}us p99=${r_p99}ms saturated=${s_us}us p99=${s_p99}ms ratio=$(python3 -c "print(round($r_us / $s_us, 2))")" |
-    tee -a "$work/results"
+  echo "round=$round server=$1 rate$rate=${r_us}us p99=${r_p99}ms saturated=${s_us}us" \
+    "p99=${s_p99}ms ratio=$(python3 -c "print(round($r_us / $s_us, 2))")"
 }
 
 for round in $(seq "$rounds"); do
