@@ -1,5 +1,9 @@
 //! A shard: one glommio executor pinned to one CPU, with everything a request touches.
 //!
+//! The executor is glommio with one patch (`vendor/README.md`): its io_uring rings are made
+//! `COOP_TASKRUN`, so a request that arrives while the shard is busy waits for the shard's next
+//! system call instead of interrupting it with an IPI.
+//!
 //! The shard owns its listener (one of the SO_REUSEPORT group), its connections, its request-id
 //! generator, its `Date` cache and its cached view of the store. Nothing it uses per request
 //! is shared with another shard: the only cross-thread state ([`ServerState`]) is read when
