@@ -16,7 +16,7 @@ const SPIN_MAX: Duration = Duration::from_secs(10);
 
 #[test]
 fn a_task_that_never_enters_the_kernel_does_not_starve_a_socket() {
-    let outcome = LocalExecutorBuilder::default()
+    let (byte, read_while_spinning, yields) = LocalExecutorBuilder::default()
         .spawn(|| async {
             let listener = glommio::net::TcpListener::bind("127.0.0.1:0").expect("bind");
             let address = listener.local_addr().expect("address");
@@ -72,7 +72,6 @@ fn a_task_that_never_enters_the_kernel_does_not_starve_a_socket() {
         .expect("executor")
         .join()
         .expect("join");
-    let (byte, read_while_spinning, yields) = outcome;
     assert_eq!(byte, b'x');
     assert!(
         read_while_spinning,
