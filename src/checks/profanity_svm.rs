@@ -9,9 +9,10 @@
 //! committed reference set (a unit test).
 //!
 //! Per term the idf and the five fold weights (`idf · coef`) sit side by side, so scoring a
-//! text is one look-up per token and one pass over the distinct terms. A term of at most 16
-//! bytes (all but 9 of the 15,442) is looked up as one integer, its bytes packed (`packed`),
-//! in a flat index of its own (`FlatIndex`), which spares hashing and comparing a string;
+//! text is one look-up per token and one pass over the terms found, counted as they come in a
+//! small table on the stack (`CountTable`). A term of at most 16 bytes (all but 9 of the
+//! 15,442) is looked up as one integer, its bytes packed (`packed`), in a flat index of its
+//! own (`FlatIndex`), which spares hashing and comparing a string;
 //! an ASCII text (most) is tokenised from a bit mask of its word characters, 64 bytes at a
 //! time, and each token lower-cased in two registers, without a lower-cased copy, and its
 //! tokens are looked up in runs (`KEYS_PER_RUN`) whose table reads all start before any is
@@ -174,7 +175,7 @@ impl ProfanitySvm {
         } else {
             self.columns_of(text, &mut columns);
         }
-        self.score_columns(columns)
+        self.score_columns(&columns)
     }
 
     /// The column of each token of `text` that is a term, in order: lower-case, then
@@ -233,31 +234,36 @@ impl ProfanitySvm {
         }
     }
 
-    /// The probability from the columns of a text's terms (one per occurrence).
-    fn score_columns(&self, mut columns: Vec<u32>) -> f64 {
+    /// The probability from the columns of a text's terms (one per occurrence), in one pass
+    /// over them. The dot products are linear in a term's count, so each occurrence adds its
+    /// weights; the squared norm is not, so each occurrence adds what it raises its term's
+    /// square by, `idf² · (2n - 1)` for the `n`th, its count read from a [`CountTable`] (this
+    /// took the place of sorting the columns to count them, 1.9 % of a saturated text shard).
+    fn score_columns(&self, columns: &[u32]) -> f64 {
         // The rows are read ahead too, for the same reason as the slots.
         let touched = columns.iter().fold(0u64, |touched, &column| {
             touched ^ self.columns[column as usize][0].to_bits()
         });
         std::hint::black_box(touched);
-        columns.sort_unstable();
+        let mut on_stack = [(0u32, 0u32); COUNT_SLOTS_ON_STACK];
+        let mut on_heap = Vec::new();
+        let mut counts = CountTable::new(columns.len(), &mut on_stack, &mut on_heap);
         let mut dots = [0.0f64; FOLDS];
         let mut squares = 0.0f64;
-        let mut i = 0;
-        while i < columns.len() {
-            let column = columns[i];
-            let mut count = 0.0;
-            while i < columns.len() && columns[i] == column {
-                count += 1.0;
-                i += 1;
-            }
+        for &column in columns {
+            let n = counts.add(column);
             let weights = &self.columns[column as usize];
-            let value = count * weights[0];
-            squares += value * value;
+            squares += weights[0] * weights[0] * f64::from(2 * n - 1);
             for (dot, weight) in dots.iter_mut().zip(&weights[1..]) {
-                *dot += count * weight;
+                *dot += weight;
             }
         }
+        self.probability(&dots, squares)
+    }
+
+    /// The folds' calibrated probabilities, averaged, from the dot products of the text's
+    /// term counts with each fold's weights and from the squared norm of its idf vector.
+    fn probability(&self, dots: &[f64; FOLDS], squares: f64) -> f64 {
         let norm = if squares > 0.0 { squares.sqrt() } else { 1.0 };
         let total: f64 = (0..FOLDS)
             .map(|k| {
@@ -266,6 +272,56 @@ impl ProfanitySvm {
             })
             .sum();
         total / FOLDS as f64
+    }
+}
+
+/// Slots of a [`CountTable`] kept on the stack (4 KiB): enough for a text of up to half as
+/// many term occurrences (a 1 KiB text has about 170). A longer text's table is on the heap.
+const COUNT_SLOTS_ON_STACK: usize = 512;
+
+/// How many times each column has been seen, in an open-addressed table (linear probing) of
+/// `(column + 1, count)` slots, 0 marking an empty one, at least twice as many slots as there
+/// can be distinct columns, so that it is at most half full.
+struct CountTable<'a> {
+    slots: &'a mut [(u32, u32)],
+    /// Slots minus one (their number is a power of two).
+    mask: usize,
+}
+
+impl<'a> CountTable<'a> {
+    /// A table for up to `occurrences` columns, in `on_stack` when they fit, else in
+    /// `on_heap`.
+    fn new(
+        occurrences: usize,
+        on_stack: &'a mut [(u32, u32); COUNT_SLOTS_ON_STACK],
+        on_heap: &'a mut Vec<(u32, u32)>,
+    ) -> CountTable<'a> {
+        let len = (occurrences * 2).next_power_of_two().max(16);
+        let slots = if len <= COUNT_SLOTS_ON_STACK {
+            &mut on_stack[..len]
+        } else {
+            on_heap.resize(len, (0, 0));
+            &mut on_heap[..]
+        };
+        CountTable {
+            slots,
+            mask: len - 1,
+        }
+    }
+
+    /// Counts one more `column` and returns its count so far (1 the first time).
+    fn add(&mut self, column: u32) -> u32 {
+        let key = column + 1;
+        // Fibonacci hashing: the product's high bits, well mixed even for close columns.
+        let mut at = (u64::from(column).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize;
+        loop {
+            let slot = &mut self.slots[at & self.mask];
+            if slot.0 == key || slot.0 == 0 {
+                *slot = (key, slot.1 + 1);
+                return slot.1;
+            }
+            at += 1;
+        }
     }
 }
 
@@ -617,6 +673,53 @@ mod tests {
             .collect();
         assert_eq!(run, single);
         assert_eq!(run.len(), 3, "{run:?}");
+    }
+
+    /// The probability as it was computed before [`CountTable`]: the columns sorted, each
+    /// distinct one's count times its weights.
+    fn score_by_sorting(model: &ProfanitySvm, mut columns: Vec<u32>) -> f64 {
+        columns.sort_unstable();
+        let (mut dots, mut squares) = ([0.0f64; FOLDS], 0.0f64);
+        for run in columns.chunk_by(|a, b| a == b) {
+            let (count, weights) = (run.len() as f64, &model.columns[run[0] as usize]);
+            squares += (count * weights[0]).powi(2);
+            for (dot, weight) in dots.iter_mut().zip(&weights[1..]) {
+                *dot += count * weight;
+            }
+        }
+        model.probability(&dots, squares)
+    }
+
+    proptest::proptest! {
+        /// Columns drawn mostly from a few (so that terms repeat), up to 1,100 of them: the
+        /// table on the stack and the one on the heap.
+        #[test]
+        fn counting_in_a_table_scores_as_sorting_did(
+            columns in proptest::collection::vec(
+                proptest::prop_oneof![3 => 0u32..24, 1 => 0u32..15_000], 0..1_100)
+        ) {
+            static MODEL: std::sync::LazyLock<ProfanitySvm> =
+                std::sync::LazyLock::new(|| ProfanitySvm::embedded().unwrap());
+            let model = &*MODEL;
+            proptest::prop_assert!(model.columns.len() > 15_000);
+            let (counted, sorted) = (model.score_columns(&columns), score_by_sorting(model, columns));
+            proptest::prop_assert!((counted - sorted).abs() <= 1e-12, "{} vs {}", counted, sorted);
+        }
+    }
+
+    #[test]
+    fn the_count_table_counts_each_column() {
+        let (mut on_stack, mut on_heap) = ([(0, 0); COUNT_SLOTS_ON_STACK], Vec::new());
+        let mut table = CountTable::new(6, &mut on_stack, &mut on_heap);
+        let counts: Vec<u32> = [7, 0, 7, 15_441, 7, 0].map(|c| table.add(c)).to_vec();
+        assert_eq!(counts, [1, 1, 2, 1, 3, 2]);
+        assert!(on_heap.is_empty());
+        let mut table = CountTable::new(COUNT_SLOTS_ON_STACK, &mut on_stack, &mut on_heap);
+        for column in 0..COUNT_SLOTS_ON_STACK as u32 {
+            assert_eq!(table.add(column * 16), 1);
+        }
+        assert_eq!(table.add(16), 2);
+        assert_eq!(on_heap.len(), 2 * COUNT_SLOTS_ON_STACK);
     }
 
     #[test]
