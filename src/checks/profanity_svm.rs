@@ -286,6 +286,8 @@ struct CountTable<'a> {
     slots: &'a mut [(u32, u32)],
     /// Slots minus one (their number is a power of two).
     mask: usize,
+    /// 64 less the bits of a slot's index: a hash shifted right by this is a slot.
+    shift: u32,
 }
 
 impl<'a> CountTable<'a> {
@@ -306,6 +308,7 @@ impl<'a> CountTable<'a> {
         CountTable {
             slots,
             mask: len - 1,
+            shift: 64 - len.trailing_zeros(),
         }
     }
 
@@ -313,7 +316,7 @@ impl<'a> CountTable<'a> {
     fn add(&mut self, column: u32) -> u32 {
         let key = column + 1;
         // Fibonacci hashing: the product's high bits, well mixed even for close columns.
-        let mut at = (u64::from(column).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize;
+        let mut at = (u64::from(column).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
         loop {
             let slot = &mut self.slots[at & self.mask];
             if slot.0 == key || slot.0 == 0 {
@@ -702,7 +705,8 @@ mod tests {
                 std::sync::LazyLock::new(|| ProfanitySvm::embedded().unwrap());
             let model = &*MODEL;
             proptest::prop_assert!(model.columns.len() > 15_000);
-            let (counted, sorted) = (model.score_columns(&columns), score_by_sorting(model, columns));
+            let counted = model.score_columns(&columns);
+            let sorted = score_by_sorting(model, columns);
             proptest::prop_assert!((counted - sorted).abs() <= 1e-12, "{} vs {}", counted, sorted);
         }
     }
