@@ -10,8 +10,17 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-/// The SDKs' tests share port 443: one at a time.
+/// The SDKs' tests share port 443: one at a time. A test holds it until its server has
+/// exited: the server listens with `SO_REUSEPORT`, so a second one would bind beside it and
+/// take some of the next test's connections with another authority's certificate.
 static PORT_443: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A server on port 443 and the hold on the port, released after the server has exited
+/// (fields are dropped in their order).
+struct On443 {
+    server: Server,
+    _port: std::sync::MutexGuard<'static, ()>,
+}
 
 const VENV_PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/target/sdk-venv/bin/python");
 
@@ -269,9 +278,10 @@ fn assert_perspective_scores(analyze: &Value) {
 }
 
 /// A Perspective client in `runtime`, the calls of `script` against
-/// `https://commentanalyzer.googleapis.com`: what it printed, and the server.
-fn perspective_client(runtime: &Runtime, script: &str) -> (Value, Server) {
-    let _port = PORT_443
+/// `https://commentanalyzer.googleapis.com`: what it printed, and the server, still holding
+/// the port.
+fn perspective_client(runtime: &Runtime, script: &str) -> (Value, On443) {
+    let port = PORT_443
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().unwrap();
@@ -285,14 +295,20 @@ fn perspective_client(runtime: &Runtime, script: &str) -> (Value, Server) {
         script,
         &[],
     );
-    (out, server)
+    (
+        out,
+        On443 {
+            server,
+            _port: port,
+        },
+    )
 }
 
 /// Google's API client library for Python, built from the discovery document Perspective's
 /// documentation points at, then `comments().analyze()`.
 #[test]
 fn google_api_python_client_analyzes_comments_unchanged() {
-    let (out, server) = perspective_client(&PYTHON_HTTPLIB2, "perspective_sdk.py");
+    let (out, on_443) = perspective_client(&PYTHON_HTTPLIB2, "perspective_sdk.py");
     let analyze = &out["analyze"];
     assert_perspective_scores(analyze);
     // THREAT was asked with a threshold of 0.99 it does not reach: left out.
@@ -317,7 +333,7 @@ fn google_api_python_client_analyzes_comments_unchanged() {
         .as_str()
         .unwrap()
         .contains("Unknown attribute: FLIRTATION"));
-    let journal = server.admin_ok(&["journal", "--json"]);
+    let journal = on_443.server.admin_ok(&["journal", "--json"]);
     assert!(journal.lines().any(|line| {
         let record: Value = serde_json::from_str(line).unwrap();
         record["route"] == "/v1alpha1/comments:analyze"
@@ -329,7 +345,7 @@ fn google_api_python_client_analyzes_comments_unchanged() {
 /// npm `perspective-api-client`, which posts to Perspective's address with `?key=`.
 #[test]
 fn perspective_api_client_analyzes_comments_unchanged() {
-    let (out, _server) = perspective_client(&NODE, "perspective_sdk.cjs");
+    let (out, _on_443) = perspective_client(&NODE, "perspective_sdk.cjs");
     assert_perspective_scores(&out["analyze"]);
     let spans = out["analyze"]["attributeScores"]["TOXICITY"]["spanScores"]
         .as_array()
