@@ -75,6 +75,24 @@ pub fn halves(key: u128) -> [u64; 2] {
     [key as u64, (key >> 64) as u64]
 }
 
+/// The first of `slots` slots (open addressing) to look at for `key`: the key times an odd
+/// constant (Fibonacci hashing; the models' keys and the profanity model's columns differ in
+/// their low bits), scaled to the slot count by the product's top bits (a multiplication and
+/// a shift, as for a power-of-two count, for any count).
+pub fn first_slot(key: u64, slots: usize) -> usize {
+    let hash = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    ((u128::from(hash) * slots as u128) >> 64) as usize
+}
+
+/// The slot after `at` of `slots` (linear probing), the last followed by the first.
+pub fn next_slot(at: usize, slots: usize) -> usize {
+    if at + 1 == slots {
+        0
+    } else {
+        at + 1
+    }
+}
+
 /// A read-only map in one array of `(key, value)` slots: open addressing with linear probing,
 /// built once with at most a given share of its slots full (see the module's doc for why).
 /// The entries come from the models only: a caller's key can at worst fall into the longest
@@ -105,22 +123,14 @@ impl<K: FlatKey, V: Copy + Default> FlatIndex<K, V> {
         index
     }
 
-    /// The first slot to look at: the folded key times an odd constant (Fibonacci hashing;
-    /// the models' keys differ in their low bits), scaled to the slot count by the product's
-    /// top bits (a multiplication and a shift, as for a power-of-two count: the count is what
-    /// the entries need, not the next power of two).
+    /// The first slot to look at ([`first_slot`]).
     fn first_slot(&self, key: K) -> usize {
-        let hash = key.fold().wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        ((u128::from(hash) * self.slots.len() as u128) >> 64) as usize
+        first_slot(key.fold(), self.slots.len())
     }
 
-    /// The slot after `at`, the last followed by the first.
+    /// The slot after `at` ([`next_slot`]).
     fn after(&self, at: usize) -> usize {
-        if at + 1 == self.slots.len() {
-            0
-        } else {
-            at + 1
-        }
+        next_slot(at, self.slots.len())
     }
 
     /// Reads the first slot of every key of `keys`, before any look-up branches on what a

@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 
-use crate::hash::{halves, packed, FastMap, FlatIndex, PACKED_BYTES_MAX};
+use crate::hash::{first_slot, halves, next_slot, packed, FastMap, FlatIndex, PACKED_BYTES_MAX};
 
 use serde::Deserialize;
 use unicode_general_category::{get_general_category, GeneralCategory as G};
@@ -279,15 +279,12 @@ impl ProfanitySvm {
 /// many term occurrences (a 1 KiB text has about 170). A longer text's table is on the heap.
 const COUNT_SLOTS_ON_STACK: usize = 512;
 
-/// How many times each column has been seen, in an open-addressed table (linear probing) of
-/// `(column + 1, count)` slots, 0 marking an empty one, at least twice as many slots as there
-/// can be distinct columns, so that it is at most half full.
+/// How many times each column has been seen, in an open-addressed table (linear probing,
+/// [`first_slot`] and [`next_slot`]) of `(column + 1, count)` slots, 0 marking an empty one,
+/// at least twice as many slots as there can be distinct columns, so that it is at most half
+/// full.
 struct CountTable<'a> {
     slots: &'a mut [(u32, u32)],
-    /// Slots minus one (their number is a power of two).
-    mask: usize,
-    /// 64 less the bits of a slot's index: a hash shifted right by this is a slot.
-    shift: u32,
 }
 
 impl<'a> CountTable<'a> {
@@ -305,25 +302,21 @@ impl<'a> CountTable<'a> {
             on_heap.resize(len, (0, 0));
             &mut on_heap[..]
         };
-        CountTable {
-            slots,
-            mask: len - 1,
-            shift: 64 - len.trailing_zeros(),
-        }
+        CountTable { slots }
     }
 
     /// Counts one more `column` and returns its count so far (1 the first time).
     fn add(&mut self, column: u32) -> u32 {
         let key = column + 1;
-        // Fibonacci hashing: the product's high bits, well mixed even for close columns.
-        let mut at = (u64::from(column).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
+        let len = self.slots.len();
+        let mut at = first_slot(u64::from(column), len);
         loop {
-            let slot = &mut self.slots[at & self.mask];
+            let slot = &mut self.slots[at];
             if slot.0 == key || slot.0 == 0 {
                 *slot = (key, slot.1 + 1);
                 return slot.1;
             }
-            at += 1;
+            at = next_slot(at, len);
         }
     }
 }
