@@ -655,6 +655,40 @@ fn slow_forms_get_408_and_uploads_are_capped() {
 }
 
 #[test]
+fn a_body_trickled_past_its_timeout_gets_408() {
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        config: "[limits]\nbody_read_timeout_ms = 600\n".into(),
+        ..Options::default()
+    });
+    let key = server.demo_key.clone().unwrap();
+    let body = serde_json::to_vec(&json!({"text": "hello there"})).unwrap();
+    let mut slow = RawConn::connect(server.addr);
+    slow.send(format!("POST /v1/text HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes());
+    // The whole body, a byte every 50 ms: no read waits long, the body as a whole takes
+    // over a second. The timeout bounds the body, from when its read first waited.
+    assert!(body.len() * 50 > 1_000);
+    for byte in &body {
+        slow.send(std::slice::from_ref(byte));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let response = slow.read_response().unwrap();
+    assert_error(
+        response.status,
+        &response.json(),
+        408,
+        "request_timeout",
+        false,
+    );
+
+    // The same body sent at once is answered.
+    let mut fast = RawConn::connect(server.addr);
+    fast.send(format!("POST /v1/text HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes());
+    fast.send(&body);
+    assert_eq!(fast.read_response().unwrap().status, 200);
+}
+
+#[test]
 fn scopes_and_allow_lists_apply_to_texts() {
     let server = Server::start();
     let (image_only, _) = server.new_key("acme", "pro", &["--scopes", "image"]);

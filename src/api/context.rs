@@ -23,6 +23,7 @@ use crate::clock::Clock;
 use crate::config::LimitsConfig;
 use crate::download::Downloader;
 use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::http::conn::Deadline;
 use crate::http::response::Response;
 use crate::journal::Journal;
 use crate::limits::ShardLimits;
@@ -168,10 +169,12 @@ impl Context {
         })
     }
 
-    /// When a body starting now must have arrived (`limits.body_read_timeout_ms`).
-    pub fn body_deadline(&self) -> std::time::Instant {
-        std::time::Instant::now()
-            + std::time::Duration::from_millis(self.request_limits.body_read_timeout_ms)
+    /// How long a body may take to arrive (`limits.body_read_timeout_ms`), from when its
+    /// read first waits: until then it reads only bytes already in.
+    pub fn body_deadline(&self) -> Deadline {
+        Deadline::After(std::time::Duration::from_millis(
+            self.request_limits.body_read_timeout_ms,
+        ))
     }
 
     /// 503 `busy` when the model queue is full: checked before an image body is read.

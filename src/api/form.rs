@@ -19,7 +19,7 @@ use futures_lite::{AsyncRead, AsyncWrite};
 
 use super::context::Context;
 use crate::error::{ApiError, ApiResult, ErrorKind};
-use crate::http::conn::Exchange;
+use crate::http::conn::{Deadline, Exchange};
 use crate::http::head::Framing;
 use crate::http::multipart::{
     boundary_of, ContentTypeError, FeedError, MultipartParser, PartInfo, PartSink,
@@ -238,7 +238,8 @@ pub async fn read_form<S: AsyncRead + AsyncWrite + Unpin>(
             ));
         }
     }
-    let deadline = Instant::now() + Duration::from_millis(limits.form_timeout_ms);
+    // From the end of the head, as the interface bounds it.
+    let mut deadline = Deadline::At(Instant::now() + Duration::from_millis(limits.form_timeout_ms));
     let mut sink = FormSink {
         payload_field: spec.payload_field,
         payload_bytes_max: spec.payload_bytes_max,
@@ -249,7 +250,7 @@ pub async fn read_form<S: AsyncRead + AsyncWrite + Unpin>(
     };
     let mut received = 0usize;
     loop {
-        let piece = exchange.body_piece(deadline).await.map_err(|error| {
+        let piece = exchange.body_piece(&mut deadline).await.map_err(|error| {
             if error.kind == ErrorKind::RequestTimeout {
                 ApiError::new(
                     ErrorKind::RequestTimeout,

@@ -10,6 +10,10 @@
 //! - from the first byte to the end of the head: `header_read_timeout`, then 408 and close;
 //! - every write: `write_timeout`, then close.
 //!
+//! A timeout given as a span ([`Deadline::After`]) starts when its read or write first has
+//! to wait, so the many that complete at once never read the clock. One timer per
+//! connection (its `Alarm`) serves all its waits.
+//!
 //! A connection is closed after an answer when the client asked for it, when the request's body
 //! was not read to its end (the framing of what follows is then unknown), when the answer says
 //! so, or when the server is stopping. Closing after an unread body is a lingering close: our
@@ -132,6 +136,72 @@ pub struct ConnIo<S> {
     write_timeout: Duration,
     /// Answers since the connection last waited for its socket to read.
     run: Run,
+    alarm: Alarm,
+}
+
+/// When a read or a write must be over.
+#[derive(Clone, Copy, Debug)]
+pub enum Deadline {
+    At(Instant),
+    /// This long from the first time it is waited on; it then becomes [`Deadline::At`], so a
+    /// deadline kept across several reads (a body's) bounds them all.
+    After(Duration),
+}
+
+impl Deadline {
+    fn fix(&mut self, now: Instant) -> Instant {
+        match *self {
+            Deadline::At(at) => at,
+            Deadline::After(span) => {
+                let at = now + span;
+                *self = Deadline::At(at);
+                at
+            }
+        }
+    }
+}
+
+/// A connection's one timer, kept across its waits. A glommio [`Timer`] is entered into the
+/// reactor's map when first polled and taken out when dropped: a timer per wait would cost
+/// both for every request of a keep-alive connection. The alarm stays armed at the
+/// earliest deadline it was given; a wait whose deadline is no earlier leaves it alone, and
+/// when it fires before that deadline the wait re-arms it.
+///
+/// The timer holds the waker of the task that last armed it, so an alarm is polled by one
+/// task only (the connection's). When it fires while that task waits for something else (a
+/// model, the journal), the task is woken once for nothing, which futures allow.
+struct Alarm {
+    timer: Option<Timer>,
+    /// When the timer fires (it may then be already past).
+    at: Instant,
+}
+
+impl Alarm {
+    fn new() -> Self {
+        Alarm {
+            timer: None,
+            at: Instant::now(),
+        }
+    }
+
+    /// Ready once `deadline` has passed; until then, makes sure this task is woken by it.
+    fn poll(&mut self, deadline: &mut Deadline, cx: &mut Context<'_>) -> Poll<()> {
+        let now = Instant::now();
+        let at = deadline.fix(now);
+        if now >= at {
+            return Poll::Ready(());
+        }
+        let timer = match &mut self.timer {
+            Some(_) if now < self.at && self.at <= at => return Poll::Pending,
+            Some(timer) => {
+                timer.reset(at - now);
+                timer
+            }
+            None => self.timer.insert(Timer::new(at - now)),
+        };
+        self.at = at;
+        Pin::new(timer).poll(cx).map(|_| ())
+    }
 }
 
 /// A connection's answers since it last waited for its socket.
@@ -164,6 +234,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
             head_text: String::new(),
             write_timeout: config.write_timeout,
             run: Run::None,
+            alarm: Alarm::new(),
         }
     }
 
@@ -200,20 +271,31 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
         if self.wbuf.is_empty() {
             return Ok(());
         }
-        let deadline = Instant::now() + self.write_timeout;
-        let result = until(deadline, async {
-            self.stream.write_all(&self.wbuf).await?;
-            self.stream.flush().await
+        let ConnIo {
+            stream,
+            wbuf,
+            alarm,
+            ..
+        } = self;
+        let mut write = std::pin::pin!(async {
+            stream.write_all(wbuf).await?;
+            stream.flush().await
+        });
+        let mut deadline = Deadline::After(self.write_timeout);
+        let result = poll_fn(|cx| {
+            if let Poll::Ready(result) = write.as_mut().poll(cx) {
+                return Poll::Ready(result);
+            }
+            alarm
+                .poll(&mut deadline, cx)
+                .map(|()| Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout")))
         })
         .await;
         self.wbuf.clear();
         if self.wbuf.capacity() > WRITE_BUFFER_KEEP_BYTES {
             self.wbuf.shrink_to(WRITE_BUFFER_KEEP_BYTES);
         }
-        match result {
-            Some(result) => result,
-            None => Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout")),
-        }
+        result
     }
 
     /// Makes room at the end of the read buffer: drops consumed bytes.
@@ -232,7 +314,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
     /// host's stop signal.
     async fn fill<H: ConnHost>(
         &mut self,
-        deadline: Instant,
+        deadline: &mut Deadline,
         stop: Option<(&H, usize)>,
     ) -> Result<usize, ReadFailure> {
         self.flush().await.map_err(ReadFailure::Io)?;
@@ -243,10 +325,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
             rbuf,
             rend,
             run,
+            alarm,
             ..
         } = self;
         let mut read = std::pin::pin!(stream.read(&mut rbuf[*rend..]));
-        let mut timer: Option<Timer> = None;
         let outcome = poll_fn(|cx| {
             if let Poll::Ready(result) = read.as_mut().poll(cx) {
                 return Poll::Ready(match result {
@@ -261,7 +343,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
                     return Poll::Ready(Err(ReadFailure::Stopped));
                 }
             }
-            poll_deadline(&mut timer, deadline, cx).map(|()| Err(ReadFailure::Timeout))
+            alarm.poll(deadline, cx).map(|()| Err(ReadFailure::Timeout))
         })
         .await;
         if let Ok(n) = outcome {
@@ -271,7 +353,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
     }
 }
 
-/// Polls a lazily created timer: most reads complete before any timer is needed.
+/// Polls a lazily created timer: most futures complete before any timer is needed.
 fn poll_deadline(timer: &mut Option<Timer>, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
     let timer = match timer {
         Some(timer) => timer,
@@ -353,7 +435,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<'_, S> {
     }
 
     /// The next piece of the body, borrowed from the connection's buffer; `None` at its end.
-    pub async fn body_piece(&mut self, deadline: Instant) -> ApiResult<Option<&[u8]>> {
+    pub async fn body_piece(&mut self, deadline: &mut Deadline) -> ApiResult<Option<&[u8]>> {
         let range = self.next_body_range(deadline).await?;
         Ok(range.map(|range| &self.io.rbuf[range]))
     }
@@ -364,7 +446,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<'_, S> {
         &mut self,
         out: &mut Vec<u8>,
         max_bytes: usize,
-        deadline: Instant,
+        mut deadline: Deadline,
     ) -> ApiResult<()> {
         if let Framing::Length(n) = self.head.framing {
             if n > max_bytes as u64 {
@@ -372,7 +454,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<'_, S> {
             }
             out.reserve(n as usize);
         }
-        while let Some(range) = self.next_body_range(deadline).await? {
+        while let Some(range) = self.next_body_range(&mut deadline).await? {
             if out.len() + range.len() > max_bytes {
                 return Err(body_too_large(max_bytes));
             }
@@ -397,9 +479,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<'_, S> {
         if !small {
             return false;
         }
-        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        let mut deadline = Deadline::After(DRAIN_TIMEOUT);
         let mut dropped = 0usize;
-        while let Ok(Some(range)) = self.next_body_range(deadline).await {
+        while let Ok(Some(range)) = self.next_body_range(&mut deadline).await {
             dropped += range.len();
             if dropped > DRAIN_BYTES_MAX {
                 return false;
@@ -408,7 +490,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<'_, S> {
         self.body_done()
     }
 
-    async fn next_body_range(&mut self, deadline: Instant) -> ApiResult<Option<Range<usize>>> {
+    async fn next_body_range(
+        &mut self,
+        deadline: &mut Deadline,
+    ) -> ApiResult<Option<Range<usize>>> {
         loop {
             let reader = match &mut self.body {
                 BodyState::Done => return Ok(None),
@@ -625,8 +710,11 @@ where
 {
     // The head timer runs from the first byte of the request (from the accept for the first
     // request: a client that connects and sends nothing is a slow client too).
+    let head_timeout = Deadline::After(config.header_read_timeout);
     let mut head_deadline = first_deadline
-        .or_else(|| (io.rstart < io.rend).then(|| Instant::now() + config.header_read_timeout));
+        .map(Deadline::At)
+        .or_else(|| (io.rstart < io.rend).then_some(head_timeout));
+    let mut idle_deadline = Deadline::After(config.idle_timeout);
     loop {
         if io.rstart < io.rend {
             let buffered = &io.rbuf[io.rstart..io.rend];
@@ -641,11 +729,11 @@ where
             // Part of a head is in: the connection is no longer idle (and no longer sees a
             // stop or an eviction until this request is answered).
             host.request_started(slot);
-            head_deadline.get_or_insert_with(|| Instant::now() + config.header_read_timeout);
+            head_deadline.get_or_insert(head_timeout);
         }
-        let (deadline, idle) = match head_deadline {
+        let (deadline, idle) = match &mut head_deadline {
             Some(deadline) => (deadline, false),
-            None => (Instant::now() + config.idle_timeout, true),
+            None => (&mut idle_deadline, true),
         };
         // Between requests the stop signal ends the connection; within a head it does not.
         let stop = (idle || io.rstart == io.rend).then_some((host, slot));
@@ -699,12 +787,12 @@ async fn linger<S: AsyncRead + AsyncWrite + Unpin>(io: &mut ConnIo<S>) {
     if io.stream.close().await.is_err() {
         return;
     }
-    let deadline = Instant::now() + LINGER_TIMEOUT;
+    let mut deadline = Deadline::After(LINGER_TIMEOUT);
     let mut dropped = 0;
     while dropped < LINGER_BYTES_MAX {
         io.rstart = 0;
         io.rend = 0;
-        match io.fill::<NoHost>(deadline, None).await {
+        match io.fill::<NoHost>(&mut deadline, None).await {
             Ok(n) => dropped += n,
             Err(_) => break,
         }
@@ -932,6 +1020,96 @@ mod tests {
                 "others readable {others}: the other task waited for all {seen} answers"
             );
         }
+    }
+
+    /// Waits for `deadline` on `alarm`, or for `other` if it comes first; whether the
+    /// deadline came first, and when.
+    async fn race(
+        alarm: &mut Alarm,
+        mut deadline: Deadline,
+        other: impl Future<Output = ()>,
+    ) -> (bool, Instant) {
+        let mut other = std::pin::pin!(other);
+        let timed_out = poll_fn(|cx| {
+            if other.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(false);
+            }
+            alarm.poll(&mut deadline, cx).map(|()| true)
+        })
+        .await;
+        (timed_out, Instant::now())
+    }
+
+    #[test]
+    fn the_alarm_wakes_each_wait_at_its_own_deadline() {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                // Stands in for a wait that never ends, but ends the test if the alarm
+                // never wakes it.
+                let watchdog = || async {
+                    Timer::new(Duration::from_secs(10)).await;
+                };
+                let mut alarm = Alarm::new();
+                // Armed for a late deadline, then a wait with an earlier one: re-armed.
+                let (timed_out, _) = race(
+                    &mut alarm,
+                    Deadline::After(Duration::from_secs(30)),
+                    async {
+                        Timer::new(Duration::from_millis(5)).await;
+                    },
+                )
+                .await;
+                assert!(!timed_out);
+                let started = Instant::now();
+                let (timed_out, at) = race(
+                    &mut alarm,
+                    Deadline::After(Duration::from_millis(50)),
+                    watchdog(),
+                )
+                .await;
+                assert!(timed_out);
+                let waited = at - started;
+                assert!(
+                    waited >= Duration::from_millis(50) && waited < Duration::from_secs(5),
+                    "{waited:?}"
+                );
+
+                // Armed for an early deadline, then a wait with a later one: the alarm fires
+                // first, and the wait goes on to its own deadline.
+                let (timed_out, _) = race(
+                    &mut alarm,
+                    Deadline::After(Duration::from_millis(20)),
+                    async {
+                        Timer::new(Duration::from_millis(1)).await;
+                    },
+                )
+                .await;
+                assert!(!timed_out);
+                let started = Instant::now();
+                let deadline = started + Duration::from_millis(200);
+                let (timed_out, at) = race(&mut alarm, Deadline::At(deadline), watchdog()).await;
+                assert!(timed_out);
+                assert!(at >= deadline, "{:?} early", deadline - at);
+                assert!(at - started < Duration::from_secs(5), "{:?}", at - started);
+
+                // A deadline already past is over at once.
+                let (timed_out, _) =
+                    race(&mut alarm, Deadline::At(Instant::now()), watchdog()).await;
+                assert!(timed_out);
+            })
+            .expect("executor")
+            .join()
+            .expect("executor thread");
+    }
+
+    #[test]
+    fn a_span_becomes_an_instant_at_its_first_wait_and_stays_one() {
+        let mut deadline = Deadline::After(Duration::from_secs(2));
+        let now = Instant::now();
+        let at = deadline.fix(now);
+        assert_eq!(at, now + Duration::from_secs(2));
+        assert_eq!(deadline.fix(now + Duration::from_secs(1)), at);
+        assert!(matches!(deadline, Deadline::At(fixed) if fixed == at));
     }
 
     #[test]
