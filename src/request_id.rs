@@ -13,23 +13,36 @@ pub const REQUEST_ID_LEN: usize = 26;
 const COUNTER_BITS: u32 = 72;
 const COUNTER_MASK: u128 = (1 << COUNTER_BITS) - 1;
 
-/// An id, ready to be written: always 26 ASCII characters.
+/// An id, ready to be written: always 26 ASCII characters. It keeps the milliseconds it was
+/// stamped with (they are also its first 48 bits, so equality and order are the text's).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RequestId([u8; REQUEST_ID_LEN]);
+pub struct RequestId {
+    text: [u8; REQUEST_ID_LEN],
+    unix_ms: u64,
+}
 
 impl RequestId {
     pub fn as_str(&self) -> &str {
         // The bytes come from ALPHABET only.
-        std::str::from_utf8(&self.0).unwrap_or("")
+        std::str::from_utf8(&self.text).unwrap_or("")
     }
 
     pub fn from_bits(bits: u128) -> Self {
-        let mut out = [0u8; REQUEST_ID_LEN];
-        for (i, slot) in out.iter_mut().enumerate() {
+        let mut text = [0u8; REQUEST_ID_LEN];
+        for (i, slot) in text.iter_mut().enumerate() {
             let shift = 5 * (REQUEST_ID_LEN - 1 - i);
             *slot = ALPHABET[((bits >> shift) & 31) as usize];
         }
-        RequestId(out)
+        RequestId {
+            text,
+            unix_ms: (bits >> 80) as u64,
+        }
+    }
+
+    /// The Unix milliseconds the id was stamped with: when its request began, read from the
+    /// server's clock once for everything the request decides by time.
+    pub fn unix_ms(&self) -> i64 {
+        self.unix_ms as i64
     }
 }
 
@@ -109,6 +122,18 @@ mod tests {
             RequestId::from_bits(u128::MAX).as_str(),
             format!("7{}", "Z".repeat(25))
         );
+    }
+
+    #[test]
+    fn an_id_keeps_its_milliseconds() {
+        let generator = RequestIdGen::new(7, u128::MAX);
+        let id = generator.next(1_700_000_000_123);
+        assert_eq!(id.unix_ms(), 1_700_000_000_123);
+        // The first ten characters hold them: the id as written says the same.
+        let from_text = id.as_str()[..10].bytes().fold(0i64, |ms, b| {
+            ms * 32 + ALPHABET.iter().position(|&a| a == b).unwrap() as i64
+        });
+        assert_eq!(from_text, 1_700_000_000_123);
     }
 
     #[test]

@@ -141,10 +141,10 @@ impl Context {
         self.readiness.is_ready()
     }
 
-    /// The caller presenting `key`, checked against the store as of now.
-    pub fn authenticate_key(&self, key: &str) -> ApiResult<Caller> {
+    /// The caller presenting `key`, checked against the store as of now, at `now_ms`.
+    pub fn authenticate_key(&self, key: &str, now_ms: i64) -> ApiResult<Caller> {
         self.store.sync();
-        auth::authenticate(&self.store, key, self.now_ms())
+        auth::authenticate(&self.store, key, now_ms)
     }
 
     /// The lists of `org` named `names`, as compiled now.

@@ -90,7 +90,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> ApiResult<Response> {
     let caller = notes.authenticate(cx, &exchange.head, None)?;
     require_lists_scope(&caller)?;
-    cx.limits.take_rate(&caller, cx.now_ms()).await?;
+    cx.limits.take_rate(&caller, notes.at_ms).await?;
     let path = exchange.head.path().to_owned();
     let method = exchange.head.method;
     let org = caller.org.record.name.clone();

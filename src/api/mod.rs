@@ -150,6 +150,9 @@ pub fn scored(board: &crate::checks::board::ScoreBoard, category: &str) -> ApiRe
 pub struct RequestNotes {
     pub route: Option<Route>,
     pub started: Instant,
+    /// When the request began (its id's milliseconds, one read of the server's clock): the
+    /// time its key, rate and admission are judged at.
+    pub at_ms: i64,
     /// The presented key's id when the key was well formed (kept even if it was refused).
     pub key_id: Option<String>,
     pub caller: Option<Caller>,
@@ -172,7 +175,7 @@ impl RequestNotes {
         let compat = self.route.is_some_and(Route::is_compat);
         let key = auth::presented_key(head, api_secret, compat)?;
         self.key_id = keys::parse_id(key).map(str::to_owned);
-        let caller = cx.authenticate_key(key)?;
+        let caller = cx.authenticate_key(key, self.at_ms)?;
         self.caller = Some(caller.clone());
         Ok(caller)
     }
@@ -207,7 +210,7 @@ impl RequestNotes {
     ) -> ApiResult<Caller> {
         let caller = self.authenticate(cx, head, api_secret)?;
         caller.require_scope(kind)?;
-        self.admission = Some(cx.limits.admit(&caller, cx.now_ms()).await?);
+        self.admission = Some(cx.limits.admit(&caller, self.at_ms).await?);
         Ok(caller)
     }
 }
@@ -285,6 +288,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
     let mut notes = RequestNotes {
         route: Route::find(exchange.head.path()),
         started: Instant::now(),
+        at_ms: exchange.request_id.unix_ms(),
         key_id: None,
         caller: None,
         admission: None,
@@ -310,12 +314,13 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
             Some(error.kind),
         ),
     };
+    let now_ms = cx.now_ms();
     // An admitted check is recorded at its admission, the time whose month its quota unit
     // was reserved in; anything else when it is answered.
     let recorded_ms = notes
         .admission
         .as_ref()
-        .map_or_else(|| cx.now_ms(), Admission::admitted_ms);
+        .map_or(now_ms, Admission::admitted_ms);
     let mut recorded = true;
     if let Some(kind) = notes.route.and_then(Route::check_kind) {
         let record = journal_record(
@@ -341,7 +346,6 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
     }
     // A check counts toward the quota once it ran and was recorded; the permit is held until
     // then.
-    let now_ms = cx.now_ms();
     if let Some(admission) = notes.admission.take() {
         let ran = refused.is_none() && notes.check.is_some() && recorded;
         cx.limits.finish(admission, ran, now_ms);

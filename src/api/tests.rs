@@ -468,7 +468,7 @@ fn every_check_request_is_journaled_and_refusals_cost_no_quota() {
                 2,
                 "one record per check request, refused or not"
             );
-            let caller = cx.authenticate_key(&keys.all).expect("key");
+            let caller = cx.authenticate_key(&keys.all, cx.now_ms()).expect("key");
             let headers = cx.limits.headers(&caller, cx.now_ms());
             assert_eq!(headers.quota_used, 1, "the refusal did not count");
         })
@@ -501,7 +501,7 @@ fn no_check_waits_for_the_quota_ledgers_disk() {
                 let_go
             });
             is_held.recv().expect("held");
-            let caller = cx.authenticate_key(&keys.all).expect("key");
+            let caller = cx.authenticate_key(&keys.all, cx.now_ms()).expect("key");
             let limits = PlanLimits {
                 rate_per_s: 1_000_000,
                 rate_burst: 1_000_000,

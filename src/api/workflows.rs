@@ -30,7 +30,7 @@ pub async fn list(
     notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
     let caller = notes.authenticate(cx, head, None)?;
-    cx.limits.take_rate(&caller, cx.now_ms()).await?;
+    cx.limits.take_rate(&caller, notes.at_ms).await?;
     let workflows = cx.workflows()?;
     let listed = workflows
         .values()

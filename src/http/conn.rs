@@ -897,7 +897,9 @@ pub mod testing {
         };
         let mut io = ConnIo::new(stream, &config);
         let body = BodyState::new(&head);
-        let request_id = crate::request_id::RequestIdGen::new(0, 7).next(0);
+        // Stamped now, as a shard stamps its requests: the time they are judged at.
+        let now_ms = crate::clock::Clock::System.now_ms();
+        let request_id = crate::request_id::RequestIdGen::new(0, 7).next(now_ms as u64);
         let mut exchange = Exchange {
             head,
             request_id,

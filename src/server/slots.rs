@@ -12,14 +12,15 @@ use crate::hash::FastMap;
 use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
 
 #[derive(Default)]
 struct Slot {
     waker: Option<Waker>,
     peer: Option<IpAddr>,
-    /// Waiting between requests since then (`None`: in a request).
-    idle_since: Option<Instant>,
+    /// When it began to wait between requests, as the shard's count of such waits (`None`:
+    /// in a request). An order, not a time, so that going idle reads no clock: the smaller,
+    /// the longer idle.
+    idle_since: Option<u64>,
     /// Chosen to close, to make room for a new connection.
     evicted: bool,
 }
@@ -31,6 +32,8 @@ pub struct ConnSlots {
     free: RefCell<Vec<usize>>,
     pub open: Cell<usize>,
     per_address: RefCell<FastMap<IpAddr, usize>>,
+    /// Waits between requests begun so far (what [`Slot::idle_since`] counts in).
+    idle_waits: Cell<u64>,
 }
 
 impl ConnSlots {
@@ -89,7 +92,11 @@ impl ConnSlots {
             Some(waker) if waker.will_wake(cx.waker()) => {}
             waker => *waker = Some(cx.waker().clone()),
         }
-        entry.idle_since.get_or_insert_with(Instant::now);
+        if entry.idle_since.is_none() {
+            let wait = self.idle_waits.get() + 1;
+            self.idle_waits.set(wait);
+            entry.idle_since = Some(wait);
+        }
         Poll::Pending
     }
 
@@ -185,5 +192,35 @@ mod tests {
             slots.poll(again, &mut cx).is_pending(),
             "a reused slot starts fresh"
         );
+    }
+
+    #[test]
+    fn of_one_address_the_connection_idle_longest_goes_first() {
+        let slots = ConnSlots::default();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let newcomer: IpAddr = "10.0.0.9".parse().unwrap();
+        let waker = Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let [a1, a2, a3] = [(); 3].map(|()| slots.acquire(Some(a)));
+        for slot in [a1, a2, a3] {
+            assert!(slots.poll(slot, &mut cx).is_pending());
+        }
+        // a1 answers a request and waits again: now it is the one idle the shortest. Polling
+        // an idle connection again does not restart its wait.
+        slots.busy(a1);
+        assert!(slots.poll(a1, &mut cx).is_pending());
+        assert!(slots.poll(a2, &mut cx).is_pending());
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            assert!(slots.evict_idle(Some(newcomer)));
+            let chosen: Vec<usize> = [a1, a2, a3]
+                .into_iter()
+                .filter(|slot| slots.slots.borrow()[*slot].evicted && !order.contains(slot))
+                .collect();
+            assert_eq!(chosen.len(), 1, "one connection a round");
+            order.extend(chosen);
+        }
+        assert_eq!(order, [a2, a3, a1]);
+        assert!(!slots.evict_idle(Some(newcomer)), "nobody idle is left");
     }
 }

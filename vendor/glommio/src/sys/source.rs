@@ -113,6 +113,14 @@ pub(crate) struct StatsCollection {
     pub(crate) latency: Option<LatencyCollectionFn>,
 }
 
+impl InnerSource {
+    /// (modgate) Whether this source's latencies are collected (`record_io_latencies`):
+    /// only then are its queued, submitted and fulfilled times read from the clock.
+    pub(crate) fn times_latency(&self) -> bool {
+        self.stats_collection.is_some_and(|x| x.latency.is_some())
+    }
+}
+
 /// A registered source of I/O events.
 pub(crate) struct InnerSource {
     /// Raw file descriptor on Unix platforms.
