@@ -141,7 +141,8 @@ impl Context {
         self.readiness.is_ready()
     }
 
-    /// The caller presenting `key`, checked against the store as of now, at `now_ms`.
+    /// The caller presenting `key`: the store as it is now, the key's expiry and rotation
+    /// grace judged at `now_ms`.
     pub fn authenticate_key(&self, key: &str, now_ms: i64) -> ApiResult<Caller> {
         self.store.sync();
         auth::authenticate(&self.store, key, now_ms)

@@ -171,17 +171,13 @@ impl Deadline {
 /// task only (the connection's). When it fires while that task waits for something else (a
 /// model, the journal), the task is woken once for nothing, which futures allow.
 struct Alarm {
-    timer: Option<Timer>,
-    /// When the timer fires (it may then be already past).
-    at: Instant,
+    /// The timer and when it fires (that may be past).
+    armed: Option<(Timer, Instant)>,
 }
 
 impl Alarm {
     fn new() -> Self {
-        Alarm {
-            timer: None,
-            at: Instant::now(),
-        }
+        Alarm { armed: None }
     }
 
     /// Ready once `deadline` has passed; until then, makes sure this task is woken by it.
@@ -191,15 +187,15 @@ impl Alarm {
         if now >= at {
             return Poll::Ready(());
         }
-        let timer = match &mut self.timer {
-            Some(_) if now < self.at && self.at <= at => return Poll::Pending,
-            Some(timer) => {
+        let timer = match &mut self.armed {
+            Some((_, fires)) if now < *fires && *fires <= at => return Poll::Pending,
+            Some((timer, fires)) => {
                 timer.reset(at - now);
+                *fires = at;
                 timer
             }
-            None => self.timer.insert(Timer::new(at - now)),
+            None => &mut self.armed.insert((Timer::new(at - now), at)).0,
         };
-        self.at = at;
         Pin::new(timer).poll(cx).map(|_| ())
     }
 }
@@ -708,8 +704,9 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
     H: ConnHost,
 {
-    // The head timer runs from the first byte of the request (from the accept for the first
-    // request: a client that connects and sends nothing is a slow client too).
+    // The head timer runs from the first byte of the request (from its first wait after it:
+    // until then the head is being parsed), and from the accept for the first request: a
+    // client that connects and sends nothing is a slow client too.
     let head_timeout = Deadline::After(config.header_read_timeout);
     let mut head_deadline = first_deadline
         .map(Deadline::At)
