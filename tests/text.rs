@@ -663,8 +663,9 @@ fn a_body_trickled_past_its_timeout_gets_408() {
     });
     let key = server.demo_key.clone().unwrap();
     let body = serde_json::to_vec(&json!({"text": "hello there"})).unwrap();
+    let head = format!("POST /v1/text HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
     let mut slow = RawConn::connect(server.addr);
-    slow.send(format!("POST /v1/text HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes());
+    slow.send(head.as_bytes());
     // The whole body, a byte every 50 ms: no read waits long, the body as a whole takes
     // over a second. The timeout bounds the body, from when its read first waited.
     assert!(body.len() * 50 > 1_000);
@@ -683,7 +684,7 @@ fn a_body_trickled_past_its_timeout_gets_408() {
 
     // The same body sent at once is answered.
     let mut fast = RawConn::connect(server.addr);
-    fast.send(format!("POST /v1/text HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes());
+    fast.send(head.as_bytes());
     fast.send(&body);
     assert_eq!(fast.read_response().unwrap().status, 200);
 }

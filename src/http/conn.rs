@@ -161,7 +161,7 @@ impl Deadline {
     }
 }
 
-/// A connection's one timer, kept across its waits. A glommio [`Timer`] is entered into the
+/// A timer kept across waits: a connection's one timer (and [`until`]'s). A glommio [`Timer`] is entered into the
 /// reactor's map when first polled and taken out when dropped: a timer per wait would cost
 /// both for every request of a keep-alive connection. The alarm stays armed at the
 /// earliest deadline it was given; a wait whose deadline is no earlier leaves it alone, and
@@ -349,30 +349,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
     }
 }
 
-/// Polls a lazily created timer: most futures complete before any timer is needed.
-fn poll_deadline(timer: &mut Option<Timer>, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
-    let timer = match timer {
-        Some(timer) => timer,
-        None => {
-            let now = Instant::now();
-            if now >= deadline {
-                return Poll::Ready(());
-            }
-            timer.insert(Timer::new(deadline - now))
-        }
-    };
-    Pin::new(timer).poll(cx).map(|_| ())
-}
-
-/// Runs `future` until `deadline`; `None` if the deadline came first.
+/// Runs `future` until `deadline`; `None` if the deadline came first. Its timer is made only
+/// if the future has to wait: most complete before any is needed.
 pub async fn until<F: Future>(deadline: Instant, future: F) -> Option<F::Output> {
     let mut future = std::pin::pin!(future);
-    let mut timer: Option<Timer> = None;
+    let (mut alarm, mut deadline) = (Alarm::new(), Deadline::At(deadline));
     poll_fn(|cx| {
         if let Poll::Ready(value) = future.as_mut().poll(cx) {
             return Poll::Ready(Some(value));
         }
-        poll_deadline(&mut timer, deadline, cx).map(|()| None)
+        alarm.poll(&mut deadline, cx).map(|()| None)
     })
     .await
 }
@@ -1043,19 +1029,18 @@ mod tests {
     fn the_alarm_wakes_each_wait_at_its_own_deadline() {
         glommio::LocalExecutorBuilder::default()
             .spawn(|| async {
+                let pause = |ms| async move {
+                    Timer::new(Duration::from_millis(ms)).await;
+                };
                 // Stands in for a wait that never ends, but ends the test if the alarm
                 // never wakes it.
-                let watchdog = || async {
-                    Timer::new(Duration::from_secs(10)).await;
-                };
+                let watchdog = || pause(10_000);
                 let mut alarm = Alarm::new();
                 // Armed for a late deadline, then a wait with an earlier one: re-armed.
                 let (timed_out, _) = race(
                     &mut alarm,
                     Deadline::After(Duration::from_secs(30)),
-                    async {
-                        Timer::new(Duration::from_millis(5)).await;
-                    },
+                    pause(5),
                 )
                 .await;
                 assert!(!timed_out);
@@ -1078,9 +1063,7 @@ mod tests {
                 let (timed_out, _) = race(
                     &mut alarm,
                     Deadline::After(Duration::from_millis(20)),
-                    async {
-                        Timer::new(Duration::from_millis(1)).await;
-                    },
+                    pause(1),
                 )
                 .await;
                 assert!(!timed_out);
