@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::buffers::{BufferPool, JsonBuffers};
 use super::envelope;
+use super::workflows::Listings;
 use crate::auth::{self, Caller};
 use crate::checks::Engine;
 use crate::clock::Clock;
@@ -64,6 +65,8 @@ pub struct Context {
     pub image_buffers: BufferPool,
     /// simd-json's working buffers, kept between JSON bodies.
     pub json_buffers: JsonBuffers,
+    /// `GET /v1/workflows`'s answers, kept until the workflows change.
+    pub listings: Listings,
     downloader: Downloader,
     /// Compatible-form uploads in progress (capped by `limits.uploads_per_shard_max`).
     pub uploads: Cell<usize>,
@@ -126,6 +129,7 @@ impl Context {
             text_buffers: BufferPool::new(TEXT_BUFFERS_KEPT, TEXT_BUFFER_BYTES_KEPT),
             image_buffers: BufferPool::new(IMAGE_BUFFERS_KEPT, IMAGE_BUFFER_BYTES_KEPT),
             json_buffers: JsonBuffers::default(),
+            listings: Listings::default(),
             downloader,
             uploads: Cell::new(0),
             unauthenticated_bytes: Cell::new(0),
