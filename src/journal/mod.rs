@@ -813,13 +813,20 @@ fn stage<'r>(
         .map(|record| entry(record).encoded_len() + 28)
         .sum();
     staged.allocate_for(&txn, records.len(), payload)?;
+    // Sequence numbers only grow (a shard's next one is past all it staged and all that was
+    // moved), so each entry goes after the last: LMDB appends it without a search, and a full
+    // leaf splits at its end, which leaves it full instead of half empty. A number behind the
+    // last fails the commit instead of overwriting a record not yet moved. The key is written
+    // as the bytes `U64<BigEndian>` would make of it, without their allocation.
+    let db = staged.db.remap_key_type::<Bytes>();
     let mut bytes = Vec::new();
     for (offset, record) in records.iter().enumerate() {
         bytes.clear();
         if entry(record).encode(&mut bytes).is_none() {
             return Err(heed::Error::Mdb(heed::MdbError::BadValSize));
         }
-        staged.db.put(&mut txn, &(first + offset as u64), &bytes)?;
+        let seq = (first + offset as u64).to_be_bytes();
+        db.put_with_flags(&mut txn, heed::PutFlags::APPEND, &seq, &bytes)?;
     }
     txn.commit()
 }

@@ -783,6 +783,48 @@ mod tests {
         }
     }
 
+    /// The journal stages with LMDB's append (no search, full leaves): that holds because the
+    /// next sequence number is past everything staged and moved, and a number behind the last
+    /// is refused rather than put out of order.
+    #[test]
+    fn staging_appends_past_the_last_entry_and_refuses_a_number_behind_it() {
+        let pair = Pair::new();
+        let records = |keys: &[&str]| -> Vec<(String, Vec<u8>, Option<String>)> {
+            let record = |key: &&str| (key.to_string(), key.as_bytes().to_vec(), None);
+            keys.iter().map(record).collect()
+        };
+        let stage = |first, keys: &[&str]| super::super::stage(&pair.staged, first, &records(keys));
+        stage(1, &["a", "b", "c"]).expect("stage");
+        let taken = move_batch(&pair.staged, &pair.disk(), 2, Fsync::Later).expect("move");
+        assert_eq!(taken.taken, 2);
+        let next = next_seq(&pair.staged, moved(&pair.env, pair.marks).expect("moved"));
+        assert_eq!(next.expect("next"), 4);
+        stage(4, &["d", "e"]).expect("stage");
+        let staged_keys = || -> Vec<(u64, String)> {
+            let txn = pair.staged.env.read_txn().expect("txn");
+            let entries = pair.staged.db.iter(&txn).expect("iter");
+            let entry = |item: heed::Result<(u64, &[u8])>| {
+                let (seq, bytes) = item.expect("entry");
+                (seq, Entry::decode(bytes).expect("decodes").key.to_owned())
+            };
+            entries.map(entry).collect()
+        };
+        let expected = [(3, "c"), (4, "d"), (5, "e")].map(|(seq, key)| (seq, key.to_owned()));
+        assert_eq!(staged_keys(), expected);
+        for behind in [5, 2] {
+            let refused = stage(behind, &["f"]);
+            assert!(
+                matches!(refused, Err(heed::Error::Mdb(heed::MdbError::KeyExist))),
+                "{behind}: {refused:?}"
+            );
+        }
+        assert_eq!(staged_keys(), expected, "a refused commit wrote nothing");
+        // Once everything is moved, numbering goes on past the moved ones.
+        move_all(&pair.staged, &pair.disk()).expect("move");
+        let next = next_seq(&pair.staged, moved(&pair.env, pair.marks).expect("moved"));
+        assert_eq!(next.expect("next"), 6);
+    }
+
     #[test]
     fn a_move_in_slices_commits_each_and_leaves_staging_empty() {
         let pair = Pair::new();
