@@ -238,7 +238,7 @@ mod tests {
     fn the_kept_listings_are_bounded() {
         let listings = Listings::default();
         let map = workflows(&named(10, 1));
-        // 2^10 sets; each listing names the workflows of its set.
+        // 200 of the 1,024 sets of ten workflows; each listing names the workflows of its set.
         for set in 0..200u64 {
             let names: Vec<String> = (0..10)
                 .filter(|bit| set & 1 << bit != 0)

@@ -28,7 +28,9 @@
 //! Cost: the environment is written in its map (`WRITE_MAP`: a commit is memory writes, no
 //! system call), and each write transaction first allocates the file's blocks it may need
 //! ([`Staged::allocate_for`]), so a full tmpfs fails a commit (ENOSPC: 503 `busy`) where an
-//! unallocated page of the map would have raised SIGBUS.
+//! unallocated page of the map would have raised SIGBUS. Entries are put with LMDB's append:
+//! a shard's sequence numbers only grow ([`next_seq`] starts past everything staged and
+//! moved), so a put needs no search and leaves full leaves behind.
 //!
 //! Limits: a staging environment maps at most [`STAGING_MAP_BYTES`] (less if the journal's own
 //! map is smaller); if the disk cannot take records for that long, staging fills and checks
