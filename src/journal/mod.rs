@@ -513,7 +513,7 @@ impl Journal {
                 let committed = commit();
                 // Staging is a tmpfs: a slow commit there waited for the mover's slice or for
                 // the core, which a blocking thread on the same core would not shorten.
-                if started.elapsed() > INLINE_COMMIT_SLOW && self.staging.is_none() {
+                if self.staging.is_none() && started.elapsed() > INLINE_COMMIT_SLOW {
                     self.inline_paused_until
                         .set(Some(Instant::now() + INLINE_PAUSE));
                 }
