@@ -161,11 +161,11 @@ impl Deadline {
     }
 }
 
-/// A timer kept across waits: a connection's one timer (and [`until`]'s). A glommio [`Timer`] is entered into the
-/// reactor's map when first polled and taken out when dropped: a timer per wait would cost
-/// both for every request of a keep-alive connection. The alarm stays armed at the
-/// earliest deadline it was given; a wait whose deadline is no earlier leaves it alone, and
-/// when it fires before that deadline the wait re-arms it.
+/// A timer kept across waits: a connection's one timer (and [`until`]'s). A glommio
+/// [`Timer`] is entered into the reactor's map when first polled and taken out when dropped:
+/// a timer per wait would cost both for every request of a keep-alive connection. The alarm
+/// stays armed at the earliest deadline it was given; a wait whose deadline is no earlier
+/// leaves it alone, and when it fires before that deadline the wait re-arms it.
 ///
 /// The timer holds the waker of the task that last armed it, so an alarm is polled by one
 /// task only (the connection's). When it fires while that task waits for something else (a
