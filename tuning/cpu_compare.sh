@@ -10,8 +10,9 @@
 #                                                         1 KiB of tuning/text_1k.txt)
 #
 # Routes: GET /v1/workflows, POST /v1/text with a 1 KiB text, POST /v1/image with the 1 MP
-# JPEG of the test images. Prints one line per (round, binary, route) with microseconds of
-# server CPU per request, then the median per binary and route.
+# JPEG of the test images. The binaries take turns at running first (`binaries_in_order`).
+# Prints one line per (round, binary, route) with microseconds of server CPU per request, then
+# the median per binary and route and in how many rounds the second binary was the cheaper.
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-3}
 routes=${ROUTES:-workflows text image}
@@ -65,7 +66,7 @@ measure() { # NAME ROUTE -> us per request
 
 results="$work/results"
 for round in $(seq "$rounds"); do
-  for name in before after; do
+  for name in $(binaries_in_order "$round"); do
     bin=$before; [ $name = after ] && bin=$after
     start "$bin" "$name-$round"
     for route in $routes; do
@@ -85,3 +86,4 @@ for route in dict.fromkeys(r for r, _ in rows):
     b, a = statistics.median(rows[(route, "before")]), statistics.median(rows[(route, "after")])
     print(f"{route:10s} before {b:10.1f} us  after {a:10.1f} us  after/before {a / b:.3f}")
 PY
+rounds_lower "$results" route us_per_request

@@ -32,7 +32,7 @@ loadrun() { # SCENARIO JSON ARGS...
 field() { python3 -c "import json,sys; r=json.load(open('$1')); print($2)"; }
 
 for round in $(seq "$rounds"); do
-  for name in before after; do
+  for name in $(binaries_in_order "$round"); do
     bin=$before; [ "$name" = after ] && bin=$after
     start_server "$bin" "$name-$round"
     loadrun "$work/image.toml" "$work/alone.json" --connections 4

@@ -61,3 +61,32 @@ start_baseline() {
   done
   echo "the baseline server did not start" >&2; cat "$work/baseline.out" >&2; exit 1
 }
+
+# binaries_in_order ROUND: "before after" in odd rounds, "after before" in even ones. The
+# comparison scripts take their two binaries in this order, so that neither always runs first
+# (after a quiet spell, say, or into the same page cache) and a drift of the machine during a
+# pass falls on both alike.
+binaries_in_order() {
+  if [ $(($1 % 2)) -eq 1 ]; then echo "before after"; else echo "after before"; fi
+}
+
+# rounds_lower RESULTS KEY FIELD: for each value of KEY (a route, a load), in how many rounds
+# the `after` binary's FIELD was below the `before` binary's, from lines of `round=R
+# binary=before|after KEY=.. FIELD=..`. Two identical binaries differ by 10 % and more here
+# (tuning/README.md), so a median alone says little: this says how often.
+rounds_lower() {
+  python3 - "$@" <<'PY'
+import sys
+results, key, field = sys.argv[1:4]
+by = {}
+for line in open(results):
+    f = dict(kv.split("=", 1) for kv in line.split())
+    if f.get(field) in (None, "None"):
+        continue
+    by.setdefault(f[key], {}).setdefault(f["round"], {})[f["binary"]] = float(f[field])
+for name, rounds in by.items():
+    pairs = [r for r in rounds.values() if "before" in r and "after" in r]
+    lower = sum(r["after"] < r["before"] for r in pairs)
+    print(f"{name:>10}: after lower in {lower} of {len(pairs)} rounds")
+PY
+}

@@ -28,7 +28,7 @@ field() { python3 -c "import json,sys; r=json.load(open('$1')); print($2)"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 
 for round in $(seq "$rounds"); do
-  for name in before after; do
+  for name in $(binaries_in_order "$round"); do
     bin=$before; [ "$name" = after ] && bin=$after
     start_server "$bin" "$name-$round"
     texts "$work/alone.json"

@@ -14,7 +14,8 @@
 # most), on the load's CPU (WRITER_CPU, default 1) so that it slows the server through the
 # disk, not by taking its core: the stall scenario of issue 13. The writer runs under SCHED_IDLE
 # so that it yields its CPU to the load tool (WRITER_SCHED=other: at nice 0).
-# Prints one line per measurement, then the medians.
+# The binaries take turns at running first (`binaries_in_order`). Prints one line per
+# measurement, then the medians and in how many rounds the second binary was the cheaper.
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-2}
 rates=${RATES:-1000}
@@ -55,7 +56,7 @@ PY
 
 results="$work/results"
 for round in $(seq "$rounds"); do
-  for name in before after; do
+  for name in $(binaries_in_order "$round"); do
     bin=$before; [ "$name" = after ] && bin=$after
     start_server "$bin" "$name-$round"
     for rate in $rates; do
@@ -80,3 +81,4 @@ for (load, binary), fs in sorted(rows.items()):
     med = lambda k: statistics.median(float(x[k]) for x in fs if x[k] not in ('None',))
     print(f"{load:>10} {binary:>6}: cpu {med('us'):7.1f} µs  p50 {med('p50'):.2f}  p99 {med('p99'):.2f}  max {med('max'):.2f}")
 PY
+rounds_lower "$results" load us
