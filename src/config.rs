@@ -266,6 +266,9 @@ pub struct InferenceConfig {
     /// `"weights"`, where both are busy, the kernel shares the core by the two threads'
     /// weights: at the defaults (both 0) evenly; `shard_nice = 3` gives the worker two thirds.
     pub shard_nice: i32,
+    /// Image results each shard's worker keeps for repeats of the same bytes
+    /// ([`crate::inference::repeats`]); 0 keeps none.
+    pub image_results_kept: usize,
 }
 
 /// The `modgate serve` flags that override the file, kept so that a reload (SIGHUP) reads the
@@ -334,6 +337,9 @@ pub const SHIPPING_CONNECTIONS_RANGE: std::ops::RangeInclusive<usize> = 1..=64;
 pub const SPIN_US_MAX: u64 = 1_000_000;
 /// The largest `inference.worker_share`: a shard always keeps some of its core.
 pub const WORKER_SHARE_MAX: f64 = 0.95;
+/// The most `inference.image_results_kept`: a result with faces, QR codes and lines of text is
+/// some kilobytes, so this bounds a worker's kept results to some hundreds of MB at worst.
+pub const IMAGE_RESULTS_KEPT_MAX: usize = 65_536;
 
 impl Default for Config {
     fn default() -> Self {
@@ -449,6 +455,7 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         worker_share: Option<f64>,
         worker_nice: Option<i32>,
         shard_nice: Option<i32>,
+        image_results_kept: Option<usize>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -583,6 +590,9 @@ impl Config {
             if !(0..=19).contains(&nice) {
                 bail!("{name} must be in 0..=19 (a higher priority needs privileges modgate does not ask for)");
             }
+        }
+        if self.inference.image_results_kept > IMAGE_RESULTS_KEPT_MAX {
+            bail!("inference.image_results_kept must be at most {IMAGE_RESULTS_KEPT_MAX}");
         }
         if !(0.0..=WORKER_SHARE_MAX).contains(&self.inference.worker_share) {
             bail!("inference.worker_share must be in 0..={WORKER_SHARE_MAX} (the shard keeps some of its core for its own checks)");
@@ -770,7 +780,8 @@ mod tests {
             assert!(error.ends_with("must be above 0"), "{error}");
         }
         // Priorities modgate can set without privileges, and staging it can find.
-        let refused: [fn(&mut Config); 8] = [
+        let refused: [fn(&mut Config); 9] = [
+            |c| c.inference.image_results_kept = IMAGE_RESULTS_KEPT_MAX + 1,
             |c| c.inference.worker_nice = -1,
             |c| c.inference.shard_nice = 20,
             |c| c.inference.worker_share = 0.96,

@@ -156,6 +156,77 @@ fn metrics_are_strict_prometheus_text_and_move_with_requests() {
     assert_eq!(browser.status, 403);
 }
 
+/// With `inference.image_results_kept`, an image sent again byte for byte is answered from the
+/// result of its first check: the same answer, no second decode or model run, the reuse
+/// counted. Other bytes, or other checks of the same bytes, run the models; without the setting
+/// (the default) every check runs them.
+#[test]
+fn a_repeated_image_is_answered_from_its_kept_result_when_asked() {
+    for kept in [16, 0] {
+        let config = if kept > 0 {
+            format!("[inference]\nimage_results_kept = {kept}\n")
+        } else {
+            String::new()
+        };
+        let server = Server::start_with(Options {
+            cores: Some(1),
+            config,
+            ..Options::default()
+        });
+        server.import_workflows(
+            "[workflows.pictures]\ndescription = \"open-NSFW alone.\"\nimage_checks = [\"open_nsfw\"]\n[workflows.pictures.categories]\nnudity = { review = 0.5, reject = 0.9 }\n",
+        );
+        let key = server.new_key("acme", "pro", &[]).0;
+        let check = |image: &str, workflow: &str| {
+            let (status, _, answer) = post(
+                &server.url(&format!("/v1/image?workflow={workflow}")),
+                &[
+                    ("X-Api-Key", &key),
+                    ("Content-Type", "application/octet-stream"),
+                ],
+                &testimage(image),
+            );
+            assert_eq!(status, 200, "{image}: {answer:?}");
+            (answer["summary"].clone(), answer["scores"].clone())
+        };
+        let runs = |exposition: &Exposition| {
+            value(
+                exposition,
+                "modgate_model_duration_seconds_count",
+                &[("model", "open_nsfw")],
+            )
+        };
+        let before = server.scrape();
+        let first = check("jpeg_baseline_chelsea_451x300.jpg", "default");
+        let again = check("jpeg_baseline_chelsea_451x300.jpg", "default");
+        assert_eq!(first, again, "a repeat answers as the first check did");
+        assert!(first.1["nudity"].is_number(), "{first:?}");
+        let repeated = server.scrape();
+        let reused = value(&repeated, "modgate_image_results_reused_total", &[]);
+        if kept > 0 {
+            assert_eq!(reused, 1.0);
+            assert_eq!(
+                runs(&repeated) - runs(&before),
+                1.0,
+                "one model run for two checks"
+            );
+        } else {
+            assert_eq!(reused, 0.0);
+            assert_eq!(runs(&repeated) - runs(&before), 2.0);
+        }
+        // Other bytes run the model; so do the same bytes for a workflow of other checks
+        // (open-NSFW alone).
+        check("jpeg_baseline_coffee_256x256.jpg", "default");
+        check("jpeg_baseline_chelsea_451x300.jpg", "pictures");
+        let after = server.scrape();
+        assert_eq!(
+            value(&after, "modgate_image_results_reused_total", &[]),
+            reused
+        );
+        assert_eq!(runs(&after) - runs(&repeated), 2.0);
+    }
+}
+
 #[test]
 fn metrics_count_downloads_their_refusals_and_fsyncs() {
     let server = Server::start_with(Options {

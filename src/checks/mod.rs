@@ -420,17 +420,21 @@ impl Engine {
         }
         board.measured = std::mem::take(&mut scores.measured);
         let models = &worker.image_models;
-        if let Some(format) = scores.format {
-            let prepared = scores
-                .rows
-                .iter()
-                .map(|row| (models[row.slot].model.name, row.prepare_us));
-            self.metrics
-                .image_stages(format, scores.decode_us, prepared);
-        }
-        for row in &scores.rows {
-            self.metrics
-                .model_run(models[row.slot].model.name, row.run_us);
+        if scores.reused {
+            self.metrics.image_result_reused();
+        } else {
+            if let Some(format) = scores.format {
+                let prepared = scores
+                    .rows
+                    .iter()
+                    .map(|row| (models[row.slot].model.name, row.prepare_us));
+                self.metrics
+                    .image_stages(format, scores.decode_us, prepared);
+            }
+            for row in &scores.rows {
+                self.metrics
+                    .model_run(models[row.slot].model.name, row.run_us);
+            }
         }
         for check in checks_of(checks, ContentKind::Image) {
             let Runner::Image { score, .. } = &check.runner else {

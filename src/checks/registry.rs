@@ -310,6 +310,7 @@ pub fn worker_config(
         sharing,
         share,
         nice,
+        image_results_kept: 0,
     }
 }
 

@@ -108,7 +108,7 @@ impl Rgb8 {
 
 /// Measurements of the pixels a check can ask for beside the models, made on the model worker
 /// from the decoded image (no model runs them).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Measures {
     /// Sharpness, brightness, contrast and colours ([`properties`]).
     pub properties: bool,

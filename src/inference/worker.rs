@@ -25,6 +25,7 @@ use ort::session::Session;
 
 use super::faces::FaceNets;
 use super::ocr::OcrNets;
+use super::repeats::{Key, Repeats};
 use super::run::{image_rows, image_rows_one_by_one, takes_one_image, toxblock_probs};
 use super::share::CoreSharing;
 use super::{open_session, ImageModelSpec, ModelSpec};
@@ -84,6 +85,8 @@ pub struct WorkerConfig {
     pub share: f64,
     /// The worker thread's scheduling niceness (with [`CoreSharing::Weights`]).
     pub nice: i32,
+    /// Image results kept for repeats of the same bytes ([`super::repeats`]); 0 keeps none.
+    pub image_results_kept: usize,
 }
 
 /// One image model's answer for one image.
@@ -108,6 +111,9 @@ pub struct ImageJobScores {
     /// The measurements asked for, and their time.
     pub measured: Measured,
     pub measure_us: u64,
+    /// Kept from an earlier check of the same bytes ([`super::repeats`]): nothing was decoded
+    /// or run for this one, and its times are 0.
+    pub reused: bool,
 }
 
 /// An image job's answer: the scores, or why the image does not decode; and the caller's
@@ -459,6 +465,7 @@ fn serve(
     unfinished: &AtomicUsize,
 ) {
     let mut held: Option<Job> = None;
+    let mut repeats = Repeats::new(config.image_results_kept);
     loop {
         let first = match held.take() {
             Some(job) => job,
@@ -509,7 +516,7 @@ fn serve(
                 if !batch.is_empty() {
                     let wanted = batch.iter().fold(0, |set, job| set | job.wanted);
                     sessions.open_wanted(environment, &config.image_models, wanted);
-                    run_image_batch(&mut sessions, &config.image_models, batch);
+                    run_image_batch(&mut sessions, &config.image_models, &mut repeats, batch);
                 }
                 taken
             }
@@ -555,6 +562,8 @@ fn run_toxblock_batch(session: Option<&mut Session>, batch: Vec<ToxblockJob>) {
 struct Prepared {
     job: ImageJob,
     scores: Result<ImageJobScores, ImageError>,
+    /// The key to keep its result under, when it was computed here and results are kept.
+    key: Option<Key>,
 }
 
 /// Whether slot `slot` is in the set `wanted`.
@@ -568,6 +577,7 @@ fn wants(wanted: u64, slot: usize) -> bool {
 fn run_image_batch(
     sessions: &mut Sessions,
     models: &[&'static ImageModelSpec],
+    repeats: &mut Repeats,
     batch: Vec<ImageJob>,
 ) {
     let runnable = sessions.runnable();
@@ -575,9 +585,22 @@ fn run_image_batch(
     let mut inputs: Vec<Vec<f32>> = vec![Vec::new(); models.len()];
     let mut images_of: Vec<Vec<usize>> = vec![Vec::new(); models.len()];
     let mut prepared = Vec::with_capacity(batch.len());
+    let mut computed = 0u64;
     for job in batch {
         let index = prepared.len();
         let wanted = job.wanted & runnable;
+        let key = repeats
+            .on()
+            .then(|| Key::new(&job.bytes, wanted, job.measures));
+        if let Some(scores) = key.as_ref().and_then(|key| repeats.get(key)) {
+            prepared.push(Prepared {
+                job,
+                scores: Ok(scores),
+                key: None,
+            });
+            continue;
+        }
+        computed += 1;
         let nets = Nets {
             faces: sessions.faces.as_mut(),
             ocr: sessions.ocr.nets(job.measures.ocr),
@@ -587,9 +610,9 @@ fn run_image_batch(
                 images_of[row.slot].push(index);
             }
         });
-        prepared.push(Prepared { job, scores });
+        prepared.push(Prepared { job, scores, key });
     }
-    let images = prepared.len().max(1) as u64;
+    let images = computed.max(1);
     for (slot, spec) in models.iter().enumerate() {
         let (
             Some(ImageSession::Open {
@@ -629,7 +652,10 @@ fn run_image_batch(
             }
         }
     }
-    for Prepared { job, scores } in prepared {
+    for Prepared { job, scores, key } in prepared {
+        if let (Some(key), Ok(scores)) = (key, &scores) {
+            repeats.keep(key, scores);
+        }
         let _ = job.reply.send(ImageOutcome {
             bytes: job.bytes,
             scores,
@@ -725,6 +751,7 @@ fn prepare(
         rows: Vec::new(),
         measured,
         measure_us: started.elapsed().as_micros() as u64,
+        reused: false,
     };
     let mut added: Vec<usize> = Vec::new();
     for (slot, spec) in models.iter().enumerate() {

@@ -439,6 +439,17 @@ pub fn render(snapshots: &[ShardSnapshot], process: &ProcessInfo) -> String {
     }
     family(
         &mut out,
+        "modgate_image_results_reused_total",
+        "counter",
+        "Image checks answered from the result of an earlier check of the same bytes (inference.image_results_kept).",
+    );
+    let _ = writeln!(
+        out,
+        "modgate_image_results_reused_total {}",
+        sum.image_results_reused
+    );
+    family(
+        &mut out,
         "modgate_connections_refused_total",
         "counter",
         "Connections answered 503 busy and closed at accept (connections_per_shard_max).",

@@ -85,6 +85,9 @@ pub struct Counters {
     pub resize_seconds: ByModel,
     /// Model run time per request by model; a batch's time is shared.
     pub model_seconds: ByModel,
+    /// Image checks answered from a result kept for the same bytes
+    /// ([`crate::inference::repeats`]).
+    pub image_results_reused: u64,
     /// Connections refused at accept over `connections_per_shard_max`.
     pub connections_refused: u64,
     /// Panics caught while serving a connection (each closed that connection alone).
@@ -110,6 +113,7 @@ impl Default for Counters {
             decode_seconds: [Latency::default(); 4],
             resize_seconds: ByModel::new(),
             model_seconds: ByModel::new(),
+            image_results_reused: 0,
             connections_refused: 0,
             panics: 0,
             journal_commits: 0,
@@ -147,6 +151,7 @@ impl Counters {
         add_histograms(&mut self.decode_seconds, &other.decode_seconds);
         add_by_model(&mut self.resize_seconds, &other.resize_seconds);
         add_by_model(&mut self.model_seconds, &other.model_seconds);
+        self.image_results_reused += other.image_results_reused;
         self.connections_refused += other.connections_refused;
         self.panics += other.panics;
         self.journal_commits += other.journal_commits;
@@ -309,6 +314,14 @@ impl Metrics {
             return;
         }
         observe_by_model(&mut self.counters.borrow_mut().model_seconds, model, us);
+    }
+
+    /// An image check answered from a result kept for the same bytes: nothing was decoded or
+    /// run for it, so it adds to no stage's time.
+    pub fn image_result_reused(&self) {
+        if self.enabled {
+            self.counters.borrow_mut().image_results_reused += 1;
+        }
     }
 
     pub fn connection_refused(&self) {

@@ -1,0 +1,237 @@
+//! Image results kept for repeats: an image sent again, byte for byte, for the same checks,
+//! gets the scores and measurements its first check computed, without another decode or model
+//! run. Platforms see the same file many times (re-uploads, memes, spam runs); a repeat then
+//! costs a SHA-256 of its bytes instead of about 48 ms of models (the default workflow on a
+//! 1 MP JPEG).
+//!
+//! Each shard's model worker keeps its own (`inference.image_results_kept` entries; 0 keeps
+//! none), so nothing is shared between threads. What is kept is exactly what the worker would
+//! compute again: the key is the SHA-256 of the bytes with the set of models and the
+//! measurements asked for (which decide the decoded size, [`super::worker`]), the models and
+//! the decoder do not change while the process runs, and ONNX Runtime gives the same outputs
+//! for the same input. SHA-256 because a key must not be forgeable: with a fast non-keyed hash,
+//! a file made to collide with a harmless one that was checked first would take its scores.
+//!
+//! Only a complete result is kept: every model asked for gave its row and every measurement
+//! its figures. A model run that failed, or a measurement that panicked, leaves the check
+//! unchecked this time and is tried again next time. A file that does not decode is not kept
+//! either (it fails quickly anyway). When full, the oldest entry goes (first in, first out).
+
+use std::collections::{HashMap, VecDeque};
+
+use super::worker::ImageJobScores;
+use crate::image::{Measured, Measures};
+
+/// What a result is kept under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Key {
+    sha256: [u8; 32],
+    /// The image models that run for it, as a set of slots.
+    models: u64,
+    measures: Measures,
+}
+
+impl Key {
+    pub fn new(bytes: &[u8], models: u64, measures: Measures) -> Key {
+        let mut sha256 = [0u8; 32];
+        sha256.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
+        Key {
+            sha256,
+            models,
+            measures,
+        }
+    }
+}
+
+/// A worker's kept results, at most `max` of them.
+pub struct Repeats {
+    max: usize,
+    kept: HashMap<Key, ImageJobScores>,
+    /// Keys in the order they were kept, oldest first.
+    order: VecDeque<Key>,
+}
+
+impl Repeats {
+    pub fn new(max: usize) -> Repeats {
+        Repeats {
+            max,
+            kept: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+
+    /// Whether results are kept at all (`max` above 0): without, no key is computed.
+    pub fn on(&self) -> bool {
+        self.max > 0
+    }
+
+    /// The result kept for `key`, marked as reused, with no time of its own: nothing was
+    /// decoded or run for it.
+    pub fn get(&self, key: &Key) -> Option<ImageJobScores> {
+        let kept = self.kept.get(key)?;
+        let mut scores = kept.clone();
+        scores.reused = true;
+        scores.decode_us = 0;
+        scores.measure_us = 0;
+        for row in &mut scores.rows {
+            row.prepare_us = 0;
+            row.run_us = 0;
+        }
+        Some(scores)
+    }
+
+    /// Keeps `scores` for `key` if the result is complete.
+    pub fn keep(&mut self, key: Key, scores: &ImageJobScores) {
+        if !self.on() || self.kept.contains_key(&key) || !complete(&key, scores) {
+            return;
+        }
+        while self.kept.len() >= self.max {
+            match self.order.pop_front() {
+                Some(oldest) => {
+                    self.kept.remove(&oldest);
+                }
+                None => break,
+            }
+        }
+        self.kept.insert(key, scores.clone());
+        self.order.push_back(key);
+    }
+
+    pub fn len(&self) -> usize {
+        self.kept.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty()
+    }
+}
+
+/// Every model of the key gave its row of values, and every measurement asked for has its
+/// figures.
+fn complete(key: &Key, scores: &ImageJobScores) -> bool {
+    let rows = scores
+        .rows
+        .iter()
+        .filter(|row| !row.values.is_empty())
+        .fold(0u64, |set, row| set | 1 << row.slot);
+    rows == key.models && measured_all(key.measures, &scores.measured)
+}
+
+fn measured_all(asked: Measures, measured: &Measured) -> bool {
+    (!asked.properties || measured.properties.is_some())
+        && (!asked.qr || measured.qr_codes.is_some())
+        && (!asked.hashes || measured.hashes.is_some())
+        && (!asked.faces || measured.faces.is_some())
+        && (!asked.ocr || measured.text_lines.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inference::worker::ModelRow;
+
+    fn scores(slots: &[usize]) -> ImageJobScores {
+        ImageJobScores {
+            decode_us: 3_000,
+            rows: slots
+                .iter()
+                .map(|&slot| ModelRow {
+                    slot,
+                    values: vec![0.25, 0.75],
+                    prepare_us: 500,
+                    run_us: 20_000,
+                })
+                .collect(),
+            ..ImageJobScores::default()
+        }
+    }
+
+    #[test]
+    fn a_repeat_gets_the_kept_scores_without_their_times() {
+        let mut repeats = Repeats::new(4);
+        let key = Key::new(b"\xFF\xD8\xFF one file", 0b11, Measures::NONE);
+        repeats.keep(key, &scores(&[0, 1]));
+        let again = repeats.get(&key).expect("kept");
+        assert!(again.reused);
+        assert_eq!(again.decode_us, 0);
+        assert_eq!(
+            again
+                .rows
+                .iter()
+                .map(|r| (r.slot, r.values.clone(), r.run_us, r.prepare_us))
+                .collect::<Vec<_>>(),
+            vec![(0, vec![0.25, 0.75], 0, 0), (1, vec![0.25, 0.75], 0, 0)]
+        );
+    }
+
+    #[test]
+    fn other_bytes_models_or_measures_are_other_keys() {
+        let mut repeats = Repeats::new(4);
+        let key = Key::new(b"one file", 0b1, Measures::NONE);
+        repeats.keep(key, &scores(&[0]));
+        assert!(repeats
+            .get(&Key::new(b"one file!", 0b1, Measures::NONE))
+            .is_none());
+        assert!(repeats
+            .get(&Key::new(b"one file", 0b11, Measures::NONE))
+            .is_none());
+        let hashes = Measures {
+            hashes: true,
+            ..Measures::NONE
+        };
+        assert!(repeats.get(&Key::new(b"one file", 0b1, hashes)).is_none());
+        assert!(repeats
+            .get(&Key::new(b"one file", 0b1, Measures::NONE))
+            .is_some());
+    }
+
+    #[test]
+    fn an_incomplete_result_is_not_kept() {
+        let mut repeats = Repeats::new(4);
+        // A model's run failed: its row is missing.
+        let key = Key::new(b"file", 0b11, Measures::NONE);
+        repeats.keep(key, &scores(&[0]));
+        assert!(repeats.get(&key).is_none());
+        // A model did not run: its row has no values.
+        let mut unrun = scores(&[0, 1]);
+        unrun.rows[1].values.clear();
+        repeats.keep(key, &unrun);
+        assert!(repeats.get(&key).is_none());
+        // A measurement asked for has no figures (it panicked, or its networks failed).
+        let faces = Measures {
+            faces: true,
+            ..Measures::NONE
+        };
+        let key = Key::new(b"file", 0b1, faces);
+        repeats.keep(key, &scores(&[0]));
+        assert!(repeats.get(&key).is_none());
+        let mut with_faces = scores(&[0]);
+        with_faces.measured.faces = Some(Vec::new());
+        repeats.keep(key, &with_faces);
+        assert!(repeats.get(&key).is_some());
+    }
+
+    #[test]
+    fn the_oldest_goes_when_full_and_none_is_kept_at_zero() {
+        let mut repeats = Repeats::new(3);
+        let keys: Vec<Key> = (0u8..5)
+            .map(|i| Key::new(&[i], 0b1, Measures::NONE))
+            .collect();
+        for key in &keys {
+            repeats.keep(*key, &scores(&[0]));
+            assert!(repeats.len() <= 3);
+        }
+        assert!(repeats.get(&keys[0]).is_none());
+        assert!(repeats.get(&keys[1]).is_none());
+        assert!(keys[2..].iter().all(|key| repeats.get(key).is_some()));
+        // Keeping one already kept does not count it twice.
+        repeats.keep(keys[4], &scores(&[0]));
+        assert_eq!(repeats.len(), 3);
+        assert!(repeats.get(&keys[2]).is_some());
+
+        let mut off = Repeats::new(0);
+        assert!(!off.on());
+        off.keep(keys[0], &scores(&[0]));
+        assert!(off.is_empty());
+    }
+}
