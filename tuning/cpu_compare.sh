@@ -12,7 +12,8 @@
 # Routes: GET /v1/workflows, POST /v1/text with a 1 KiB text, POST /v1/image with the 1 MP
 # JPEG of the test images. The binaries take turns at running first (`binaries_in_order`).
 # Prints one line per (round, binary, route) with microseconds of server CPU per request, then
-# the median per binary and route and in how many rounds the second binary was the cheaper.
+# the median per binary and route and in how many rounds the new binary (the second
+# argument) was the cheaper.
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-3}
 routes=${ROUTES:-workflows text image}

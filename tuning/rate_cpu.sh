@@ -15,7 +15,8 @@
 # disk, not by taking its core: the stall scenario of issue 13. The writer runs under SCHED_IDLE
 # so that it yields its CPU to the load tool (WRITER_SCHED=other: at nice 0).
 # The binaries take turns at running first (`binaries_in_order`). Prints one line per
-# measurement, then the medians and in how many rounds the second binary was the cheaper.
+# measurement, then the medians and in how many rounds the new binary (the second
+# argument) was the cheaper.
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-2}
 rates=${RATES:-1000}
