@@ -285,7 +285,7 @@ fn measuring(c: &mut Criterion) {
             b.iter(|| modgate::image::hashes::pdq(black_box(&decoded)))
         });
         group.bench_function(format!("hashes/{name}"), |b| {
-            b.iter(|| modgate::image::hashes::hash(black_box(&bytes), black_box(&decoded)))
+            b.iter(|| modgate::image::hashes::hash(black_box(&bytes), None, black_box(&decoded)))
         });
     }
     group.finish();

@@ -27,7 +27,7 @@ fn server_hashes(bytes: &[u8]) -> Option<ImageHashes> {
         modgate::checks::registry::image_min_side_px(),
     )
     .ok()?;
-    Some(hash(bytes, &image))
+    Some(hash(bytes, None, &image))
 }
 
 /// The distance a list holding `listed` (an upload's entry) matches `copy` at.

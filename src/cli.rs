@@ -1100,7 +1100,7 @@ fn image_file_entries(path: &Path) -> anyhow::Result<Vec<crate::lists::EntryHash
         crate::checks::registry::image_min_side_px(),
     )
     .map_err(|error| anyhow!("{}: {error}", path.display()))?;
-    let found = hashes::hash(&bytes, &image);
+    let found = hashes::hash(&bytes, None, &image);
     let entries = crate::lists::image_entry_hashes(&found);
     if !matches!(entries.first(), Some(EntryHash::Pdq(_))) {
         eprintln!(

@@ -90,14 +90,8 @@ impl Listings {
             return Response::json(200, body.to_vec());
         }
         // Written from the set itself, so a kept body is what its key says.
-        let in_set = |(bit, _): &(usize, _)| set & 1 << bit != 0;
-        let response = listing(
-            workflows
-                .values()
-                .enumerate()
-                .filter(in_set)
-                .map(|(_, w)| w),
-        );
+        let in_set = |(bit, workflow): (usize, _)| (set & 1 << bit != 0).then_some(workflow);
+        let response = listing(workflows.values().enumerate().filter_map(in_set));
         if response.status == 200 {
             if kept.bodies.len() >= LISTINGS_KEPT {
                 kept.bodies.clear();

@@ -83,10 +83,17 @@ impl ImageHashes {
     }
 }
 
-/// Hashes `bytes` (the file as sent) and `image` (its decoded pixels).
-pub fn hash(bytes: &[u8], image: &Rgb8) -> ImageHashes {
+/// The SHA-256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     let mut sha256 = [0u8; 32];
     sha256.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
+    sha256
+}
+
+/// Hashes `bytes` (the file as sent; `sha256` its digest when the caller has it already) and
+/// `image` (its decoded pixels).
+pub fn hash(bytes: &[u8], sha256: Option<[u8; 32]>, image: &Rgb8) -> ImageHashes {
+    let sha256 = sha256.unwrap_or_else(|| self::sha256(bytes));
     let (pdq, pdq_tool) = match image.width.min(image.height) >= PDQ_SIDE_MIN {
         true => (Some(pdq(image)), pdq_tool(image)),
         false => (None, None),
@@ -205,7 +212,8 @@ mod tests {
     #[test]
     fn exact_hashes_are_of_the_bytes() {
         let image = Rgb8::new(8, 8, vec![0; 192]);
-        let hashes = hash(b"abc", &image);
+        let hashes = hash(b"abc", None, &image);
+        assert_eq!(hash(b"abc", Some(sha256(b"abc")), &image), hashes);
         assert_eq!(hex(&hashes.md5), "900150983cd24fb0d6963f7d28e17f72");
         assert_eq!(
             hex(&hashes.sha256),
@@ -215,10 +223,10 @@ mod tests {
 
     #[test]
     fn too_small_and_flat_images() {
-        let thin = hash(b"x", &Rgb8::new(4, 100, vec![9; 4 * 100 * 3]));
+        let thin = hash(b"x", None, &Rgb8::new(4, 100, vec![9; 4 * 100 * 3]));
         assert_eq!((thin.pdq, thin.pdq_tool), (None, None));
         assert_eq!(thin.pdq_queries().count(), 0);
-        let flat = hash(b"x", &Rgb8::new(64, 64, vec![128; 64 * 64 * 3]));
+        let flat = hash(b"x", None, &Rgb8::new(64, 64, vec![128; 64 * 64 * 3]));
         let (_, quality) = flat.pdq.unwrap();
         assert!(quality < PDQ_QUALITY_MIN, "a flat image: {quality}");
         assert_eq!(flat.pdq_queries().count(), 0, "too weak to match on");

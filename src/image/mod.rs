@@ -184,11 +184,13 @@ impl Measures {
 
     /// Runs the measurements asked for on `image`, decoded from `bytes` (all but the faces and
     /// the text).
-    pub fn run(self, bytes: &[u8], image: &Rgb8) -> Measured {
+    /// Makes the measurements of `image`, decoded from `bytes` (whose SHA-256 is `sha256`, when
+    /// the caller has it already).
+    pub fn run(self, bytes: &[u8], sha256: Option<[u8; 32]>, image: &Rgb8) -> Measured {
         Measured {
             properties: self.properties.then(|| properties::measure(image)),
             qr_codes: self.qr.then(|| qr::read(image)).flatten(),
-            hashes: self.hashes.then(|| hashes::hash(bytes, image)),
+            hashes: self.hashes.then(|| hashes::hash(bytes, sha256, image)),
             faces: None,
             text_lines: None,
         }

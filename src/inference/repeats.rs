@@ -17,9 +17,10 @@
 //! unchecked this time and is tried again next time. A file that does not decode is not kept
 //! either. When full, the oldest entry goes (first in, first out).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::worker::ImageJobScores;
+use crate::hash::FastMap;
 use crate::image::{Measured, Measures};
 
 /// What a result is kept under.
@@ -33,20 +34,24 @@ pub struct Key {
 
 impl Key {
     pub fn new(bytes: &[u8], models: u64, measures: Measures) -> Key {
-        let mut sha256 = [0u8; 32];
-        sha256.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
         Key {
-            sha256,
+            sha256: crate::image::hashes::sha256(bytes),
             models,
             measures,
         }
+    }
+
+    /// The file's SHA-256 (the hashes measurement takes it instead of hashing the file again).
+    pub fn sha256(&self) -> [u8; 32] {
+        self.sha256
     }
 }
 
 /// A worker's kept results, at most `max` of them.
 pub struct Repeats {
     max: usize,
-    kept: HashMap<Key, ImageJobScores>,
+    /// Keyed by SHA-256 digests, which a caller cannot aim at one bucket: the fast hasher.
+    kept: FastMap<Key, ImageJobScores>,
     /// Keys in the order they were kept, oldest first.
     order: VecDeque<Key>,
 }
@@ -55,7 +60,7 @@ impl Repeats {
     pub fn new(max: usize) -> Repeats {
         Repeats {
             max,
-            kept: HashMap::new(),
+            kept: FastMap::default(),
             order: VecDeque::new(),
         }
     }
@@ -97,12 +102,9 @@ impl Repeats {
         self.order.push_back(key);
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.kept.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.kept.is_empty()
     }
 }
 
@@ -232,6 +234,6 @@ mod tests {
         let mut off = Repeats::new(0);
         assert!(!off.on());
         off.keep(keys[0], &scores(&[0]));
-        assert!(off.is_empty());
+        assert_eq!(off.len(), 0);
     }
 }

@@ -605,7 +605,8 @@ fn run_image_batch(
             faces: sessions.faces.as_mut(),
             ocr: sessions.ocr.nets(job.measures.ocr),
         };
-        let scores = prepare(&job, wanted, models, &mut inputs, nets).inspect(|scores| {
+        let sha256 = key.as_ref().map(Key::sha256);
+        let scores = prepare(&job, wanted, sha256, models, &mut inputs, nets).inspect(|scores| {
             for row in &scores.rows {
                 images_of[row.slot].push(index);
             }
@@ -673,6 +674,7 @@ struct Nets<'a> {
 fn prepare(
     job: &ImageJob,
     wanted: u64,
+    sha256: Option<[u8; 32]>,
     models: &[&'static ImageModelSpec],
     inputs: &mut [Vec<f32>],
     nets: Nets<'_>,
@@ -704,7 +706,7 @@ fn prepare(
     // Measurements are this crate's own code over bounded buffers; a bug in one must still
     // cost only its figures, not the worker.
     let mut measured = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        job.measures.run(&job.bytes, &image)
+        job.measures.run(&job.bytes, sha256, &image)
     }))
     .unwrap_or_else(|_| {
         tracing::error!("an image measurement panicked");
