@@ -35,8 +35,10 @@ cp "$root/models/image/testimages/jpeg_baseline_retina_1152x864_1mp.jpg" "$work/
 
 start() { # BIN NAME -> sets pid, port, key
   local bin=$1 name=$2 data="$work/data-$2"
-  taskset -c 0 "$bin" serve --data "$data" --listen 127.0.0.1:0 --cores 1 \
-    --models "$root/models" --metrics-listen off --log-level warn >"$work/$name.out" 2>&1 &
+  # shellcheck disable=SC2046 # models_config gives zero or two words
+  taskset -c 0 "$bin" serve --data "$data" $(models_config "$bin") --listen 127.0.0.1:0 \
+    --cores 1 --models "$root/models" --metrics-listen off --log-level warn \
+    >"$work/$name.out" 2>&1 &
   pid=$!
   for _ in $(seq 100); do
     port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.out" | grep -o '[0-9]*$' || true)

@@ -13,12 +13,25 @@ bench_key() {
   "$bin" key create --org bench "$@" | head -1
 }
 
+# models_config BIN: the `--config FILE` arguments that make BIN run the models for every image,
+# for a build that keeps image results for repeats (`inference.image_results_kept`, on by
+# default): the scripts send one file again and again, and must measure the models, not the
+# reuse. Nothing for older builds, which refuse a field they do not know.
+models_config() {
+  if "$1" config --print-defaults 2>/dev/null | grep -q '^image_results_kept'; then
+    printf '[inference]\nimage_results_kept = 0\n' >"$work/models.toml"
+    echo "--config $work/models.toml"
+  fi
+}
+
 # start_server BIN NAME: one shard on CPU 0, a fresh data directory under $work, and a key of
 # `bench_key`; sets pid, port and key.
 start_server() {
   local bin=$1 name=$2 data="$work/data-$2"
-  taskset -c 0 "$bin" serve --data "$data" --listen 127.0.0.1:0 --cores 1 \
-    --models "$root/models" --metrics-listen off --log-level warn >"$work/$name.out" 2>&1 &
+  # shellcheck disable=SC2046 # models_config gives zero or two words
+  taskset -c 0 "$bin" serve --data "$data" $(models_config "$bin") --listen 127.0.0.1:0 \
+    --cores 1 --models "$root/models" --metrics-listen off --log-level warn \
+    >"$work/$name.out" 2>&1 &
   pid=$!
   for _ in $(seq 150); do
     port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.out" | grep -o '[0-9]*$' || true)
