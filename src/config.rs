@@ -269,6 +269,9 @@ pub struct InferenceConfig {
     /// Image results each shard's worker keeps for repeats of the same bytes
     /// ([`crate::inference::repeats`]); 0 keeps none.
     pub image_results_kept: usize,
+    /// tox-block windows whose scores each shard keeps for repeats of the same words
+    /// ([`crate::checks::toxblock`]); 0 keeps none.
+    pub toxblock_windows_kept: usize,
 }
 
 /// The `modgate serve` flags that override the file, kept so that a reload (SIGHUP) reads the
@@ -340,6 +343,9 @@ pub const WORKER_SHARE_MAX: f64 = 0.95;
 /// The most `inference.image_results_kept`: a result with faces, QR codes and lines of text is
 /// some kilobytes, so this bounds a worker's kept results to some hundreds of MB at worst.
 pub const IMAGE_RESULTS_KEPT_MAX: usize = 65_536;
+/// The most `inference.toxblock_windows_kept`: a kept window is about 100 bytes, so this bounds
+/// a shard's to about 100 MB.
+pub const TOXBLOCK_WINDOWS_KEPT_MAX: usize = 1 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -456,6 +462,7 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         worker_nice: Option<i32>,
         shard_nice: Option<i32>,
         image_results_kept: Option<usize>,
+        toxblock_windows_kept: Option<usize>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -593,6 +600,9 @@ impl Config {
         }
         if self.inference.image_results_kept > IMAGE_RESULTS_KEPT_MAX {
             bail!("inference.image_results_kept must be at most {IMAGE_RESULTS_KEPT_MAX}");
+        }
+        if self.inference.toxblock_windows_kept > TOXBLOCK_WINDOWS_KEPT_MAX {
+            bail!("inference.toxblock_windows_kept must be at most {TOXBLOCK_WINDOWS_KEPT_MAX}");
         }
         if !(0.0..=WORKER_SHARE_MAX).contains(&self.inference.worker_share) {
             bail!("inference.worker_share must be in 0..={WORKER_SHARE_MAX} (the shard keeps some of its core for its own checks)");
@@ -780,8 +790,9 @@ mod tests {
             assert!(error.ends_with("must be above 0"), "{error}");
         }
         // Priorities modgate can set without privileges, and staging it can find.
-        let refused: [fn(&mut Config); 9] = [
+        let refused: [fn(&mut Config); 10] = [
             |c| c.inference.image_results_kept = IMAGE_RESULTS_KEPT_MAX + 1,
+            |c| c.inference.toxblock_windows_kept = TOXBLOCK_WINDOWS_KEPT_MAX + 1,
             |c| c.inference.worker_nice = -1,
             |c| c.inference.shard_nice = 20,
             |c| c.inference.worker_share = 0.96,

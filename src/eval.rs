@@ -7,6 +7,7 @@
 //! It runs the server's own code: the same [`Engine`], the same model worker, the same
 //! decision rule; only the HTTP layer is left out.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write as _};
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, Context};
 
 use crate::checks::registry;
+use crate::checks::toxblock::KeptWindows;
 use crate::checks::{Engine, TextModels};
 use crate::decision::{decide, Action, Decision};
 use crate::image::probe::probe;
@@ -196,6 +198,8 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
                 normalizer: Default::default(),
                 turns: Default::default(),
                 pace: Pace::off(),
+                // Every window through the model: the evaluation is of the model.
+                toxblock_kept: RefCell::new(KeptWindows::new(0)),
                 metrics: crate::metrics::Metrics::new(false),
             };
             let mut tally = Tally::default();

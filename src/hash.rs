@@ -1,4 +1,5 @@
-//! Hash maps of the request path: a fast hasher, and a flat index for the models' tables.
+//! Hash maps of the request path: a fast hasher, and a flat index for the models' tables; and
+//! SHA-256, for keys no caller can make collide.
 //!
 //! std's default SipHash costs about 20 ns per short key, and a text check looks up hundreds of
 //! tokens (the profanity model's vocabulary, tox-block's word index) and a few keys and
@@ -15,6 +16,14 @@
 //! its control bytes and its entries in two arrays, so a look-up in a cold map misses the
 //! cache twice, while a flat slot holds the key and its value together, and a caller can read
 //! the first slots of many keys before any look-up branches, so that their misses overlap.
+
+/// The SHA-256 of `bytes` (ring's): the key of results kept for repeats, which no caller can
+/// make collide with another's, and an image's `sha256` for the hash lists.
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let mut sha256 = [0u8; 32];
+    sha256.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
+    sha256
+}
 
 /// A `HashMap` with foldhash's per-process random seed.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

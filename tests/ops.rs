@@ -227,6 +227,78 @@ fn a_repeated_image_is_answered_from_its_kept_result() {
     }
 }
 
+/// A tox-block window of words the shard has scored before is not run through the model again
+/// (`inference.toxblock_windows_kept`, on by default): the same text gets the same scores
+/// without a model run, and a text that differs in its first words runs only the window that
+/// holds them. With the setting at 0, every check runs every window.
+#[test]
+fn repeated_toxblock_windows_are_scored_from_kept_results() {
+    // 250 words tox-block knows: windows of 100 aligned to the end, so 50, 100 and 100 words.
+    let sentence = "you are a good person and i like your work ";
+    let text = sentence.repeat(25);
+    let changed = format!("they{}", &text["you".len()..]);
+    for kept in [true, false] {
+        let config = if kept {
+            String::new()
+        } else {
+            "[inference]\ntoxblock_windows_kept = 0\n".to_owned()
+        };
+        let server = Server::start_with(Options {
+            cores: Some(1),
+            config,
+            ..Options::default()
+        });
+        let key = server.new_key("acme", "pro", &[]).0;
+        let check = |text: &str| {
+            let body = serde_json::json!({ "text": text, "workflow": "text-ml" }).to_string();
+            let (status, _, answer) = post(
+                &server.url("/v1/text"),
+                &[("X-Api-Key", &key), ("Content-Type", "application/json")],
+                body.as_bytes(),
+            );
+            assert_eq!(status, 200, "{answer:?}");
+            answer["scores"].clone()
+        };
+        let counts = |exposition: &Exposition| {
+            (
+                value(
+                    exposition,
+                    "modgate_model_duration_seconds_count",
+                    &[("model", "toxblock")],
+                ),
+                value(exposition, "modgate_toxblock_windows_reused_total", &[]),
+            )
+        };
+        let (runs, reused) = counts(&server.scrape());
+        let first = check(&text);
+        assert!(first["toxic"].is_number(), "{first}");
+        let after_first = counts(&server.scrape());
+        assert_eq!(after_first, (runs + 1.0, reused), "the first check runs");
+        let again = check(&text);
+        assert_eq!(first, again, "a repeat scores as the first check did");
+        let after_again = counts(&server.scrape());
+        let other = check(&changed);
+        let after_other = counts(&server.scrape());
+        if kept {
+            assert_eq!(
+                after_again,
+                (runs + 1.0, reused + 3.0),
+                "no run for a repeat"
+            );
+            assert_eq!(
+                after_other,
+                (runs + 2.0, reused + 5.0),
+                "one run, for the changed window alone"
+            );
+        } else {
+            assert_eq!(after_again, (runs + 2.0, reused));
+            assert_eq!(after_other, (runs + 3.0, reused));
+        }
+        // Both servers score the changed text alike, kept windows or not.
+        assert!(other["toxic"].is_number(), "{other}");
+    }
+}
+
 #[test]
 fn metrics_count_downloads_their_refusals_and_fsyncs() {
     let server = Server::start_with(Options {

@@ -13,13 +13,17 @@ bench_key() {
   "$bin" key create --org bench "$@" | head -1
 }
 
-# models_config BIN: the `--config FILE` arguments that make BIN run the models for every image,
-# for a build that keeps image results for repeats (`inference.image_results_kept`, on by
-# default): the scripts send one file again and again, and must measure the models, not the
-# reuse. Nothing for older builds, which refuse a field they do not know.
+# models_config BIN: the `--config FILE` arguments that make BIN run the models for every
+# check, for a build that keeps results for repeats (`inference.image_results_kept` and
+# `inference.toxblock_windows_kept`, on by default): the scripts send one file or text again and
+# again, and must measure the models, not the reuse. Only the fields BIN knows: older builds
+# refuse the others (and get no arguments when they know neither).
 models_config() {
-  if "$1" config --print-defaults 2>/dev/null | grep -q '^image_results_kept'; then
-    printf '[inference]\nimage_results_kept = 0\n' >"$work/models.toml"
+  local fields
+  fields=$("$1" config --print-defaults 2>/dev/null |
+    grep -o '^\(image_results_kept\|toxblock_windows_kept\)' || true)
+  if [ -n "$fields" ]; then
+    { echo '[inference]'; for field in $fields; do echo "$field = 0"; done; } >"$work/models.toml"
     echo "--config $work/models.toml"
   fi
 }

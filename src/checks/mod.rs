@@ -51,6 +51,7 @@ use std::sync::Arc;
 
 use board::ScoreBoard;
 use registry::{Check, Runner, TextInput};
+use toxblock::KeptWindows;
 
 use crate::content::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};
@@ -152,6 +153,8 @@ pub struct Engine {
     /// The shard's pacing of its checks while its model worker has jobs
     /// ([`crate::inference::share`]).
     pub pace: Pace,
+    /// tox-block windows scored on this shard, kept for repeats of the same words.
+    pub toxblock_kept: RefCell<KeptWindows>,
     /// The shard's metrics (model and image stage times).
     pub metrics: Rc<Metrics>,
 }
@@ -473,8 +476,7 @@ impl Engine {
             tokenizer.ids(context, &mut context_ids);
         }
         let windows = toxblock::windows(&text_ids, &context_ids);
-        let (raw, run_us) = worker.toxblock(windows).await?;
-        self.metrics.model_run(toxblock::SOURCE, run_us);
+        let raw = self.toxblock_windows(worker, windows).await?;
         let mut best = [0.0f32; 6];
         for window in &raw {
             let scaled = toxblock::rescale(window);
@@ -486,6 +488,63 @@ impl Engine {
             board.add(label, f64::from(best[i]), toxblock::SOURCE);
         }
         Ok(true)
+    }
+
+    /// tox-block's raw outputs for each window of `windows` (`n × 100` ids), in order: those
+    /// kept from an earlier check of the same words, and the others from one model run, each
+    /// distinct window once; those are kept in turn. A text whose windows are all kept never
+    /// goes to the worker.
+    async fn toxblock_windows(
+        &self,
+        worker: &Worker,
+        windows: Vec<i32>,
+    ) -> ApiResult<Vec<[f32; 6]>> {
+        if !self.toxblock_kept.borrow().on() {
+            let (raw, run_us) = worker.toxblock(windows).await?;
+            self.metrics.model_run(toxblock::SOURCE, run_us);
+            return Ok(raw);
+        }
+        let keys: Vec<toxblock::WindowKey> = windows
+            .chunks_exact(toxblock::WINDOW_TOKENS)
+            .map(toxblock::window_key)
+            .collect();
+        let mut raw: Vec<Option<[f32; 6]>> = {
+            let kept = self.toxblock_kept.borrow();
+            keys.iter().map(|key| kept.get(key).copied()).collect()
+        };
+        // The windows to run, each distinct one once (a text can repeat its words).
+        let mut to_run: Vec<toxblock::WindowKey> = Vec::new();
+        let mut ids = Vec::new();
+        let chunks = windows.chunks_exact(toxblock::WINDOW_TOKENS);
+        for ((window, key), kept) in chunks.zip(&keys).zip(&raw) {
+            if kept.is_some() || to_run.contains(key) {
+                continue;
+            }
+            to_run.push(*key);
+            ids.extend_from_slice(window);
+        }
+        self.metrics
+            .toxblock_windows_reused(raw.iter().filter(|window| window.is_some()).count());
+        if !to_run.is_empty() {
+            let (scores, run_us) = worker.toxblock(ids).await?;
+            self.metrics.model_run(toxblock::SOURCE, run_us);
+            if scores.len() != to_run.len() {
+                return Err(ApiError::internal("a model run failed"));
+            }
+            let mut kept = self.toxblock_kept.borrow_mut();
+            for (key, window) in to_run.iter().zip(&scores) {
+                kept.keep(*key, *window);
+            }
+            for (slot, key) in raw.iter_mut().zip(&keys) {
+                if slot.is_none() {
+                    *slot = to_run
+                        .iter()
+                        .position(|run| run == key)
+                        .map(|at| scores[at]);
+                }
+            }
+        }
+        Ok(raw.into_iter().flatten().collect())
     }
 }
 

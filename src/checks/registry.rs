@@ -311,6 +311,7 @@ pub fn worker_config(
         share,
         nice,
         image_results_kept: 0,
+        toxblock_windows_kept: 0,
     }
 }
 

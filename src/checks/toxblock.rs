@@ -17,8 +17,16 @@
 //! front of the text's words in every window, so each part of the text is read as a
 //! continuation of where it comes from; the text then gets `100 - context` words per window.
 //! The free plan ignores `context`.
+//!
+//! Repeats: each shard keeps the raw scores of the windows it has had scored
+//! (`inference.toxblock_windows_kept`, oldest first out), by the SHA-256 of the window's 100
+//! ids, and sends the worker only the windows it has not seen, each distinct one once. Spam
+//! and copy-pasted comments repeat their words exactly; a text whose windows are all kept does
+//! not wait for the worker at all. A window's ids are all the model reads, so a kept window
+//! gets what its first run gave.
 
 use crate::hash::FastMap;
+use crate::inference::repeats::Kept;
 
 use serde::Deserialize;
 
@@ -156,6 +164,22 @@ impl ToxTokenizer {
     }
 }
 
+/// What a window's scores are kept under: the SHA-256 of its 100 ids.
+pub type WindowKey = [u8; 32];
+
+/// A shard's kept window scores (raw sigmoid outputs), for repeats of the same words.
+pub type KeptWindows = Kept<WindowKey, [f32; 6]>;
+
+/// The key of `window` (100 ids). SHA-256 and not a fast hash: a text made to collide with
+/// another's window would take its scores.
+pub fn window_key(window: &[i32]) -> WindowKey {
+    let mut bytes = [0u8; WINDOW_TOKENS * 4];
+    for (out, id) in bytes.chunks_exact_mut(4).zip(window) {
+        out.copy_from_slice(&id.to_le_bytes());
+    }
+    crate::hash::sha256(&bytes)
+}
+
 /// The windows to score for `text_ids` after `context_ids`, flattened (`n × 100` ids).
 pub fn windows(text_ids: &[i32], context_ids: &[i32]) -> Vec<i32> {
     let context = &context_ids[context_ids.len().saturating_sub(CONTEXT_TOKENS_MAX)..];
@@ -225,6 +249,19 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn window_keys_are_of_the_ids_in_their_places() {
+        let one = windows(&[5, 6, 7], &[]);
+        assert_eq!(window_key(&one), window_key(&windows(&[5, 6, 7], &[])));
+        assert_ne!(window_key(&one), window_key(&windows(&[5, 6, 8], &[])));
+        assert_ne!(
+            window_key(&windows(&[5, 6], &[])),
+            window_key(&windows(&[6, 5], &[]))
+        );
+        // Context words make another window of the same text.
+        assert_ne!(window_key(&one), window_key(&windows(&[5, 6, 7], &[9])));
     }
 
     #[test]

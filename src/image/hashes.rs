@@ -83,17 +83,10 @@ impl ImageHashes {
     }
 }
 
-/// The SHA-256 of `bytes`.
-pub fn sha256(bytes: &[u8]) -> [u8; 32] {
-    let mut sha256 = [0u8; 32];
-    sha256.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
-    sha256
-}
-
 /// Hashes `bytes` (the file as sent; `sha256` its digest when the caller has it already) and
 /// `image` (its decoded pixels).
 pub fn hash(bytes: &[u8], sha256: Option<[u8; 32]>, image: &Rgb8) -> ImageHashes {
-    let sha256 = sha256.unwrap_or_else(|| self::sha256(bytes));
+    let sha256 = sha256.unwrap_or_else(|| crate::hash::sha256(bytes));
     let (pdq, pdq_tool) = match image.width.min(image.height) >= PDQ_SIDE_MIN {
         true => (Some(pdq(image)), pdq_tool(image)),
         false => (None, None),
@@ -213,7 +206,10 @@ mod tests {
     fn exact_hashes_are_of_the_bytes() {
         let image = Rgb8::new(8, 8, vec![0; 192]);
         let hashes = hash(b"abc", None, &image);
-        assert_eq!(hash(b"abc", Some(sha256(b"abc")), &image), hashes);
+        assert_eq!(
+            hash(b"abc", Some(crate::hash::sha256(b"abc")), &image),
+            hashes
+        );
         assert_eq!(hex(&hashes.md5), "900150983cd24fb0d6963f7d28e17f72");
         assert_eq!(
             hex(&hashes.sha256),

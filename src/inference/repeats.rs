@@ -16,14 +16,75 @@
 //! its figures. A model run that failed, or a measurement that panicked, leaves the check
 //! unchecked this time and is tried again next time. A file that does not decode is not kept
 //! either. When full, the oldest entry goes (first in, first out).
+//!
+//! [`Kept`] is that bounded store alone; the shards keep tox-block's window scores in one too
+//! ([`crate::checks::toxblock`]).
 
 use std::collections::VecDeque;
+use std::hash::Hash;
 
 use super::worker::ImageJobScores;
 use crate::hash::FastMap;
 use crate::image::{Measured, Measures};
 
-/// What a result is kept under.
+/// At most `max` values by key, the oldest out first (first in, first out): results kept for
+/// repeats, here of images and in [`crate::checks::toxblock`] of tox-block's windows. The keys
+/// are SHA-256 digests of what was sent, which no caller can aim at one bucket, so the map
+/// takes the fast hasher ([`crate::hash`]).
+pub struct Kept<K, V> {
+    max: usize,
+    kept: FastMap<K, V>,
+    /// Keys in the order they were kept, oldest first.
+    order: VecDeque<K>,
+}
+
+impl<K: Copy + Eq + Hash, V> Kept<K, V> {
+    pub fn new(max: usize) -> Kept<K, V> {
+        Kept {
+            max,
+            kept: FastMap::default(),
+            order: VecDeque::new(),
+        }
+    }
+
+    /// Whether anything is kept at all (`max` above 0): without, no key need be computed.
+    pub fn on(&self) -> bool {
+        self.max > 0
+    }
+
+    pub fn get(&self, key: &K) -> Option<&V> {
+        self.kept.get(key)
+    }
+
+    /// Keeps `value` for `key`, unless a value is kept for it already; the oldest goes when
+    /// full.
+    pub fn keep(&mut self, key: K, value: V) {
+        if !self.on() || self.kept.contains_key(&key) {
+            return;
+        }
+        while self.kept.len() >= self.max {
+            match self.order.pop_front() {
+                Some(oldest) => {
+                    self.kept.remove(&oldest);
+                }
+                None => break,
+            }
+        }
+        self.kept.insert(key, value);
+        self.order.push_back(key);
+    }
+
+    pub fn contains(&self, key: &K) -> bool {
+        self.kept.contains_key(key)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.kept.len()
+    }
+}
+
+/// What an image result is kept under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Key {
     sha256: [u8; 32],
@@ -35,7 +96,7 @@ pub struct Key {
 impl Key {
     pub fn new(bytes: &[u8], models: u64, measures: Measures) -> Key {
         Key {
-            sha256: crate::image::hashes::sha256(bytes),
+            sha256: crate::hash::sha256(bytes),
             models,
             measures,
         }
@@ -47,34 +108,22 @@ impl Key {
     }
 }
 
-/// A worker's kept results, at most `max` of them.
-pub struct Repeats {
-    max: usize,
-    /// Keyed by SHA-256 digests, which a caller cannot aim at one bucket: the fast hasher.
-    kept: FastMap<Key, ImageJobScores>,
-    /// Keys in the order they were kept, oldest first.
-    order: VecDeque<Key>,
-}
+/// A worker's kept image results.
+pub struct Repeats(Kept<Key, ImageJobScores>);
 
 impl Repeats {
     pub fn new(max: usize) -> Repeats {
-        Repeats {
-            max,
-            kept: FastMap::default(),
-            order: VecDeque::new(),
-        }
+        Repeats(Kept::new(max))
     }
 
-    /// Whether results are kept at all (`max` above 0): without, no key is computed.
     pub fn on(&self) -> bool {
-        self.max > 0
+        self.0.on()
     }
 
     /// The result kept for `key`, marked as reused, with no time of its own: nothing was
     /// decoded or run for it.
     pub fn get(&self, key: &Key) -> Option<ImageJobScores> {
-        let kept = self.kept.get(key)?;
-        let mut scores = kept.clone();
+        let mut scores = self.0.get(key)?.clone();
         scores.reused = true;
         scores.decode_us = 0;
         scores.measure_us = 0;
@@ -87,24 +136,14 @@ impl Repeats {
 
     /// Keeps `scores` for `key` if the result is complete.
     pub fn keep(&mut self, key: Key, scores: &ImageJobScores) {
-        if !self.on() || self.kept.contains_key(&key) || !complete(&key, scores) {
-            return;
+        if self.on() && !self.0.contains(&key) && complete(&key, scores) {
+            self.0.keep(key, scores.clone());
         }
-        while self.kept.len() >= self.max {
-            match self.order.pop_front() {
-                Some(oldest) => {
-                    self.kept.remove(&oldest);
-                }
-                None => break,
-            }
-        }
-        self.kept.insert(key, scores.clone());
-        self.order.push_back(key);
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.kept.len()
+        self.0.len()
     }
 }
 

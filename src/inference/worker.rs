@@ -87,6 +87,9 @@ pub struct WorkerConfig {
     pub nice: i32,
     /// Image results kept for repeats of the same bytes ([`super::repeats`]); 0 keeps none.
     pub image_results_kept: usize,
+    /// tox-block windows whose scores the shard keeps for repeats ([`crate::checks::toxblock`]):
+    /// looked up on the shard, before a job is sent here; 0 keeps none.
+    pub toxblock_windows_kept: usize,
 }
 
 /// One image model's answer for one image.

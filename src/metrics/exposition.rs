@@ -450,6 +450,17 @@ pub fn render(snapshots: &[ShardSnapshot], process: &ProcessInfo) -> String {
     );
     family(
         &mut out,
+        "modgate_toxblock_windows_reused_total",
+        "counter",
+        "tox-block windows scored from the result of an earlier check of the same words, without a model run (inference.toxblock_windows_kept).",
+    );
+    let _ = writeln!(
+        out,
+        "modgate_toxblock_windows_reused_total {}",
+        sum.toxblock_windows_reused
+    );
+    family(
+        &mut out,
         "modgate_connections_refused_total",
         "counter",
         "Connections answered 503 busy and closed at accept (connections_per_shard_max).",

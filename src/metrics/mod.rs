@@ -88,6 +88,9 @@ pub struct Counters {
     /// Image checks answered from a result kept for the same bytes
     /// ([`crate::inference::repeats`]).
     pub image_results_reused: u64,
+    /// tox-block windows whose scores were kept from an earlier check of the same words
+    /// ([`crate::checks::toxblock`]).
+    pub toxblock_windows_reused: u64,
     /// Connections refused at accept over `connections_per_shard_max`.
     pub connections_refused: u64,
     /// Panics caught while serving a connection (each closed that connection alone).
@@ -114,6 +117,7 @@ impl Default for Counters {
             resize_seconds: ByModel::new(),
             model_seconds: ByModel::new(),
             image_results_reused: 0,
+            toxblock_windows_reused: 0,
             connections_refused: 0,
             panics: 0,
             journal_commits: 0,
@@ -152,6 +156,7 @@ impl Counters {
         add_by_model(&mut self.resize_seconds, &other.resize_seconds);
         add_by_model(&mut self.model_seconds, &other.model_seconds);
         self.image_results_reused += other.image_results_reused;
+        self.toxblock_windows_reused += other.toxblock_windows_reused;
         self.connections_refused += other.connections_refused;
         self.panics += other.panics;
         self.journal_commits += other.journal_commits;
@@ -321,6 +326,13 @@ impl Metrics {
     pub fn image_result_reused(&self) {
         if self.enabled {
             self.counters.borrow_mut().image_results_reused += 1;
+        }
+    }
+
+    /// `windows` tox-block windows of a check scored from kept results, without a model run.
+    pub fn toxblock_windows_reused(&self, windows: usize) {
+        if self.enabled && windows > 0 {
+            self.counters.borrow_mut().toxblock_windows_reused += windows as u64;
         }
     }
 

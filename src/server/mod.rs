@@ -216,6 +216,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         config.inference.worker_nice,
     );
     worker_config.image_results_kept = config.inference.image_results_kept;
+    worker_config.toxblock_windows_kept = config.inference.toxblock_windows_kept;
     let shipper = match &config.cluster {
         Some(cluster) => {
             let shipper = fleet::shipper::spawn(cluster.clone(), shards)?;

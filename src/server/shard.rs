@@ -19,7 +19,7 @@
 //! `503 busy` and is closed. On stop the listener closes, idle connections are closed, and
 //! connections in the middle of a request get until `drain_timeout_ms` to answer it.
 
-use std::cell::Ref;
+use std::cell::{Ref, RefCell};
 use std::os::fd::FromRawFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -33,6 +33,7 @@ use glommio::net::{TcpListener, TcpStream};
 use super::readable::ReadableSockets;
 use super::slots::ConnSlots;
 use crate::api::{self, context::ContextParts, context::Readiness};
+use crate::checks::toxblock::KeptWindows;
 use crate::checks::{Engine, TextModels};
 use crate::config::Config;
 use crate::download::Downloader;
@@ -546,6 +547,7 @@ async fn start_engine(
     let image_slots_loaded = crate::checks::image_slots_loaded(worker_models.as_ref());
     let measures_ready = crate::checks::measures_ready(worker_models.as_ref());
     let (sharing, share) = (worker_config.sharing, worker_config.share);
+    let toxblock_kept = KeptWindows::new(worker_config.toxblock_windows_kept);
     let worker = match worker_models {
         None => None,
         Some(models) => {
@@ -570,6 +572,7 @@ async fn start_engine(
         normalizer: Default::default(),
         turns: Default::default(),
         pace,
+        toxblock_kept: RefCell::new(toxblock_kept),
         metrics,
     })
 }
