@@ -509,7 +509,7 @@ impl Engine {
             .map(toxblock::window_key)
             .collect();
         let mut raw: Vec<Option<[f32; 6]>> = {
-            let kept = self.toxblock_kept.borrow();
+            let mut kept = self.toxblock_kept.borrow_mut();
             keys.iter().map(|key| kept.get(key).copied()).collect()
         };
         // The windows to run, each distinct one once (a text can repeat its words).

@@ -19,7 +19,7 @@
 //! The free plan ignores `context`.
 //!
 //! Repeats: each shard keeps the raw scores of the windows it has had scored
-//! (`inference.toxblock_windows_kept`, oldest first out), by the SHA-256 of the window's 100
+//! (`inference.toxblock_windows_kept`; [`Kept`] says which go when full), by the SHA-256 of the window's 100
 //! ids, and sends the worker only the windows it has not seen, each distinct one once. Spam
 //! and copy-pasted comments repeat their words exactly; a text whose windows are all kept does
 //! not wait for the worker at all. A window's ids are all the model reads, so a kept window

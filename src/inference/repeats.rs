@@ -15,7 +15,8 @@
 //! Only a complete result is kept: every model asked for gave its row and every measurement
 //! its figures. A model run that failed, or a measurement that panicked, leaves the check
 //! unchecked this time and is tried again next time. A file that does not decode is not kept
-//! either. When full, the oldest entry goes (first in, first out).
+//! either. When full, the oldest entry goes, unless it was asked for again since it was kept
+//! ([`Kept`]).
 //!
 //! [`Kept`] is that bounded store alone; the shards keep tox-block's window scores in one too
 //! ([`crate::checks::toxblock`]).
@@ -27,15 +28,27 @@ use super::worker::ImageJobScores;
 use crate::hash::FastMap;
 use crate::image::{Measured, Measures};
 
-/// At most `max` values by key, the oldest out first (first in, first out): results kept for
-/// repeats, here of images and in [`crate::checks::toxblock`] of tox-block's windows. The keys
-/// are SHA-256 digests of what was sent, which no caller can aim at one bucket, so the map
-/// takes the fast hasher ([`crate::hash`]).
+/// At most `max` values by key: results kept for repeats, here of images and in
+/// [`crate::checks::toxblock`] of tox-block's windows. The keys are SHA-256 digests of what was
+/// sent, which no caller can aim at one bucket, so the map takes the fast hasher
+/// ([`crate::hash`]).
+///
+/// When full, the oldest goes, unless it was asked for since it was kept or last spared: then
+/// it is spared once and goes to the back of the line (the CLOCK, or second-chance, policy).
+/// A file checked again and again stays while a stream of files seen once passes through it,
+/// where first in, first out would drop it every `max` new files. A value asked for again is
+/// the expensive case: sparing costs a flag per get and a step per spared value when full.
 pub struct Kept<K, V> {
     max: usize,
-    kept: FastMap<K, V>,
-    /// Keys in the order they were kept, oldest first.
+    kept: FastMap<K, Entry<V>>,
+    /// Keys in the order they were kept or last spared, oldest first.
     order: VecDeque<K>,
+}
+
+struct Entry<V> {
+    value: V,
+    /// Asked for since it was kept or last spared.
+    used: bool,
 }
 
 impl<K: Copy + Eq + Hash, V> Kept<K, V> {
@@ -52,25 +65,35 @@ impl<K: Copy + Eq + Hash, V> Kept<K, V> {
         self.max > 0
     }
 
-    pub fn get(&self, key: &K) -> Option<&V> {
-        self.kept.get(key)
+    /// The value kept for `key`, which is then spared once when it is the oldest.
+    pub fn get(&mut self, key: &K) -> Option<&V> {
+        let entry = self.kept.get_mut(key)?;
+        entry.used = true;
+        Some(&entry.value)
     }
 
-    /// Keeps `value` for `key`, unless a value is kept for it already; the oldest goes when
-    /// full.
+    /// Keeps `value` for `key`, unless a value is kept for it already. When full, the oldest
+    /// value not asked for since it was kept or last spared goes; each one passed over is
+    /// spared (to the back of the line, its flag cleared), so this ends within one round.
     pub fn keep(&mut self, key: K, value: V) {
         if !self.on() || self.kept.contains_key(&key) {
             return;
         }
         while self.kept.len() >= self.max {
-            match self.order.pop_front() {
-                Some(oldest) => {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            match self.kept.get_mut(&oldest) {
+                Some(entry) if entry.used => {
+                    entry.used = false;
+                    self.order.push_back(oldest);
+                }
+                _ => {
                     self.kept.remove(&oldest);
                 }
-                None => break,
             }
         }
-        self.kept.insert(key, value);
+        self.kept.insert(key, Entry { value, used: false });
         self.order.push_back(key);
     }
 
@@ -122,7 +145,7 @@ impl Repeats {
 
     /// The result kept for `key`, marked as reused, with no time of its own: nothing was
     /// decoded or run for it.
-    pub fn get(&self, key: &Key) -> Option<ImageJobScores> {
+    pub fn get(&mut self, key: &Key) -> Option<ImageJobScores> {
         let mut scores = self.0.get(key)?.clone();
         scores.reused = true;
         scores.decode_us = 0;
@@ -250,6 +273,50 @@ mod tests {
         with_faces.measured.faces = Some(Vec::new());
         repeats.keep(key, &with_faces);
         assert!(repeats.get(&key).is_some());
+    }
+
+    #[test]
+    fn a_value_asked_for_again_is_spared_once_when_it_is_the_oldest() {
+        let mut kept: Kept<u8, u32> = Kept::new(3);
+        for key in 0..3 {
+            kept.keep(key, key.into());
+        }
+        assert_eq!(kept.get(&0), Some(&0));
+        kept.keep(3, 3);
+        // 0 was asked for: spared; 1, the oldest not asked for, went.
+        assert!(kept.contains(&0) && !kept.contains(&1));
+        // Spared once: 2 goes next, then 0 in its turn, not asked for since.
+        kept.keep(4, 4);
+        assert!(!kept.contains(&2) && kept.contains(&0));
+        kept.keep(5, 5);
+        assert!(!kept.contains(&0));
+        assert_eq!(kept.len(), 3);
+    }
+
+    #[test]
+    fn a_file_asked_for_often_outlives_a_stream_of_new_ones() {
+        // Asked for after every fifth new key, 8 kept: first in, first out would drop it
+        // every 8 new keys.
+        let mut kept: Kept<u32, ()> = Kept::new(8);
+        kept.keep(0, ());
+        let mut missed = 0;
+        for new in 1..1_000u32 {
+            kept.keep(new, ());
+            if new % 5 == 0 && kept.get(&0).is_none() {
+                missed += 1;
+                kept.keep(0, ());
+            }
+        }
+        assert_eq!(missed, 0);
+        // Every value asked for: keeping one more still ends, after one round.
+        let mut full: Kept<u8, ()> = Kept::new(4);
+        for key in 0..4 {
+            full.keep(key, ());
+            assert!(full.get(&key).is_some());
+        }
+        full.keep(9, ());
+        assert_eq!(full.len(), 4);
+        assert!(full.contains(&9) && !full.contains(&0));
     }
 
     #[test]
