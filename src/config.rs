@@ -266,7 +266,7 @@ pub struct InferenceConfig {
     /// `"weights"`, where both are busy, the kernel shares the core by the two threads'
     /// weights: at the defaults (both 0) evenly; `shard_nice = 3` gives the worker two thirds.
     pub shard_nice: i32,
-    /// Image results each shard's worker keeps for repeats of the same bytes
+    /// Image results each shard keeps for repeats of the same bytes
     /// ([`crate::inference::repeats`]); 0 keeps none.
     pub image_results_kept: usize,
     /// tox-block windows whose scores each shard keeps for repeats of the same words

@@ -20,6 +20,7 @@ use crate::checks::toxblock::KeptWindows;
 use crate::checks::{Engine, TextModels};
 use crate::decision::{decide, Action, Decision};
 use crate::image::probe::probe;
+use crate::inference::repeats::Repeats;
 use crate::inference::share::{CoreSharing, Pace};
 use crate::inference::{self, Worker};
 use crate::workflow::WorkflowDef;
@@ -198,7 +199,8 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
                 normalizer: Default::default(),
                 turns: Default::default(),
                 pace: Pace::off(),
-                // Every window through the model: the evaluation is of the model.
+                // Every image and window through the models: the evaluation is of them.
+                images_kept: RefCell::new(Repeats::new(0)),
                 toxblock_kept: RefCell::new(KeptWindows::new(0)),
                 metrics: crate::metrics::Metrics::new(false),
             };

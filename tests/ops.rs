@@ -224,6 +224,23 @@ fn a_repeated_image_is_answered_from_its_kept_result() {
             reused
         );
         assert_eq!(runs(&after) - runs(&repeated), 2.0);
+
+        // Checks at once on the one shard, kept and new: each looks up and keeps while others
+        // hash their files or wait for the worker.
+        let images = [
+            "jpeg_baseline_chelsea_451x300.jpg",
+            "jpeg_baseline_astronaut_512x384.jpg",
+            "png_rgb_hubble_320x240.png",
+            "jpeg_progressive_coffee_600x400.jpg",
+        ];
+        std::thread::scope(|scope| {
+            let checks: Vec<_> = (0..12)
+                .map(|i| scope.spawn(move || check(images[i % images.len()], "default")))
+                .collect();
+            for check in checks {
+                assert!(check.join().is_ok(), "every check answered 200");
+            }
+        });
     }
 }
 
@@ -296,6 +313,20 @@ fn repeated_toxblock_windows_are_scored_from_kept_results() {
         }
         // Both servers score the changed text alike, kept windows or not.
         assert!(other["toxic"].is_number(), "{other}");
+
+        // Checks at once on the one shard, kept windows and new ones: each looks up and keeps
+        // while others wait for the worker.
+        std::thread::scope(|scope| {
+            let checks: Vec<_> = (0..12)
+                .map(|i| {
+                    let text = format!("{}{}", ["you ", "they ", "we "][i % 3], text);
+                    scope.spawn(move || check(&text))
+                })
+                .collect();
+            for check in checks {
+                assert!(check.join().is_ok(), "every check answered 200");
+            }
+        });
     }
 }
 

@@ -28,12 +28,14 @@ models_config() {
   fi
 }
 
-# start_server BIN NAME: one shard on CPU 0, a fresh data directory under $work, and a key of
-# `bench_key`; sets pid, port and key.
+# start_server BIN NAME [defaults]: one shard on CPU 0, a fresh data directory under $work, and
+# a key of `bench_key`; sets pid, port and key. Results kept for repeats are off
+# (`models_config`) unless the third argument is `defaults`.
 start_server() {
-  local bin=$1 name=$2 data="$work/data-$2"
-  # shellcheck disable=SC2046 # models_config gives zero or two words
-  taskset -c 0 "$bin" serve --data "$data" $(models_config "$bin") --listen 127.0.0.1:0 \
+  local bin=$1 name=$2 data="$work/data-$2" config=
+  [ "${3:-}" = defaults ] || config=$(models_config "$bin")
+  # shellcheck disable=SC2086 # $config is zero or two words
+  taskset -c 0 "$bin" serve --data "$data" $config --listen 127.0.0.1:0 \
     --cores 1 --models "$root/models" --metrics-listen off --log-level warn \
     >"$work/$name.out" 2>&1 &
   pid=$!

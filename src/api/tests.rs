@@ -100,6 +100,9 @@ fn with_context_and_leases(
                     normalizer: Default::default(),
                     turns: Default::default(),
                     pace: crate::inference::share::Pace::off(),
+                    images_kept: std::cell::RefCell::new(crate::inference::repeats::Repeats::new(
+                        0,
+                    )),
                     toxblock_kept: std::cell::RefCell::new(
                         crate::checks::toxblock::KeptWindows::new(0),
                     ),

@@ -17,8 +17,8 @@
 //! Results come back on a oneshot channel; glommio wakes the waiting task from the worker
 //! thread (a foreign wake).
 //!
-//! With `inference.image_results_kept`, a worker keeps its last image results for files sent
-//! again byte for byte ([`repeats`]).
+//! With `inference.image_results_kept`, a shard keeps image results for files sent again byte
+//! for byte ([`repeats`]), and looks a file up before it sends the worker a job.
 //!
 //! ONNX Runtime itself is loaded once per process ([`load_runtime`]) from the library the
 //! README's first command fetched (`models/cache/libonnxruntime.so.1.31.1`).

@@ -1,12 +1,14 @@
 //! Image results kept for repeats: an image sent again, byte for byte, for the same checks,
 //! gets the scores and measurements its first check computed, without another decode or model
 //! run. Platforms see the same file many times (re-uploads, memes, spam runs); a repeat then
-//! costs a SHA-256 of its bytes and the hop to the worker, about 0.2 ms of server CPU against
-//! 41 to 46 ms for the default workflow's models on a 1 MP JPEG (README, Performance).
+//! costs a SHA-256 of its bytes against 41 to 46 ms for the default workflow's models on a 1 MP
+//! JPEG (README, Performance).
 //!
-//! Each shard's model worker keeps its own (`inference.image_results_kept` entries; 0 keeps
-//! none), so nothing is shared between threads. What is kept is exactly what the worker would
-//! compute again: the key is the SHA-256 of the bytes with the set of models and the
+//! Each shard keeps its own (`inference.image_results_kept` entries; 0 keeps none), so nothing
+//! is shared between threads, and looks a file up before it goes to the shard's model worker
+//! ([`crate::checks`]): a repeat is answered without the hop, and never waits behind the
+//! images the worker is busy with. What is kept is exactly what the worker would compute
+//! again: the key is the SHA-256 of the bytes with the set of models and the
 //! measurements asked for (which decide the decoded size, [`super::worker`]), the models and
 //! the decoder do not change while the process runs, and ONNX Runtime gives the same outputs
 //! for the same input. SHA-256 because a key must not be forgeable: with a fast non-keyed hash,
@@ -117,9 +119,10 @@ pub struct Key {
 }
 
 impl Key {
-    pub fn new(bytes: &[u8], models: u64, measures: Measures) -> Key {
+    /// The key of a file whose SHA-256 is `sha256`.
+    pub fn new(sha256: [u8; 32], models: u64, measures: Measures) -> Key {
         Key {
-            sha256: crate::hash::sha256(bytes),
+            sha256,
             models,
             measures,
         }
@@ -192,6 +195,7 @@ fn measured_all(asked: Measures, measured: &Measured) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::sha256;
     use crate::inference::worker::ModelRow;
 
     fn scores(slots: &[usize]) -> ImageJobScores {
@@ -213,7 +217,7 @@ mod tests {
     #[test]
     fn a_repeat_gets_the_kept_scores_without_their_times() {
         let mut repeats = Repeats::new(4);
-        let key = Key::new(b"\xFF\xD8\xFF one file", 0b11, Measures::NONE);
+        let key = Key::new(sha256(b"\xFF\xD8\xFF one file"), 0b11, Measures::NONE);
         repeats.keep(key, &scores(&[0, 1]));
         let again = repeats.get(&key).expect("kept");
         assert!(again.reused);
@@ -231,21 +235,23 @@ mod tests {
     #[test]
     fn other_bytes_models_or_measures_are_other_keys() {
         let mut repeats = Repeats::new(4);
-        let key = Key::new(b"one file", 0b1, Measures::NONE);
+        let key = Key::new(sha256(b"one file"), 0b1, Measures::NONE);
         repeats.keep(key, &scores(&[0]));
         assert!(repeats
-            .get(&Key::new(b"one file!", 0b1, Measures::NONE))
+            .get(&Key::new(sha256(b"one file!"), 0b1, Measures::NONE))
             .is_none());
         assert!(repeats
-            .get(&Key::new(b"one file", 0b11, Measures::NONE))
+            .get(&Key::new(sha256(b"one file"), 0b11, Measures::NONE))
             .is_none());
         let hashes = Measures {
             hashes: true,
             ..Measures::NONE
         };
-        assert!(repeats.get(&Key::new(b"one file", 0b1, hashes)).is_none());
         assert!(repeats
-            .get(&Key::new(b"one file", 0b1, Measures::NONE))
+            .get(&Key::new(sha256(b"one file"), 0b1, hashes))
+            .is_none());
+        assert!(repeats
+            .get(&Key::new(sha256(b"one file"), 0b1, Measures::NONE))
             .is_some());
     }
 
@@ -253,7 +259,7 @@ mod tests {
     fn an_incomplete_result_is_not_kept() {
         let mut repeats = Repeats::new(4);
         // A model's run failed: its row is missing.
-        let key = Key::new(b"file", 0b11, Measures::NONE);
+        let key = Key::new(sha256(b"file"), 0b11, Measures::NONE);
         repeats.keep(key, &scores(&[0]));
         assert!(repeats.get(&key).is_none());
         // A model did not run: its row has no values.
@@ -266,7 +272,7 @@ mod tests {
             faces: true,
             ..Measures::NONE
         };
-        let key = Key::new(b"file", 0b1, faces);
+        let key = Key::new(sha256(b"file"), 0b1, faces);
         repeats.keep(key, &scores(&[0]));
         assert!(repeats.get(&key).is_none());
         let mut with_faces = scores(&[0]);
@@ -323,7 +329,7 @@ mod tests {
     fn the_oldest_goes_when_full_and_none_is_kept_at_zero() {
         let mut repeats = Repeats::new(3);
         let keys: Vec<Key> = (0u8..5)
-            .map(|i| Key::new(&[i], 0b1, Measures::NONE))
+            .map(|i| Key::new(sha256(&[i]), 0b1, Measures::NONE))
             .collect();
         for key in &keys {
             repeats.keep(*key, &scores(&[0]));

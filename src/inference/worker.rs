@@ -25,7 +25,6 @@ use ort::session::Session;
 
 use super::faces::FaceNets;
 use super::ocr::OcrNets;
-use super::repeats::{Key, Repeats};
 use super::run::{image_rows, image_rows_one_by_one, takes_one_image, toxblock_probs};
 use super::share::CoreSharing;
 use super::{open_session, ImageModelSpec, ModelSpec};
@@ -85,10 +84,11 @@ pub struct WorkerConfig {
     pub share: f64,
     /// The worker thread's scheduling niceness (with [`CoreSharing::Weights`]).
     pub nice: i32,
-    /// Image results kept for repeats of the same bytes ([`super::repeats`]); 0 keeps none.
+    /// Image results the shard keeps for repeats of the same bytes ([`super::repeats`]); 0
+    /// keeps none. Looked up on the shard, before a job is sent here, like the next.
     pub image_results_kept: usize,
-    /// tox-block windows whose scores the shard keeps for repeats ([`crate::checks::toxblock`]):
-    /// looked up on the shard, before a job is sent here; 0 keeps none.
+    /// tox-block windows whose scores the shard keeps for repeats ([`crate::checks::toxblock`]);
+    /// 0 keeps none.
     pub toxblock_windows_kept: usize,
 }
 
@@ -143,6 +143,8 @@ struct ImageJob {
     /// The image models wanted, as a set of slots.
     wanted: u64,
     measures: Measures,
+    /// The file's SHA-256, when the shard has it already (for the hashes measurement).
+    sha256: Option<[u8; 32]>,
     reply: oneshot::Sender<ImageOutcome>,
 }
 
@@ -262,13 +264,15 @@ impl Worker {
     }
 
     /// Decodes and scores an image with the image models of the slots in `wanted`, and makes
-    /// the `measures`; the buffer comes back with the outcome.
+    /// the `measures` (`sha256`: the file's, if the caller has it); the buffer comes back with
+    /// the outcome.
     pub async fn image(
         &self,
         bytes: Vec<u8>,
         probe: Probe,
         wanted: u64,
         measures: Measures,
+        sha256: Option<[u8; 32]>,
     ) -> ApiResult<ImageOutcome> {
         let (reply, result) = oneshot::channel();
         let _pending = self.submit(Job::Image(ImageJob {
@@ -276,6 +280,7 @@ impl Worker {
             probe,
             wanted,
             measures,
+            sha256,
             reply,
         }))?;
         result
@@ -468,7 +473,6 @@ fn serve(
     unfinished: &AtomicUsize,
 ) {
     let mut held: Option<Job> = None;
-    let mut repeats = Repeats::new(config.image_results_kept);
     loop {
         let first = match held.take() {
             Some(job) => job,
@@ -519,7 +523,7 @@ fn serve(
                 if !batch.is_empty() {
                     let wanted = batch.iter().fold(0, |set, job| set | job.wanted);
                     sessions.open_wanted(environment, &config.image_models, wanted);
-                    run_image_batch(&mut sessions, &config.image_models, &mut repeats, batch);
+                    run_image_batch(&mut sessions, &config.image_models, batch);
                 }
                 taken
             }
@@ -565,8 +569,6 @@ fn run_toxblock_batch(session: Option<&mut Session>, batch: Vec<ToxblockJob>) {
 struct Prepared {
     job: ImageJob,
     scores: Result<ImageJobScores, ImageError>,
-    /// The key to keep its result under, when it was computed here and results are kept.
-    key: Option<Key>,
 }
 
 /// Whether slot `slot` is in the set `wanted`.
@@ -580,7 +582,6 @@ fn wants(wanted: u64, slot: usize) -> bool {
 fn run_image_batch(
     sessions: &mut Sessions,
     models: &[&'static ImageModelSpec],
-    repeats: &mut Repeats,
     batch: Vec<ImageJob>,
 ) {
     let runnable = sessions.runnable();
@@ -588,35 +589,21 @@ fn run_image_batch(
     let mut inputs: Vec<Vec<f32>> = vec![Vec::new(); models.len()];
     let mut images_of: Vec<Vec<usize>> = vec![Vec::new(); models.len()];
     let mut prepared = Vec::with_capacity(batch.len());
-    let mut computed = 0u64;
     for job in batch {
         let index = prepared.len();
         let wanted = job.wanted & runnable;
-        let key = repeats
-            .on()
-            .then(|| Key::new(&job.bytes, wanted, job.measures));
-        if let Some(scores) = key.as_ref().and_then(|key| repeats.get(key)) {
-            prepared.push(Prepared {
-                job,
-                scores: Ok(scores),
-                key: None,
-            });
-            continue;
-        }
-        computed += 1;
         let nets = Nets {
             faces: sessions.faces.as_mut(),
             ocr: sessions.ocr.nets(job.measures.ocr),
         };
-        let sha256 = key.as_ref().map(Key::sha256);
-        let scores = prepare(&job, wanted, sha256, models, &mut inputs, nets).inspect(|scores| {
+        let scores = prepare(&job, wanted, models, &mut inputs, nets).inspect(|scores| {
             for row in &scores.rows {
                 images_of[row.slot].push(index);
             }
         });
-        prepared.push(Prepared { job, scores, key });
+        prepared.push(Prepared { job, scores });
     }
-    let images = computed.max(1);
+    let images = prepared.len().max(1) as u64;
     for (slot, spec) in models.iter().enumerate() {
         let (
             Some(ImageSession::Open {
@@ -656,10 +643,7 @@ fn run_image_batch(
             }
         }
     }
-    for Prepared { job, scores, key } in prepared {
-        if let (Some(key), Ok(scores)) = (key, &scores) {
-            repeats.keep(key, scores);
-        }
+    for Prepared { job, scores } in prepared {
         let _ = job.reply.send(ImageOutcome {
             bytes: job.bytes,
             scores,
@@ -677,7 +661,6 @@ struct Nets<'a> {
 fn prepare(
     job: &ImageJob,
     wanted: u64,
-    sha256: Option<[u8; 32]>,
     models: &[&'static ImageModelSpec],
     inputs: &mut [Vec<f32>],
     nets: Nets<'_>,
@@ -709,7 +692,7 @@ fn prepare(
     // Measurements are this crate's own code over bounded buffers; a bug in one must still
     // cost only its figures, not the worker.
     let mut measured = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        job.measures.run(&job.bytes, sha256, &image)
+        job.measures.run(&job.bytes, job.sha256, &image)
     }))
     .unwrap_or_else(|_| {
         tracing::error!("an image measurement panicked");

@@ -42,6 +42,7 @@ use crate::fleet::follower::ControlPlaneStatus;
 use crate::fleet::shipper::{Shipper, SHIP_INTERVAL, SHIP_LINGER};
 use crate::http::conn::{self, ConnConfig, ConnHost};
 use crate::http::response::{ConnectionHeader, DateCache, Frame};
+use crate::inference::repeats::Repeats;
 use crate::inference::share::{CoreSharing, Pace};
 use crate::inference::{Worker, WorkerConfig, WorkerModels};
 use crate::journal::Journal;
@@ -547,6 +548,7 @@ async fn start_engine(
     let image_slots_loaded = crate::checks::image_slots_loaded(worker_models.as_ref());
     let measures_ready = crate::checks::measures_ready(worker_models.as_ref());
     let (sharing, share) = (worker_config.sharing, worker_config.share);
+    let images_kept = Repeats::new(worker_config.image_results_kept);
     let toxblock_kept = KeptWindows::new(worker_config.toxblock_windows_kept);
     let worker = match worker_models {
         None => None,
@@ -572,6 +574,7 @@ async fn start_engine(
         normalizer: Default::default(),
         turns: Default::default(),
         pace,
+        images_kept: RefCell::new(images_kept),
         toxblock_kept: RefCell::new(toxblock_kept),
         metrics,
     })
