@@ -341,7 +341,7 @@ pub const SPIN_US_MAX: u64 = 1_000_000;
 /// The largest `inference.worker_share`: a shard always keeps some of its core.
 pub const WORKER_SHARE_MAX: f64 = 0.95;
 /// The most `inference.image_results_kept`: a result with faces, QR codes and lines of text is
-/// some kilobytes, so this bounds a worker's kept results to some hundreds of MB at worst.
+/// some kilobytes, so this bounds a shard's kept results to some hundreds of MB at worst.
 pub const IMAGE_RESULTS_KEPT_MAX: usize = 65_536;
 /// The most `inference.toxblock_windows_kept`: a kept window is about 100 bytes, so this bounds
 /// a shard's to about 100 MB.

@@ -21,7 +21,7 @@ bench_key() {
 models_config() {
   local fields
   fields=$("$1" config --print-defaults 2>/dev/null |
-    grep -o '^\(image_results_kept\|toxblock_windows_kept\)' || true)
+    grep -o '^\(image_results_kept\|toxblock_windows_kept\)' | sort -u || true)
   if [ -n "$fields" ]; then
     { echo '[inference]'; for field in $fields; do echo "$field = 0"; done; } >"$work/models.toml"
     echo "--config $work/models.toml"

@@ -11,7 +11,7 @@
 #   file is new (decoders stop at the end of the image), 2 connections for 12 s (wrk); server
 #   CPU per check from /proc/PID/stat;
 # - a repeated image's latency beside them: one client sends the same JPEG 150 times, 0.1 s
-#   apart (after a first check that keeps its result), while wrk sends new ones;
+#   apart (after a first check that keeps its result), while wrk sends new ones throughout;
 # - a repeated image alone, and a repeated 1 KiB text on the `moderation` workflow (tox-block):
 #   server CPU per check (`cpu-per-request`, 2 and 8 connections);
 # - new texts on `moderation`: 170 common words drawn at random per request (every tox-block
@@ -86,7 +86,8 @@ wrk_cpu() {
   local ticks out requests
   ticks=$(cpu_ticks "$pid")
   out=$(taskset -c 1 wrk -t1 -c"$2" -d"$3"s -s "$1" -H "X-Api-Key: $key" "http://127.0.0.1:$port$4")
-  requests=$(echo "$out" | grep -o '[0-9]* requests in' | grep -o '^[0-9]*')
+  requests=$(echo "$out" | grep -o '[0-9]* requests in' | grep -o '^[0-9]*' || true)
+  if [ -z "$requests" ] || [ "$requests" = 0 ]; then echo NA; return; fi
   python3 -c "print(round(($(cpu_ticks "$pid") - $ticks) * 1e6 / $(getconf CLK_TCK) / $requests, 1))"
   echo "$out" | grep -q 'Non-2xx' && echo "(wrk: $(echo "$out" | grep 'Non-2xx'))" >&2 || true
 }
@@ -98,18 +99,20 @@ for round in $(seq "$rounds"); do
     taskset -c 1 wrk -t1 -c2 -d2s -s "$work/new_images.lua" -H "X-Api-Key: $key" \
       "http://127.0.0.1:$port/" >/dev/null
     new_image=$(wrk_cpu "$work/new_images.lua" 2 12 /)
-    taskset -c 1 wrk -t1 -c2 -d20s -s "$work/new_images.lua" -H "X-Api-Key: $key" \
+    # Longer than the repeats can take (150 of 0.1 s and up to 0.1 s each), stopped after them.
+    taskset -c 1 wrk -t1 -c2 -d60s -s "$work/new_images.lua" -H "X-Api-Key: $key" \
       "http://127.0.0.1:$port/" >/dev/null &
     busy=$!
     sleep 2
-    waiting=$(taskset -c 1 python3 "$work/repeat.py" "$port" "$key" "$image")
-    wait "$busy"
+    waiting=$(taskset -c 1 python3 "$work/repeat.py" "$port" "$key" "$image" || echo failed)
+    kill "$busy" 2>/dev/null || true
+    wait "$busy" 2>/dev/null || true
     repeated_image=$("$tool" --pid "$pid" --url "http://127.0.0.1:$port/v1/image?workflow=default" \
       --method POST --body-file "$image" -H "X-Api-Key: $key" --pin-wrk 1 --seconds 8 \
-      --connections 2 | tail -1 | grep -o 'us_per_request=[0-9.]*' | cut -d= -f2)
+      --connections 2 | tail -1 | grep -o 'us_per_request=[0-9.]*' | cut -d= -f2 || echo NA)
     repeated_text=$("$tool" --pid "$pid" --url "http://127.0.0.1:$port/v1/text" --method POST \
       --body-file "$work/text.json" -H "X-Api-Key: $key" -H "Content-Type: application/json" \
-      --pin-wrk 1 --seconds 8 --connections 8 | tail -1 | grep -o 'us_per_request=[0-9.]*' | cut -d= -f2)
+      --pin-wrk 1 --seconds 8 --connections 8 | tail -1 | grep -o 'us_per_request=[0-9.]*' | cut -d= -f2 || echo NA)
     new_text=$(wrk_cpu "$work/new_texts.lua" 8 8 /v1/text)
     echo "round=$round binary=$name new_image_us=$new_image repeated_image_us=$repeated_image repeat_beside_new_ms:$waiting repeated_text_us=$repeated_text new_text_us=$new_text"
     kill "$pid"

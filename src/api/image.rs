@@ -190,7 +190,8 @@ pub async fn score_image_with(
         ));
     }
     let lists = cx.lists_of(&caller.org.record.name, lists);
-    // The bytes go to the model worker's thread and come back for reuse.
+    // The bytes go to the model worker's thread (unless a result is kept for them) and come
+    // back for reuse.
     let (returned, scored) = cx
         .checks
         .check_image(checks, &lists, std::mem::take(&mut *bytes), probed)

@@ -371,9 +371,10 @@ impl Engine {
         }
     }
 
-    /// Runs the image checks of a workflow on the shard's model worker; `lists` are the
-    /// caller's lists the workflow names, for the `hashlist` check. The caller's buffer comes
-    /// back (for reuse) with the scores, whatever the outcome.
+    /// Runs the image checks of a workflow on the shard's model worker, or takes their result
+    /// kept from an earlier check of the same bytes; `lists` are the caller's lists the
+    /// workflow names, for the `hashlist` check. The caller's buffer comes back (for reuse)
+    /// with the scores, whatever the outcome.
     pub async fn check_image(
         &self,
         checks: &[String],

@@ -134,7 +134,7 @@ impl Key {
     }
 }
 
-/// A worker's kept image results.
+/// A shard's kept image results.
 pub struct Repeats(Kept<Key, ImageJobScores>);
 
 impl Repeats {
