@@ -156,6 +156,19 @@ fn metrics_are_strict_prometheus_text_and_move_with_requests() {
     assert_eq!(browser.status, 403);
 }
 
+/// A server of one shard on its defaults (`kept`), or with `[inference] field` at 0.
+fn one_shard_keeping(field: &str, kept: bool) -> Server {
+    let config = match kept {
+        true => String::new(),
+        false => format!("[inference]\n{field} = 0\n"),
+    };
+    Server::start_with(Options {
+        cores: Some(1),
+        config,
+        ..Options::default()
+    })
+}
+
 /// An image sent again byte for byte is answered from the result of its first check (kept by
 /// default, `inference.image_results_kept`): the same answer, no second decode or model run,
 /// the reuse counted. Other bytes, or other checks of the same bytes, run the models; with the
@@ -163,16 +176,7 @@ fn metrics_are_strict_prometheus_text_and_move_with_requests() {
 #[test]
 fn a_repeated_image_is_answered_from_its_kept_result() {
     for kept in [true, false] {
-        let config = if kept {
-            String::new()
-        } else {
-            "[inference]\nimage_results_kept = 0\n".to_owned()
-        };
-        let server = Server::start_with(Options {
-            cores: Some(1),
-            config,
-            ..Options::default()
-        });
+        let server = one_shard_keeping("image_results_kept", kept);
         server.import_workflows(
             "[workflows.pictures]\ndescription = \"open-NSFW alone.\"\nimage_checks = [\"open_nsfw\"]\n[workflows.pictures.categories]\nnudity = { review = 0.5, reject = 0.9 }\n",
         );
@@ -256,16 +260,7 @@ fn repeated_toxblock_windows_are_scored_from_kept_results() {
     let changed = format!("they{}", &text["you".len()..]);
     let mut changed_scores = Vec::new();
     for kept in [true, false] {
-        let config = if kept {
-            String::new()
-        } else {
-            "[inference]\ntoxblock_windows_kept = 0\n".to_owned()
-        };
-        let server = Server::start_with(Options {
-            cores: Some(1),
-            config,
-            ..Options::default()
-        });
+        let server = one_shard_keeping("toxblock_windows_kept", kept);
         let key = server.new_key("acme", "pro", &[]).0;
         let check = |text: &str| {
             let body = serde_json::json!({ "text": text, "workflow": "text-ml" }).to_string();

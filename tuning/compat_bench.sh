@@ -41,18 +41,8 @@ form = (b"--" + boundary + b'\r\nContent-Disposition: form-data; name="models"\r
         + b"Content-Type: image/jpeg\r\n\r\n" + image + b"\r\n--" + boundary + b"--\r\n")
 open(f"{work}/check.body", "wb").write(form)
 PY
-data="$work/data"
 . "$root/tuning/lib.sh"
-# shellcheck disable=SC2046 # models_config gives zero or two words
-taskset -c 0 "$bin" serve --data "$data" $(models_config "$bin") --listen 127.0.0.1:0 --cores 1 \
-  --models "$root/models" --metrics-listen off --log-level warn >"$work/server.out" 2>&1 &
-pid=$!
-for _ in $(seq 100); do
-  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/server.out" | grep -o '[0-9]*$' || true)
-  [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
-  sleep 0.2
-done
-key=$(bench_key "$bin" --data "$data")
+start_server "$bin" server
 
 measure() { # NAME PATH [CONTENT_TYPE CONNECTIONS] -> us per request
   "$tool" --pid "$pid" --url "http://127.0.0.1:$port$2" --method POST --body-file "$work/$1.body" \

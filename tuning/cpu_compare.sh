@@ -33,25 +33,6 @@ open('$work/text.json','w').write(json.dumps({'text': text}))
 "
 cp "$root/models/image/testimages/jpeg_baseline_retina_1152x864_1mp.jpg" "$work/image.jpg"
 
-start() { # BIN NAME -> sets pid, port, key
-  local bin=$1 name=$2 data="$work/data-$2"
-  # shellcheck disable=SC2046 # models_config gives zero or two words
-  taskset -c 0 "$bin" serve --data "$data" $(models_config "$bin") --listen 127.0.0.1:0 \
-    --cores 1 --models "$root/models" --metrics-listen off --log-level warn \
-    >"$work/$name.out" 2>&1 &
-  pid=$!
-  for _ in $(seq 100); do
-    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.out" | grep -o '[0-9]*$' || true)
-    if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then
-      # Plans are written by the server at start; the organization and key after that.
-      key=$(bench_key "$bin" --data "$data")
-      return 0
-    fi
-    sleep 0.2
-  done
-  echo "server $name did not start" >&2; cat "$work/$name.out" >&2; exit 1
-}
-
 measure() { # NAME ROUTE -> us per request
   local route=$1 out
   case $route in
@@ -71,7 +52,7 @@ results="$work/results"
 for round in $(seq "$rounds"); do
   for name in $(binaries_in_order "$round"); do
     bin=$before; [ $name = after ] && bin=$after
-    start "$bin" "$name-$round"
+    start_server "$bin" "$name-$round"
     for route in $routes; do
       line=$(measure "$route")
       echo "round=$round binary=$name route=$route $line" | tee -a "$results"

@@ -310,8 +310,6 @@ pub fn worker_config(
         sharing,
         share,
         nice,
-        image_results_kept: 0,
-        toxblock_windows_kept: 0,
     }
 }
 

@@ -84,12 +84,6 @@ pub struct WorkerConfig {
     pub share: f64,
     /// The worker thread's scheduling niceness (with [`CoreSharing::Weights`]).
     pub nice: i32,
-    /// Image results the shard keeps for repeats of the same bytes ([`super::repeats`]); 0
-    /// keeps none. Looked up on the shard, before a job is sent here, like the next.
-    pub image_results_kept: usize,
-    /// tox-block windows whose scores the shard keeps for repeats ([`crate::checks::toxblock`]);
-    /// 0 keeps none.
-    pub toxblock_windows_kept: usize,
 }
 
 /// One image model's answer for one image.

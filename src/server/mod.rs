@@ -208,15 +208,13 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
             .map_err(|error| anyhow!("reading the CPU topology: {error}"))?,
     );
     let fds = Arc::new(Mutex::new(fds.into_iter().enumerate().collect::<Vec<_>>()));
-    let mut worker_config = registry::worker_config(
+    let worker_config = registry::worker_config(
         config.inference.queue_depth_max,
         config.inference.batch_rows_max,
         config.inference.core_sharing,
         config.inference.worker_share,
         config.inference.worker_nice,
     );
-    worker_config.image_results_kept = config.inference.image_results_kept;
-    worker_config.toxblock_windows_kept = config.inference.toxblock_windows_kept;
     let shipper = match &config.cluster {
         Some(cluster) => {
             let shipper = fleet::shipper::spawn(cluster.clone(), shards)?;
@@ -264,6 +262,8 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
                 text_models: text_models.clone(),
                 worker_models: worker_models.clone(),
                 worker_config: worker_config.clone(),
+                image_results_kept: config.inference.image_results_kept,
+                toxblock_windows_kept: config.inference.toxblock_windows_kept,
                 shipper: shipper.clone(),
                 lists: lists.clone(),
                 list_writer: list_writer.clone(),

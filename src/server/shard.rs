@@ -190,6 +190,10 @@ pub struct ShardResources {
     pub text_models: Arc<TextModels>,
     pub worker_models: Option<WorkerModels>,
     pub worker_config: WorkerConfig,
+    /// Image results and tox-block windows the shard keeps for repeats, looked up before a job
+    /// goes to the worker (`inference.image_results_kept`, `inference.toxblock_windows_kept`).
+    pub image_results_kept: usize,
+    pub toxblock_windows_kept: usize,
     /// The CPU the shard (and its model worker) runs on.
     pub cpu: Option<usize>,
     /// In a fleet: where the shard ships its journal.
@@ -535,6 +539,8 @@ async fn start_engine(
         text_models,
         worker_models,
         worker_config,
+        image_results_kept,
+        toxblock_windows_kept,
         cpu,
         shipper: _,
         lists: _,
@@ -548,8 +554,6 @@ async fn start_engine(
     let image_slots_loaded = crate::checks::image_slots_loaded(worker_models.as_ref());
     let measures_ready = crate::checks::measures_ready(worker_models.as_ref());
     let (sharing, share) = (worker_config.sharing, worker_config.share);
-    let images_kept = Repeats::new(worker_config.image_results_kept);
-    let toxblock_kept = KeptWindows::new(worker_config.toxblock_windows_kept);
     let worker = match worker_models {
         None => None,
         Some(models) => {
@@ -574,8 +578,8 @@ async fn start_engine(
         normalizer: Default::default(),
         turns: Default::default(),
         pace,
-        images_kept: RefCell::new(images_kept),
-        toxblock_kept: RefCell::new(toxblock_kept),
+        images_kept: RefCell::new(Repeats::new(image_results_kept)),
+        toxblock_kept: RefCell::new(KeptWindows::new(toxblock_windows_kept)),
         metrics,
     })
 }
