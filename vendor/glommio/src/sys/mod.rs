@@ -306,6 +306,10 @@ impl SleepNotifier {
     }
 
     pub(crate) fn notify(&self, force: bool) {
+        // modgate: the waker's half of the pair of fences in the reactor's sleep (see
+        // `Reactor::wait` in `sys/uring.rs`): the work published before this call is visible to the
+        // reactor's sweep, or the flag it set is visible here.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self
             .should_notify
             .compare_exchange(true, false, Ordering::Relaxed, Ordering::Relaxed)
