@@ -244,3 +244,112 @@ weight = 10
     assert!(journaled["/v1/text"].contains_key(&401));
     assert!(journaled["/v1/text"].contains_key(&400));
 }
+
+/// `fresh` requests carry content the server has not seen: a server on its defaults (results
+/// kept for repeats) runs its models for every one of them, reusing no tox-block window and no
+/// image result, while the same scenario without `fresh` is answered from kept results. A
+/// stamped JPEG scores as the file it was made from (its stamp is in a comment segment).
+#[test]
+fn fresh_requests_are_never_answered_from_kept_results() {
+    let images = concat!(env!("CARGO_MANIFEST_DIR"), "/models/image/testimages");
+    // 250 words tox-block knows (three windows), stamped into about 290.
+    let text = "you are a good person and i like your work ".repeat(25);
+    for fresh in [true, false] {
+        let server = Server::start_with(Options {
+            cores: Some(1),
+            ..Options::default()
+        });
+        server.import_workflows(
+            "[workflows.pictures]\ndescription = \"open-NSFW alone.\"\nimage_checks = [\"open_nsfw\"]\n[workflows.pictures.categories]\nnudity = { review = 0.5, reject = 0.9 }\n",
+        );
+        let (key, _) = server.new_key("load", "pro", &[]);
+        let scenario = Scenario::parse(
+            &format!(
+                r#"
+name = "fresh"
+[[requests]]
+name = "text"
+kind = "text"
+workflow = "text-ml"
+weight = 3
+fresh = {fresh}
+text = "{text}"
+[[requests]]
+name = "image"
+kind = "image"
+workflow = "pictures"
+weight = 1
+fresh = {fresh}
+image = "{images}/jpeg_baseline_chelsea_64x48.jpg"
+[[requests]]
+name = "compat-image"
+kind = "compat_image"
+workflow = "pictures"
+weight = 1
+fresh = {fresh}
+image = "{images}/jpeg_progressive_coffee_600x400.jpg"
+"#
+            ),
+            std::path::Path::new("."),
+        )
+        .unwrap();
+        let requests =
+            modgate_load::prepare_scenario(&scenario, &server.addr.to_string(), &key).unwrap();
+        let config = RunConfig::new(
+            server.addr,
+            Load::Closed { connections: 1 },
+            Duration::from_secs(2),
+        );
+        let result = run(&config, &requests).unwrap();
+        let report = Report::new(&scenario.name, config.load, &result, &requests);
+        assert_eq!(report.errors, 0, "{}", report.table());
+        let images_checked = report.by_route_status["/v1/image"][&200]
+            + report.by_route_status["/1.0/check-workflow.json"][&200];
+        assert!(
+            report.by_route_status["/v1/text"][&200] > 10 && images_checked > 5,
+            "{}",
+            report.table()
+        );
+
+        let metrics = server.scrape();
+        let metric = |name: &str| metrics.value(name, &[]).unwrap_or(0.0);
+        let windows_reused = metric("modgate_toxblock_windows_reused_total");
+        let images_reused = metric("modgate_image_results_reused_total");
+        if fresh {
+            assert_eq!((windows_reused, images_reused), (0.0, 0.0));
+        } else {
+            assert!(windows_reused > 0.0 && images_reused > 0.0);
+        }
+    }
+
+    // A stamp leaves the pixels alone: the stamped file scores as the original.
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        ..Options::default()
+    });
+    let (key, _) = server.new_key("load", "pro", &[]);
+    let name = "jpeg_baseline_chelsea_64x48.jpg";
+    let scenario = Scenario::parse(
+        &format!("name = \"s\"\n[[requests]]\nname = \"i\"\nkind = \"image\"\nweight = 1\nfresh = true\nimage = \"{images}/{name}\"\n"),
+        std::path::Path::new("."),
+    )
+    .unwrap();
+    let prepared =
+        modgate_load::prepare_scenario(&scenario, &server.addr.to_string(), &key).unwrap();
+    let mut bytes = prepared[0].bytes.to_vec();
+    modgate_load::prepare::stamp(12_345, &mut bytes[prepared[0].stamps[0]..]);
+    let stamped = raw_request(server.addr, &bytes).unwrap();
+    assert_eq!(stamped.status, 200);
+    let stamped: Value = serde_json::from_slice(&stamped.body).unwrap();
+    let (status, _, original) = post(
+        &server.url("/v1/image"),
+        &[
+            ("X-Api-Key", &key),
+            ("Content-Type", "application/octet-stream"),
+        ],
+        &testimage(name),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(stamped["scores"], original["scores"]);
+    assert!(original["scores"]["nudity"].is_number(), "{original}");
+}

@@ -6,6 +6,8 @@
 #   tuning/rate_cpu.sh BIN_BEFORE BIN_AFTER [ROUNDS]
 #   RATES="1000 2000" tuning/rate_cpu.sh ...       (open-loop rates, default 1000)
 #   DISK_WRITER=1 tuning/rate_cpu.sh ...           (a bulk writer on the data directory's disk)
+#   FRESH=1 WORKFLOW=moderation tuning/rate_cpu.sh ...  (servers on their defaults, every text
+#                                                   new: modgate-load's `fresh`; a workflow)
 #
 # Per (round, binary): modgate-load at each rate (1 KiB texts, workflow default, 20 s) with the
 # server's CPU per answer and the latency percentiles, then 32 connections back to back
@@ -25,7 +27,8 @@ load=${MODGATE_LOAD:-$root/target/release/modgate-load}
 work=$(mktemp -d -p "${WORK_DIR:-/var/tmp}")
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 . "$root/tuning/lib.sh"
-text_scenario "$work/text.toml"
+text_scenario "$work/text.toml" ${FRESH:+fresh}
+[ -z "${WORKFLOW:-}" ] || sed -i "s/^workflow = .*/workflow = \"$WORKFLOW\"/" "$work/text.toml"
 
 writer() { # bulk writes with fsyncs on the data directory's disk, bounded in size and time
   ( end=$((SECONDS + 60))
@@ -59,7 +62,7 @@ results="$work/results"
 for round in $(seq "$rounds"); do
   for name in $(binaries_in_order "$round"); do
     bin=$before; [ "$name" = after ] && bin=$after
-    start_server "$bin" "$name-$round"
+    start_server "$bin" "$name-$round" ${FRESH:+defaults}
     for rate in $rates; do
       [ -n "${DISK_WRITER:-}" ] && writer
       line=$(run --rate "$rate" --duration 20s)

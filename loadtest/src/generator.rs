@@ -27,7 +27,7 @@ use anyhow::anyhow;
 use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::client::Connection;
-use crate::prepare::Prepared;
+use crate::prepare::{stamp, Prepared, STAMP_VALUES};
 use crate::stats::{Stats, Tick};
 
 /// How load is applied.
@@ -139,6 +139,9 @@ struct Engine {
     measure_until: Instant,
     stats: RefCell<Stats>,
     connections_opened: Cell<u64>,
+    /// The stamp of the next `fresh` request sent; the run starts at a random one, so that
+    /// two runs against one server send other content.
+    stamp_next: Cell<u64>,
 }
 
 impl Engine {
@@ -212,10 +215,29 @@ impl Engine {
         .await
     }
 
+    /// A copy of a `fresh` request with the next stamp in each of its places.
+    fn stamped(&self, request: &Prepared) -> Vec<u8> {
+        let value = self.stamp_next.get();
+        self.stamp_next.set(value.wrapping_add(1));
+        let mut bytes = request.bytes.to_vec();
+        for &at in &request.stamps {
+            stamp(value, &mut bytes[at..]);
+        }
+        bytes
+    }
+
     /// Sends one request on `connection` (opening it if needed) and records the outcome.
     async fn send(&self, connection: &mut Option<Connection>, job: Job) {
         self.in_flight.set(self.in_flight.get() + 1);
         let request = &self.requests[job.kind];
+        let stamped;
+        let bytes: &[u8] = match request.stamps.is_empty() {
+            true => &request.bytes,
+            false => {
+                stamped = self.stamped(request);
+                &stamped
+            }
+        };
         let outcome = async {
             if connection.is_none() {
                 *connection = Some(Connection::connect(self.config.server).await?);
@@ -223,7 +245,7 @@ impl Engine {
                     .set(self.connections_opened.get() + 1);
             }
             match connection.as_mut() {
-                Some(open) => open.exchange(&request.bytes).await,
+                Some(open) => open.exchange(bytes).await,
                 None => Err(std::io::ErrorKind::NotConnected.into()),
             }
         }
@@ -356,6 +378,7 @@ async fn drive(config: RunConfig, requests: Vec<Prepared>) -> RunResult {
         measure_from,
         measure_until,
         connections_opened: Cell::new(0),
+        stamp_next: Cell::new(run_nonce() % STAMP_VALUES),
     });
 
     let ticker = {
@@ -448,6 +471,18 @@ async fn drive(config: RunConfig, requests: Vec<Prepared>) -> RunResult {
     }
 }
 
+/// A number no two runs share in practice: the clock's nanoseconds, scrambled.
+fn run_nonce() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64);
+    // splitmix64's finaliser: nearby clock readings give unrelated numbers.
+    let mut x = nanos ^ u64::from(std::process::id()).rotate_left(32);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
 async fn sleep_until(at: Instant) {
     let now = Instant::now();
     if at > now {
@@ -467,6 +502,7 @@ mod tests {
             weight,
             route: "/health",
             bytes: Default::default(),
+            stamps: Vec::new(),
         };
         let engine = Engine {
             config: RunConfig::new(
@@ -486,6 +522,7 @@ mod tests {
             measure_until: Instant::now(),
             stats: RefCell::new(Stats::new(2)),
             connections_opened: Cell::new(0),
+            stamp_next: Cell::new(0),
         };
         let picks: Vec<usize> = (0..40_000).map(|_| engine.pick()).collect();
         let second = picks.iter().filter(|&&p| p == 1).count() as f64 / picks.len() as f64;

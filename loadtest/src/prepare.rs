@@ -31,6 +31,106 @@ pub struct Prepared {
     /// The route's path, as the server journals it.
     pub route: &'static str,
     pub bytes: Arc<Vec<u8>>,
+    /// Where in `bytes` a new stamp is written before each sending ([`stamp`]), for a
+    /// `fresh` request; empty otherwise.
+    pub stamps: Vec<usize>,
+}
+
+/// The words a stamp is written in: 64 common English words of five letters, so that every
+/// stamp has one length (a request's `Content-Length` stays) and is made of words the text
+/// models know. tox-block drops the words it does not know, so a stamp of made-up words would
+/// leave its windows, and a server's kept results for them, unchanged.
+const STAMP_WORDS: [&[u8; 5]; 64] = [
+    b"about", b"above", b"after", b"again", b"agree", b"along", b"among", b"apple", b"beach",
+    b"began", b"below", b"board", b"bread", b"bring", b"brown", b"build", b"chair", b"child",
+    b"chose", b"class", b"clean", b"clock", b"cloud", b"cover", b"dance", b"drink", b"earth",
+    b"field", b"floor", b"fresh", b"fruit", b"glass", b"grass", b"green", b"heard", b"horse",
+    b"house", b"large", b"later", b"learn", b"level", b"light", b"lunch", b"music", b"night",
+    b"north", b"ocean", b"often", b"order", b"paper", b"party", b"peace", b"phone", b"piano",
+    b"place", b"plant", b"point", b"radio", b"river", b"round", b"small", b"sound", b"south",
+    b"space",
+];
+/// Words in a stamp, six bits each: 2^36 stamps before one comes again.
+const STAMP_WORD_COUNT: usize = 6;
+/// The bytes of a stamp: its words and the spaces between them.
+pub const STAMP_LEN: usize = STAMP_WORD_COUNT * 6 - 1;
+/// How many stamps there are.
+pub const STAMP_VALUES: u64 = 1 << (6 * STAMP_WORD_COUNT);
+/// A fresh text gets a stamp before its first word, another after every this many words and
+/// one at its end. tox-block scores windows of 100 known words: with a whole stamp at most
+/// 50 words and a stamp apart, every window of a text holds one, except a first window
+/// (aligned to the text's end, it holds what is left over) of fewer words than a stamp.
+pub const STAMP_EVERY_WORDS: usize = 50;
+/// Where a stamp goes, as rendered; no stamp can be mistaken for it ("qxqxq" is no stamp
+/// word).
+const STAMP_PLACEHOLDER: &[u8; STAMP_LEN] = b"qxqxq qxqxq qxqxq qxqxq qxqxq qxqxq";
+
+/// Writes the stamp of `value` (taken modulo [`STAMP_VALUES`]) into `out`'s first
+/// [`STAMP_LEN`] bytes: each distinct value gives other bytes.
+pub fn stamp(value: u64, out: &mut [u8]) {
+    for (i, chunk) in out[..STAMP_LEN].chunks_mut(6).enumerate() {
+        let word = STAMP_WORDS[((value >> (6 * i)) & 63) as usize];
+        chunk[..5].copy_from_slice(word);
+        if let Some(space) = chunk.get_mut(5) {
+            *space = b' ';
+        }
+    }
+}
+
+/// `text` with a stamp's placeholder before its first word, after every
+/// [`STAMP_EVERY_WORDS`] words and at its end; the other bytes as they were.
+fn stamped_text(text: &str) -> (String, usize) {
+    let placeholder = std::str::from_utf8(STAMP_PLACEHOLDER).unwrap_or_default();
+    let mut out = String::with_capacity(text.len() + 4 * STAMP_LEN);
+    let (mut words, mut stamps) = (0, 0);
+    for piece in text.split_inclusive(char::is_whitespace) {
+        if piece.starts_with(|c: char| !c.is_whitespace()) {
+            if words % STAMP_EVERY_WORDS == 0 {
+                out.push_str(placeholder);
+                out.push(' ');
+                stamps += 1;
+            }
+            words += 1;
+        }
+        out.push_str(piece);
+    }
+    if !out.ends_with(char::is_whitespace) {
+        out.push(' ');
+    }
+    out.push_str(placeholder);
+    (out, stamps + 1)
+}
+
+/// A JPEG with a comment segment holding a stamp's placeholder, right after its start marker:
+/// other bytes, the same pixels.
+fn stamped_jpeg(image: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let Some(rest) = image.strip_prefix(&[0xFF, 0xD8]) else {
+        bail!("`fresh` images are JPEG (a stamp goes in a comment segment)");
+    };
+    let mut out = Vec::with_capacity(image.len() + 4 + STAMP_LEN);
+    out.extend_from_slice(&[0xFF, 0xD8, 0xFF, 0xFE]);
+    // The segment's length counts its two length bytes.
+    out.extend_from_slice(&((STAMP_LEN + 2) as u16).to_be_bytes());
+    out.extend_from_slice(STAMP_PLACEHOLDER);
+    out.extend_from_slice(rest);
+    Ok(out)
+}
+
+/// The offsets of the `expected` placeholders in a rendered request.
+fn stamp_offsets(bytes: &[u8], expected: usize) -> anyhow::Result<Vec<usize>> {
+    let offsets: Vec<usize> = bytes
+        .windows(STAMP_LEN)
+        .enumerate()
+        .filter(|(_, window)| *window == STAMP_PLACEHOLDER)
+        .map(|(at, _)| at)
+        .collect();
+    if offsets.len() != expected {
+        bail!(
+            "the request holds {} stamp places where {expected} were put",
+            offsets.len()
+        );
+    }
+    Ok(offsets)
 }
 
 /// Files the image server serves: name to (content type, bytes).
@@ -65,7 +165,7 @@ pub fn prepare(scenario: &Scenario, target: &Target<'_>) -> anyhow::Result<Vec<P
         .requests
         .iter()
         .map(|request| {
-            let bytes = render(scenario, request, target)
+            let (bytes, stamps) = render(scenario, request, target)
                 .with_context(|| format!("request '{}'", request.name))?;
             Ok(Prepared {
                 name: request.name.clone(),
@@ -73,6 +173,7 @@ pub fn prepare(scenario: &Scenario, target: &Target<'_>) -> anyhow::Result<Vec<P
                 weight: request.weight,
                 route: route_of(request.shape()),
                 bytes: Arc::new(bytes),
+                stamps,
             })
         })
         .collect()
@@ -89,11 +190,45 @@ pub fn route_of(shape: Kind) -> &'static str {
     }
 }
 
+/// The request's bytes, and where its stamps go (`fresh` requests).
 fn render(
     scenario: &Scenario,
     request: &RequestSpec,
     target: &Target<'_>,
+) -> anyhow::Result<(Vec<u8>, Vec<usize>)> {
+    let mut stamps = 0;
+    let bytes = render_bytes(scenario, request, target, &mut stamps)?;
+    let offsets = match request.fresh {
+        true => stamp_offsets(&bytes, stamps)?,
+        false => Vec::new(),
+    };
+    Ok((bytes, offsets))
+}
+
+/// The request's bytes; a `fresh` one's with stamp placeholders, counted in `stamps`.
+fn render_bytes(
+    scenario: &Scenario,
+    request: &RequestSpec,
+    target: &Target<'_>,
+    stamps: &mut usize,
 ) -> anyhow::Result<Vec<u8>> {
+    let text = |stamps: &mut usize| -> anyhow::Result<String> {
+        let text = text_of(scenario, request)?;
+        if !request.fresh {
+            return Ok(text);
+        }
+        let (text, count) = stamped_text(&text);
+        *stamps = count;
+        Ok(text)
+    };
+    let image = |stamps: &mut usize| -> anyhow::Result<(Vec<u8>, &'static str, String)> {
+        let (image, content_type, name) = image_of(scenario, request)?;
+        if !request.fresh {
+            return Ok((image, content_type, name));
+        }
+        *stamps = 1;
+        Ok((stamped_jpeg(&image)?, content_type, name))
+    };
     let workflow = request.workflow.as_deref().unwrap_or(&scenario.workflow);
     let host = target.host;
     let key = target.key;
@@ -112,7 +247,7 @@ fn render(
     let malformed = request.kind == Kind::Malformed;
     Ok(match request.shape() {
         Kind::Text | Kind::BadKey | Kind::Malformed => {
-            let text = text_of(scenario, request)?;
+            let text = text(stamps)?;
             let mut body = serde_json::json!({ "text": text, "workflow": workflow }).to_string();
             if malformed {
                 body.truncate(body.len() / 2);
@@ -123,7 +258,7 @@ fn render(
             )
         }
         Kind::Image => {
-            let (mut image, _, _) = image_of(scenario, request)?;
+            let (mut image, _, _) = image(stamps)?;
             if malformed {
                 image.truncate(image.len() / 2);
             }
@@ -147,7 +282,7 @@ fn render(
         )
         .into_bytes(),
         Kind::CompatText => {
-            let text = text_of(scenario, request)?;
+            let text = text(stamps)?;
             let mut body = form(&[("api_secret", key.as_bytes()), ("workflow", workflow.as_bytes())], ("text", None, text.as_bytes()));
             if malformed {
                 cut_closing_boundary(&mut body);
@@ -158,7 +293,7 @@ fn render(
             )
         }
         Kind::CompatImage => {
-            let (image, content_type, file_name) = image_of(scenario, request)?;
+            let (image, content_type, file_name) = image(stamps)?;
             let mut body = form(
                 &[("api_secret", key.as_bytes()), ("api_user", b"load"), ("workflow", workflow.as_bytes())],
                 ("media", Some((&file_name, content_type)), &image),
@@ -384,5 +519,102 @@ mod tests {
         assert_eq!(&a[..2], &[0xFF, 0xD8]);
         let decompress = mozjpeg::Decompress::new_mem(&a).unwrap();
         assert_eq!((decompress.width(), decompress.height()), (640, 480));
+    }
+
+    #[test]
+    fn stamps_differ_and_keep_their_length() {
+        let mut seen = std::collections::HashSet::new();
+        for value in (0..5000).chain([STAMP_VALUES - 1]) {
+            let mut out = [0u8; STAMP_LEN + 1];
+            stamp(value, &mut out);
+            assert_eq!(out[STAMP_LEN], 0, "nothing written past the stamp");
+            let words: Vec<&[u8]> = out[..STAMP_LEN].split(|&b| b == b' ').collect();
+            assert_eq!(words.len(), STAMP_WORD_COUNT);
+            assert!(words
+                .iter()
+                .all(|w| STAMP_WORDS.contains(&<&[u8; 5]>::try_from(*w).unwrap())));
+            assert!(seen.insert(out), "value {value}");
+        }
+        // Taken modulo STAMP_VALUES.
+        let (mut last, mut wrapped) = ([0u8; STAMP_LEN], [0u8; STAMP_LEN]);
+        stamp(STAMP_VALUES - 1, &mut last);
+        stamp(u64::MAX, &mut wrapped);
+        assert_eq!(last, wrapped);
+        let mut sorted = STAMP_WORDS.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 64, "64 distinct words");
+    }
+
+    #[test]
+    fn a_fresh_text_holds_a_stamp_in_every_window_of_words() {
+        let words: Vec<String> = (0..230).map(|i| format!("w{i}")).collect();
+        let text = format!("{}\n{}", words[..100].join(" "), words[100..].join("  "));
+        let (stamped, count) = stamped_text(&text);
+        // Before the first word, after every 50 words (at 50, 100, 150 and 200) and at the end.
+        assert_eq!(count, 6);
+        let placeholder = std::str::from_utf8(STAMP_PLACEHOLDER).unwrap();
+        assert_eq!(stamped.matches(placeholder).count(), 6);
+        assert_eq!(
+            stamped
+                .replace(&format!("{placeholder} "), "")
+                .trim_end_matches(placeholder),
+            format!("{text} ")
+        );
+        // No run of more than 50 of the text's words without a whole stamp.
+        let mut run = 0;
+        for word in stamped.split_whitespace() {
+            match word.starts_with('w') {
+                true => run += 1,
+                false => run = 0,
+            }
+            assert!(run <= STAMP_EVERY_WORDS);
+        }
+        assert!(stamped.ends_with(placeholder));
+        assert_eq!(stamped_text("").1, 1);
+    }
+
+    #[test]
+    fn fresh_requests_get_new_content_of_one_length() {
+        let s = scenario(concat!(
+            "[[requests]]\nname = \"t\"\nkind = \"text\"\nweight = 1\nfresh = true\ntext = \"hello there\"\n",
+            "[[requests]]\nname = \"i\"\nkind = \"compat_image\"\nweight = 1\nfresh = true\nimage = \"../../models/image/testimages/jpeg_baseline_chelsea_64x48.jpg\"\n",
+            "[[requests]]\nname = \"p\"\nkind = \"image\"\nweight = 1\nimage = \"../../models/image/testimages/png_rgb_coffee_16x12.png\"\n",
+        ));
+        let target = Target {
+            host: "h",
+            key: "mg_live_k",
+            image_server: None,
+        };
+        let prepared = prepare(&s, &target).unwrap();
+        assert_eq!(prepared[0].stamps.len(), 2);
+        assert_eq!(prepared[1].stamps.len(), 1);
+        assert!(prepared[2].stamps.is_empty());
+        let text = String::from_utf8(prepared[0].bytes.to_vec()).unwrap();
+        assert!(text.ends_with(r#"{"text":"qxqxq qxqxq qxqxq qxqxq qxqxq qxqxq hello there qxqxq qxqxq qxqxq qxqxq qxqxq qxqxq","workflow":"default"}"#), "{text}");
+        // The JPEG's comment segment follows its start marker.
+        let image = &prepared[1].bytes;
+        let at = prepared[1].stamps[0];
+        assert_eq!(
+            &image[at - 6..at],
+            &[0xFF, 0xD8, 0xFF, 0xFE, 0, STAMP_LEN as u8 + 2]
+        );
+        let mut first = image.to_vec();
+        stamp(7, &mut first[at..]);
+        let mut second = image.to_vec();
+        stamp(8, &mut second[at..]);
+        assert_ne!(first, second);
+        assert_eq!(first.len(), image.len());
+
+        let png = scenario("[[requests]]\nname = \"p\"\nkind = \"image\"\nweight = 1\nfresh = true\nimage = \"../../models/image/testimages/png_rgb_coffee_16x12.png\"\n");
+        assert!(
+            prepare(&png, &target).is_err(),
+            "only JPEG images are stamped"
+        );
+        let clash = scenario("[[requests]]\nname = \"t\"\nkind = \"text\"\nweight = 1\nfresh = true\ntext = \"qxqxq qxqxq qxqxq qxqxq qxqxq qxqxq\"\n");
+        assert!(
+            prepare(&clash, &target).is_err(),
+            "a text holding the placeholder"
+        );
     }
 }

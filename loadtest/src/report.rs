@@ -520,6 +520,7 @@ mod tests {
                 weight: 1,
                 route: "/v1/text",
                 bytes: Default::default(),
+                stamps: Vec::new(),
             },
             Prepared {
                 name: "bad-key".into(),
@@ -527,6 +528,7 @@ mod tests {
                 weight: 1,
                 route: "/v1/text",
                 bytes: Default::default(),
+                stamps: Vec::new(),
             },
         ];
         let mut stats = Stats::new(2);

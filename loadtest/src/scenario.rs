@@ -156,6 +156,13 @@ pub struct RequestSpec {
     /// `compat_text` or `compat_image`; `text` when absent).
     #[serde(default)]
     pub on: Option<Kind>,
+    /// Every request sent carries content the server has not seen: a stamp of words written
+    /// into the text, or into a JPEG's comment segment ([`crate::prepare::stamp`]). Without
+    /// it the same bytes go again and again, and a server that keeps results for repeats
+    /// (modgate's defaults) answers them without running its models. Texts and JPEG images
+    /// (`text`, `compat_text`, `image`, `compat_image`).
+    #[serde(default)]
+    pub fresh: bool,
 }
 
 impl Scenario {
@@ -208,6 +215,11 @@ impl Scenario {
             if !request.needs_text() && texts > 0 || !request.needs_image() && images > 0 {
                 bail!("request '{name}': a field its kind does not use");
             }
+            if request.fresh
+                && (request.kind != request.shape() || !request.kind.takes_bad_requests())
+            {
+                bail!("request '{name}': `fresh` is for text, compat_text, image and compat_image");
+            }
             if let Some(synthetic) = request.synthetic {
                 let pixels = u64::from(synthetic.width) * u64::from(synthetic.height);
                 if synthetic.width == 0 || synthetic.height == 0 || pixels > 50_000_000 {
@@ -251,6 +263,9 @@ mod tests {
             "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"bad_key\"\non = \"health\"\nweight = 1\n",
             "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"text\"\non = \"image\"\nweight = 1\ntext = \"x\"\n",
             "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"malformed\"\non = \"image\"\nweight = 1\ntext = \"x\"\n",
+            "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"health\"\nweight = 1\nfresh = true\n",
+            "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"bad_key\"\nweight = 1\ntext = \"x\"\nfresh = true\n",
+            "name = \"s\"\n[[requests]]\nname = \"a\"\nkind = \"url\"\nweight = 1\nimage = \"x.jpg\"\nfresh = true\n",
         ] {
             assert!(Scenario::parse(bad, base).is_err(), "{bad}");
         }
