@@ -740,7 +740,7 @@ fn missing_models_fail_the_start_or_land_in_unchecked() {
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("toxblock.onnx"), "{stderr}");
+    assert!(stderr.contains("toxblock_lstm.onnx"), "{stderr}");
 
     // Not required: the server starts, advanced lists tox-block's categories as unchecked.
     let server = Server::start_with(Options {
