@@ -71,6 +71,11 @@ struct Args {
     /// --find-max: measured time per step.
     #[arg(long, default_value = "10s")]
     step: String,
+    /// Every text and JPEG request of the scenario carries new content at each sending (as
+    /// `fresh = true` in the scenario; other images go as they are): a server on its defaults
+    /// runs its models instead of answering repeats from kept results.
+    #[arg(long)]
+    fresh: bool,
 }
 
 /// `30s`, `500ms`, `2m`.
@@ -110,7 +115,10 @@ fn real_main() -> anyhow::Result<()> {
         "poisson" => Arrivals::Poisson,
         other => bail!("--arrivals {other}: uniform or poisson"),
     };
-    let scenario = Scenario::load(&modgate_load::scenario_path(&args.scenario))?;
+    let mut scenario = Scenario::load(&modgate_load::scenario_path(&args.scenario))?;
+    if args.fresh && scenario.make_fresh() == 0 {
+        bail!("--fresh: the scenario has no text or JPEG request to stamp");
+    }
     let (addr, host) = modgate_load::parse_server(&args.server)?;
     let requests = modgate_load::prepare_scenario(&scenario, &host, &args.key)?;
     let load = match (args.rate, args.connections) {

@@ -235,6 +235,26 @@ impl Scenario {
         Ok(())
     }
 
+    /// Sets `fresh` on every request that can carry a stamp (texts, and JPEG images: a
+    /// synthetic one or a `.jpg`/`.jpeg` file); returns how many are fresh.
+    pub fn make_fresh(&mut self) -> usize {
+        for request in &mut self.requests {
+            let kind = request.kind;
+            let jpeg = request.synthetic.is_some()
+                || request.image.as_deref().is_some_and(|path| {
+                    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                        e.eq_ignore_ascii_case("jpg") || e.eq_ignore_ascii_case("jpeg")
+                    })
+                });
+            request.fresh |= match kind {
+                Kind::Text | Kind::CompatText => true,
+                Kind::Image | Kind::CompatImage => jpeg,
+                _ => false,
+            };
+        }
+        self.requests.iter().filter(|r| r.fresh).count()
+    }
+
     pub fn resolve(&self, path: &Path) -> PathBuf {
         self.base.join(path)
     }
@@ -269,6 +289,35 @@ mod tests {
         ] {
             assert!(Scenario::parse(bad, base).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn fresh_goes_on_texts_and_jpeg_images_only() {
+        let mut scenario = Scenario::parse(
+            concat!(
+                "name = \"s\"\n",
+                "[[requests]]\nname = \"t\"\nkind = \"compat_text\"\nweight = 1\ntext = \"x\"\n",
+                "[[requests]]\nname = \"j\"\nkind = \"image\"\nweight = 1\nimage = \"a.JPG\"\n",
+                "[[requests]]\nname = \"s\"\nkind = \"compat_image\"\nweight = 1\nsynthetic = { width = 8, height = 8 }\n",
+                "[[requests]]\nname = \"p\"\nkind = \"image\"\nweight = 1\nimage = \"a.png\"\n",
+                "[[requests]]\nname = \"u\"\nkind = \"url\"\nweight = 1\nimage = \"a.jpg\"\n",
+                "[[requests]]\nname = \"b\"\nkind = \"bad_key\"\nweight = 1\ntext = \"x\"\n",
+                "[[requests]]\nname = \"m\"\nkind = \"malformed\"\non = \"image\"\nweight = 1\nimage = \"a.jpg\"\n",
+                "[[requests]]\nname = \"h\"\nkind = \"health\"\nweight = 1\n",
+            ),
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(scenario.make_fresh(), 3);
+        let fresh: Vec<&str> = scenario
+            .requests
+            .iter()
+            .filter(|r| r.fresh)
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(fresh, ["t", "j", "s"]);
+        // What it made passes the scenario's own rules.
+        scenario.validate().unwrap();
     }
 
     #[test]
