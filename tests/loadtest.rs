@@ -315,8 +315,17 @@ image = "{images}/jpeg_progressive_coffee_600x400.jpg"
         let metric = |name: &str| metrics.value(name, &[]).unwrap_or(0.0);
         let windows_reused = metric("modgate_toxblock_windows_reused_total");
         let images_reused = metric("modgate_image_results_reused_total");
+        let runs = |model: &str| {
+            metrics
+                .value("modgate_model_duration_seconds_count", &[("model", model)])
+                .unwrap_or(0.0)
+        };
         if fresh {
             assert_eq!((windows_reused, images_reused), (0.0, 0.0));
+            // ... because the models ran for every one (one connection: a run per check).
+            let texts = report.by_route_status["/v1/text"][&200] as f64;
+            assert!(runs("toxblock") >= texts, "{} {texts}", runs("toxblock"));
+            assert!(runs("open_nsfw") >= images_checked as f64);
         } else {
             assert!(windows_reused > 0.0 && images_reused > 0.0);
         }

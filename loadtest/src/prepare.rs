@@ -77,14 +77,25 @@ pub fn stamp(value: u64, out: &mut [u8]) {
     }
 }
 
+/// Where a text's words end as tox-block reads them: a space or one of the 33 characters its
+/// tokenizer (Keras's) turns into spaces (`models/text/toxblock_tokenizer.json`). Any other
+/// character, other whitespace included, is part of a word.
+fn ends_words(c: char) -> bool {
+    c == ' ' || "!\"#$%&()*+,-./:;<=>?@[\\]^_`{|}~\t\n".contains(c)
+}
+
 /// `text` with a stamp's placeholder before its first word, after every
-/// [`STAMP_EVERY_WORDS`] words and at its end; the other bytes as they were.
+/// [`STAMP_EVERY_WORDS`] words and at its end, always with a space after (and at the end
+/// before) it; the other bytes as they were. Words are counted as tox-block splits them
+/// ([`ends_words`]), so "a/b" is two and "a\rb" one, and each is one id at most.
 fn stamped_text(text: &str) -> (String, usize) {
     let placeholder = std::str::from_utf8(STAMP_PLACEHOLDER).unwrap_or_default();
     let mut out = String::with_capacity(text.len() + 4 * STAMP_LEN);
-    let (mut words, mut stamps) = (0, 0);
-    for piece in text.split_inclusive(char::is_whitespace) {
-        if piece.starts_with(|c: char| !c.is_whitespace()) {
+    let (mut words, mut stamps, mut in_word) = (0, 0, false);
+    for c in text.chars() {
+        let starts_word = !in_word && !ends_words(c);
+        in_word = !ends_words(c);
+        if starts_word {
             if words % STAMP_EVERY_WORDS == 0 {
                 out.push_str(placeholder);
                 out.push(' ');
@@ -92,11 +103,9 @@ fn stamped_text(text: &str) -> (String, usize) {
             }
             words += 1;
         }
-        out.push_str(piece);
+        out.push(c);
     }
-    if !out.ends_with(char::is_whitespace) {
-        out.push(' ');
-    }
+    out.push(' ');
     out.push_str(placeholder);
     (out, stamps + 1)
 }
@@ -556,22 +565,36 @@ mod tests {
         let placeholder = std::str::from_utf8(STAMP_PLACEHOLDER).unwrap();
         assert_eq!(stamped.matches(placeholder).count(), 6);
         assert_eq!(
-            stamped
-                .replace(&format!("{placeholder} "), "")
-                .trim_end_matches(placeholder),
-            format!("{text} ")
+            stamped.replace(&format!("{placeholder} "), ""),
+            format!("{text} {placeholder}")
         );
-        // No run of more than 50 of the text's words without a whole stamp.
-        let mut run = 0;
-        for word in stamped.split_whitespace() {
-            match word.starts_with('w') {
-                true => run += 1,
-                false => run = 0,
+        // No run of more than 50 of the text's words without a whole stamp, the words split
+        // as tox-block splits them.
+        let runs = |stamped: &str| {
+            let (mut run, mut longest) = (0, 0);
+            for word in stamped.split(ends_words).filter(|w| !w.is_empty()) {
+                run = if word == "qxqxq" { 0 } else { run + 1 };
+                longest = longest.max(run);
             }
-            assert!(run <= STAMP_EVERY_WORDS);
-        }
-        assert!(stamped.ends_with(placeholder));
+            longest
+        };
+        assert_eq!(runs(&stamped), STAMP_EVERY_WORDS);
+        assert!(stamped.ends_with(&format!(" {placeholder}")));
         assert_eq!(stamped_text("").1, 1);
+
+        // Words tox-block splits apart count one each; a stamp never touches a word it does
+        // not split from (after a carriage return or a no-break space).
+        let joined = (0..120)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join("/");
+        let (stamped, count) = stamped_text(&joined);
+        assert_eq!((count, runs(&stamped)), (4, STAMP_EVERY_WORDS));
+        let (stamped, _) = stamped_text("one\rtwo\u{a0}three four\r");
+        assert_eq!(
+            stamped,
+            format!("{placeholder} one\rtwo\u{a0}three four\r {placeholder}")
+        );
     }
 
     #[test]
