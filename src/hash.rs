@@ -20,9 +20,34 @@
 /// The SHA-256 of `bytes` (ring's): the key of results kept for repeats, which no caller can
 /// make collide with another's, and an image's `sha256` for the hash lists.
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {
-    let mut sha256 = [0u8; 32];
-    sha256.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref());
-    sha256
+    let mut hasher = Sha256::new();
+    hasher.update(bytes);
+    hasher.finish()
+}
+
+/// [`sha256`] of bytes given in parts (an upload hashed a slice at a time).
+pub struct Sha256(ring::digest::Context);
+
+impl Sha256 {
+    pub fn new() -> Sha256 {
+        Sha256(ring::digest::Context::new(&ring::digest::SHA256))
+    }
+
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    pub fn finish(self) -> [u8; 32] {
+        let mut sha256 = [0u8; 32];
+        sha256.copy_from_slice(self.0.finish().as_ref());
+        sha256
+    }
+}
+
+impl Default for Sha256 {
+    fn default() -> Sha256 {
+        Sha256::new()
+    }
 }
 
 /// A `HashMap` with foldhash's per-process random seed.

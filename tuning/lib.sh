@@ -50,17 +50,19 @@ start_server() {
   echo "server $name did not start" >&2; cat "$work/$name.out" >&2; exit 1
 }
 
-# text_scenario FILE [fresh]: a modgate-load scenario of 1 KiB texts (tuning/text_1k.txt, the
-# text every tuning script sends) on the default workflow; with `fresh`, each text sent carries
-# a new stamp of words (modgate-load's `fresh`), for servers that keep results for repeats.
+# text_scenario FILE [fresh] [WORKFLOW]: a modgate-load scenario of 1 KiB texts
+# (tuning/text_1k.txt, the text every tuning script sends) on WORKFLOW (default: `default`);
+# with `fresh`, each text sent carries a new stamp of words (modgate-load's `fresh`), for
+# servers that keep results for repeats.
 text_scenario() {
-  python3 - "$1" "$root/tuning/text_1k.txt" "${2:-}" <<'PY'
+  python3 - "$1" "$root/tuning/text_1k.txt" "${2:-}" "${3:-default}" <<'PY'
 import sys
 text = open(sys.argv[2]).read()[:1024]
 fresh = "fresh = true\n" if sys.argv[3] == "fresh" else ""
+workflow = sys.argv[4]
 open(sys.argv[1], 'w').write(f'''name = "text-1k"
-description = "POST /v1/text, 1 KiB, workflow default"
-workflow = "default"
+description = "POST /v1/text, 1 KiB, workflow {workflow}"
+workflow = "{workflow}"
 [[requests]]
 name = "text-1k"
 kind = "text"

@@ -27,8 +27,7 @@ load=${MODGATE_LOAD:-$root/target/release/modgate-load}
 work=$(mktemp -d -p "${WORK_DIR:-/var/tmp}")
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 . "$root/tuning/lib.sh"
-text_scenario "$work/text.toml" ${FRESH:+fresh}
-[ -z "${WORKFLOW:-}" ] || sed -i "s/^workflow = .*/workflow = \"$WORKFLOW\"/" "$work/text.toml"
+text_scenario "$work/text.toml" "${FRESH:+fresh}" "${WORKFLOW:-default}"
 
 writer() { # bulk writes with fsyncs on the data directory's disk, bounded in size and time
   ( end=$((SECONDS + 60))

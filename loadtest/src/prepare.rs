@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context};
 
-use crate::scenario::{Kind, RequestSpec, Scenario, Synthetic, FILE_BYTES_MAX};
+use crate::scenario::{content_type_of, Kind, RequestSpec, Scenario, Synthetic, FILE_BYTES_MAX};
 
 /// The photo synthetic JPEGs are upscaled from (a committed test image, scikit-image's
 /// "astronaut", public domain).
@@ -388,13 +388,7 @@ fn image_of(
     if bytes.len() > FILE_BYTES_MAX {
         bail!("{} is over {FILE_BYTES_MAX} bytes", path.display());
     }
-    let content_type = match path.extension().and_then(|e| e.to_str()) {
-        Some("jpg" | "jpeg") => "image/jpeg",
-        Some("png") => "image/png",
-        Some("webp") => "image/webp",
-        Some("gif") => "image/gif",
-        _ => "application/octet-stream",
-    };
+    let content_type = content_type_of(&path);
     let file_name = path
         .file_name()
         .map_or_else(|| "image".to_owned(), |n| n.to_string_lossy().into_owned());

@@ -117,6 +117,18 @@ impl RequestSpec {
     }
 }
 
+/// The content type of an image file, by its extension.
+pub fn content_type_of(path: &Path) -> &'static str {
+    let extension = path.extension().and_then(|e| e.to_str());
+    match extension.map(str::to_ascii_lowercase).as_deref() {
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("png") => "image/png",
+        Some("webp") => "image/webp",
+        Some("gif") => "image/gif",
+        _ => "application/octet-stream",
+    }
+}
+
 /// A JPEG made at start from a committed test photo, upscaled: large images without
 /// megabytes in the repository.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -239,14 +251,12 @@ impl Scenario {
     /// synthetic one or a `.jpg`/`.jpeg` file); returns how many are fresh.
     pub fn make_fresh(&mut self) -> usize {
         for request in &mut self.requests {
-            let kind = request.kind;
             let jpeg = request.synthetic.is_some()
-                || request.image.as_deref().is_some_and(|path| {
-                    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-                        e.eq_ignore_ascii_case("jpg") || e.eq_ignore_ascii_case("jpeg")
-                    })
-                });
-            request.fresh |= match kind {
+                || request
+                    .image
+                    .as_deref()
+                    .is_some_and(|path| content_type_of(path) == "image/jpeg");
+            request.fresh |= match request.kind {
                 Kind::Text | Kind::CompatText => true,
                 Kind::Image | Kind::CompatImage => jpeg,
                 _ => false,

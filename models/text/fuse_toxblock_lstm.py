@@ -40,6 +40,10 @@ HIDDEN = 50
 EMBED = 50
 STEPS = 100
 TOLERANCE = 1e-5
+# The loop body's hard-sigmoid constants (tf2onnx's names): the slope of the input, forget and
+# output gates, then their offsets.
+HARD_SIGMOID = {"Const:0": 0.2, "Const_2:0": 0.2, "Const_4:0": 0.2,
+                "Const_1:0": 0.5, "Const_3:0": 0.5, "Const_5:0": 0.5}
 
 # tf2onnx's names of the weights in toxblock.onnx.
 EMBEDDING = "model/embedding/embedding_lookup/745:0"
@@ -69,9 +73,9 @@ def check_loop_body(loop) -> None:
     assert ops == want, ops
     for tensor in (t for t in body.initializer if not t.dims):  # the scalars
         name, value = tensor.name, numpy_helper.to_array(tensor)
-        if "/lstm_cell/Const" in name:  # Const, _2, _4: the slope; _1, _3, _5: the offset
-            index = name.rsplit("/", 1)[1].removeprefix("Const").strip("_:0") or "0"
-            assert value == np.float32(0.5 if int(index) % 2 else 0.2), (name, value)
+        last = name.rsplit("/", 1)[1]
+        if last in HARD_SIGMOID:
+            assert value == np.float32(HARD_SIGMOID[last]), (name, value)
         elif name.endswith("Minimum/y:0"):
             assert value == 1, (name, value)
         elif "/clip_by_value" in name:

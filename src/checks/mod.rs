@@ -490,14 +490,12 @@ impl Engine {
     /// The SHA-256 of an upload, hashed a slice at a time, each slice in a turn at the shard's
     /// CPU ([`turns`]): a 15 MB file at about 2 GB/s would hold the shard for 7 ms at once.
     async fn sha256_in_turns(&self, bytes: &[u8]) -> [u8; 32] {
-        let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+        let mut hasher = crate::hash::Sha256::new();
         for slice in bytes.chunks(SHA256_SLICE_BYTES) {
             let _turn = self.take_turn().await;
-            context.update(slice);
+            hasher.update(slice);
         }
-        let mut sha256 = [0u8; 32];
-        sha256.copy_from_slice(context.finish().as_ref());
-        sha256
+        hasher.finish()
     }
 
     /// Scores with tox-block; `false` if it is not available here.
