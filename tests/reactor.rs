@@ -1,7 +1,9 @@
 //! The shard's reactor as modgate patches it (vendor/README.md): glommio's rings are made with
 //! `IORING_SETUP_COOP_TASKRUN`, so a socket's readiness and the preemption timer wait as task
 //! work until the shard thread enters the kernel. A task that computes without a system call
-//! must still be preempted, and the other tasks' sockets still served.
+//! must still be preempted, and the other tasks' sockets still served. The reactor keeps its
+//! preemption timer in the ring across sleeps while that timer fires no later than needed: a
+//! shorter timer must still wake a sleep on time.
 
 use std::cell::Cell;
 use std::io::Write;
@@ -83,4 +85,31 @@ fn a_task_that_never_enters_the_kernel_does_not_starve_a_socket() {
         yields
     );
     assert!(yields > 0, "the spinning task was never preempted");
+}
+
+/// The preemption time the timer test's executor runs with.
+const PREEMPT: Duration = Duration::from_millis(100);
+
+#[test]
+fn a_timer_shorter_than_the_preemption_time_wakes_a_sleeping_reactor_on_time() {
+    let slowest = LocalExecutorBuilder::default()
+        .preempt_timer(PREEMPT)
+        .spawn(|| async {
+            let mut slowest = Duration::ZERO;
+            for _ in 0..20 {
+                // The task ran, so a preemption timer is in the ring; the sleep below must
+                // not wait for it.
+                let start = Instant::now();
+                glommio::timer::sleep(Duration::from_millis(2)).await;
+                slowest = slowest.max(start.elapsed());
+            }
+            slowest
+        })
+        .expect("executor")
+        .join()
+        .expect("join");
+    assert!(
+        slowest < PREEMPT / 2,
+        "a 2 ms sleep took {slowest:?}: the reactor slept until its preemption timer"
+    );
 }

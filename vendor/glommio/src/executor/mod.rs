@@ -1493,6 +1493,15 @@ impl LocalExecutor {
                         // test again here. We can't test *just* here because the main
                         // future is probably the one setting up the task queues and etc.
                         break t.unwrap();
+                    } else if spin_before_park.is_zero() {
+                        // (modgate) Straight to the reactor's wait, which polls the rings,
+                        // timers and channels as `spin_poll_io` does and sleeps only if
+                        // none had work; polling first submitted the rings' requests in a
+                        // system call of its own.
+                        this.parker
+                            .park()
+                            .expect("Failed to park! This is actually pretty bad!");
+                        pre_time = Instant::now();
                     } else {
                         while !this.reactor.spin_poll_io().unwrap() {
                             if pre_time.elapsed() > spin_before_park {

@@ -232,6 +232,12 @@ impl Source {
         })
     }
 
+    /// (modgate) Whether the request is queued for the kernel or with it: not completed,
+    /// and not dropped. A completed request's entry is taken when its completion is consumed.
+    pub(crate) fn in_flight(&self) -> bool {
+        self.inner.borrow().enqueued.is_some()
+    }
+
     pub(crate) fn result(&self) -> Option<io::Result<usize>> {
         let mut inner = self.inner.borrow_mut();
         let ret = inner

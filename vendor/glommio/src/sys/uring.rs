@@ -1071,12 +1071,20 @@ impl SleepableRing {
         }
     }
 
+    /// (modgate) Moves the queued requests into the ring without entering the kernel
+    /// (unless the ring is full): `sleep` submits them with the link.
+    fn prepare_submission_queue(&mut self) -> io::Result<usize> {
+        let q = self.submission_queue();
+        let mut queue = q.borrow_mut();
+        self.consume_sqe_queue(&mut queue.submissions, false)
+    }
+
+    /// (modgate) `can_sleep`, with requests in the ring that `sleep` is to submit.
+    fn can_sleep_submitting(&self) -> bool {
+        self.submission_queue.borrow().is_empty() && self.waiting_kernel_collection() == 0
+    }
+
     fn sleep(&mut self, link: &Source) -> io::Result<usize> {
-        assert_eq!(
-            self.waiting_kernel_submission(),
-            0,
-            "sleeping with pending SQEs"
-        );
         if let Some(mut sqe) = self.ring.sq().prepare_sqe() {
             let sqe_ptr = unsafe { sqe.raw_mut() as *mut _ };
             let op = UringDescriptor {
@@ -1098,14 +1106,20 @@ impl SleepableRing {
 
             // We have now prepared the SQE that links the two rings. We now need to submit
             // it successfully to be able to safely sleep.
-
-            if self
-                .submit_sqes()
+            //
+            // (modgate) It goes with the requests `wait` left in the ring, last, and the
+            // same system call sleeps: the kernel waits only if it took every SQE, and it
+            // takes them in order, so the link was taken if and only if all were. glommio
+            // submitted the requests, then the link, then slept: three system calls.
+            let to_submit = self.waiting_kernel_submission();
+            let submitted = self
+                .ring
+                .submit_sqes_and_wait(1)
                 .or_else(Reactor::busy_ok)
                 .or_else(Reactor::again_ok)
-                .or_else(Reactor::intr_ok)?
-                != 1
-            {
+                .or_else(Reactor::intr_ok)? as usize;
+            self.in_kernel += submitted;
+            if submitted != to_submit {
                 // We failed to submit the `SQE` that links the rings. Just can't sleep.
                 // Waiting here is unsafe because we could end up waiting much longer than
                 // needed.
@@ -1113,14 +1127,8 @@ impl SleepableRing {
                 unsafe { crate::uring_sys::io_uring_prep_nop(sqe_ptr) };
                 Err(io::Error::from_raw_os_error(libc::EBUSY))
             } else {
-                // The rings are linked. Goodnight!
-                self.ring
-                    .cq()
-                    .wait(1)
-                    .map(|_| 1)
-                    .or_else(Reactor::busy_ok)
-                    .or_else(Reactor::again_ok)
-                    .or_else(Reactor::intr_ok)
+                // The rings were linked, and we slept. Good morning!
+                Ok(1)
             }
         } else {
             // Can't link rings because we ran out of `CQE`s. Just can't sleep.
@@ -1241,6 +1249,14 @@ impl UringCommon for SleepableRing {
     }
 }
 
+/// (modgate) The latency ring's timer in flight: when it fires, and the preemption time it
+/// was armed with (`None`: armed to wake a sleep for a user timer).
+#[derive(Clone, Copy, Debug)]
+struct LatencyTimer {
+    deadline: Instant,
+    preempt: Option<Duration>,
+}
+
 pub(crate) struct Reactor {
     // FIXME: it is starting to feel we should clean this up to a Inner pattern
     main_ring: RefCell<SleepableRing>,
@@ -1249,6 +1265,13 @@ pub(crate) struct Reactor {
 
     latency_preemption_timeout_src: Cell<Option<Source>>,
     throughput_preemption_timeout_src: Cell<Option<Source>>,
+    // (modgate) What the latency ring's timer in flight was armed for: see `wait`.
+    latency_timer: Cell<Option<LatencyTimer>>,
+    // (modgate) The latency ring's timer fired since a sleep last ended without it firing:
+    // the next sleep goes without it.
+    latency_timer_quiet: Cell<bool>,
+    // (modgate) The reactor slept since `wait` last began.
+    slept: Cell<bool>,
 
     link_fd: RawFd,
 
@@ -1380,6 +1403,9 @@ impl Reactor {
             poll_ring: RefCell::new(poll_ring),
             latency_preemption_timeout_src: Cell::new(None),
             throughput_preemption_timeout_src: Cell::new(None),
+            latency_timer: Cell::new(None),
+            latency_timer_quiet: Cell::new(false),
+            slept: Cell::new(false),
             blocking_thread,
             link_fd,
             notifier,
@@ -1840,45 +1866,65 @@ impl Reactor {
         // consume all events from the rings
         consume_rings!(into &mut woke; lat_ring, poll_ring, main_ring);
 
-        // Cancel the old timer regardless of whether we can sleep:
-        // if we won't sleep, we will register the new timer with its new
-        // value.
-        //
-        // But if we will sleep, there might be a timer registered that needs
-        // to be removed otherwise we'll wake up when it expires.
-        drop(self.latency_preemption_timeout_src.take());
-
-        // Schedule the throughput-based timeout immediately: it won't matter if we end
-        // up sleeping.
-        self.throughput_preemption_timeout_src.replace(Some(
-            main_ring.prepare_throughput_preemption_timer(
-                self.ring_depth() as u32,
-                self.eventfd_src.raw(),
-            ),
-        ));
+        // (modgate) glommio cancelled the latency ring's timer here on every call and armed
+        // a new one below (when tasks are to run, or to wake a sleep for a user timer), and
+        // replaced the throughput timer: at an ordinary rate, where the reactor sleeps and
+        // wakes once a request, that was six of the nine `io_uring_enter` calls a request
+        // cost. A timer in flight now stays while it fires no later than it must:
+        // - before tasks run, a preemption timer fires at most `preempt` from now; one
+        //   armed earlier with the same or a shorter time fires sooner, which only makes
+        //   the running task queue yield early, once;
+        // - before a sleep, a timer must fire by the next user timer, if any; one firing
+        //   sooner wakes the sleep early, once. So that an idle reactor does not wake at
+        //   every preemption time, a sleep goes without the timer once it has fired since
+        //   a sleep last ended without it (`latency_timer_quiet`).
+        // The throughput timer fires after a count of completions, whenever it was armed:
+        // the one in the ring stays until it fires.
+        let preempt = preempt_timer();
+        self.keep_or_cancel_latency_timer(preempt, user_timer);
+        match self.throughput_preemption_timeout_src.take() {
+            Some(src) if src.in_flight() => self.throughput_preemption_timeout_src.set(Some(src)),
+            _ => self.throughput_preemption_timeout_src.set(Some(
+                main_ring.prepare_throughput_preemption_timer(
+                    self.ring_depth() as u32,
+                    self.eventfd_src.raw(),
+                ),
+            )),
+        }
 
         // This will only dispatch if we run out of sqes. Which means until
         // flush_rings! nothing is really send to the kernel...
         flush_cancellations!(into &mut woke; lat_ring, poll_ring, main_ring);
         // ... which happens right here. If you ever reorder this code just
         // be careful about this dependency.
-        flush_rings!(lat_ring, poll_ring, main_ring)?;
+        // (modgate) Before a sleep, the main ring's requests stay in the ring for the
+        // system call that sleeps (`SleepableRing::sleep`), or the next flush if it does not.
+        if preempt.is_some() {
+            flush_rings!(lat_ring, poll_ring, main_ring)?;
+        } else {
+            flush_rings!(lat_ring, poll_ring)?;
+            main_ring
+                .prepare_submission_queue()
+                .or_else(Reactor::busy_ok)
+                .or_else(Reactor::again_ok)
+                .or_else(Reactor::intr_ok)?;
+        }
         // pick up the results of any cancellations
         consume_rings!(into &mut woke; lat_ring, poll_ring, main_ring);
 
         // If we generated any event so far, we can't sleep. Need to handle them.
-        let should_sleep = preempt_timer().is_none()
+        let should_sleep = preempt.is_none()
             && (woke == 0)
             && poll_ring.can_sleep()
-            && main_ring.can_sleep()
+            && main_ring.can_sleep_submitting()
             && lat_ring.can_sleep();
 
         if should_sleep {
             // We are about to go to sleep. It's ok to sleep, but if there
-            // is a timer set, we need to make sure we wake up to handle it.
-            if let Some(dur) = user_timer {
-                self.latency_preemption_timeout_src
-                    .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
+            // is a timer set, we need to make sure we wake up to handle it
+            // (modgate: unless the timer in flight fires by then).
+            if let Some(dur) = user_timer.filter(|_| self.latency_timer.get().is_none()) {
+                self.arm_latency_timer(&mut lat_ring, dur, None);
                 assert!(flush_rings!(lat_ring)? > 0);
             }
             // From this moment on the remote executors are aware that we are sleeping
@@ -1900,6 +1946,7 @@ impl Reactor {
                 if self.eventfd_src.is_installed().unwrap() {
                     self.link_rings_and_sleep(&mut main_ring)
                         .expect("some error");
+                    self.slept.set(true);
                     // May have new cancellations related to the link ring fd.
                     flush_cancellations!(into &mut 0; lat_ring, poll_ring, main_ring);
                     flush_rings!(lat_ring, poll_ring, main_ring)?;
@@ -1909,10 +1956,13 @@ impl Reactor {
                 self.notifier.wake_up();
             }
         }
+        // (modgate) Requests left in the ring for a sleep that did not happen.
+        if main_ring.waiting_kernel_submission() > 0 {
+            flush_rings!(main_ring)?;
+        }
 
-        if let Some(preempt) = preempt_timer() {
-            self.latency_preemption_timeout_src
-                .set(Some(lat_ring.prepare_latency_preemption_timer(preempt)));
+        if let Some(preempt) = preempt.filter(|_| self.latency_timer.get().is_none()) {
+            self.arm_latency_timer(&mut lat_ring, preempt, Some(preempt));
             flush_rings!(lat_ring, main_ring)?;
         }
 
@@ -1924,6 +1974,61 @@ impl Reactor {
         // need_preempt() should be false at this point. As soon as the next event
         // in the preempt ring completes, though, then it will be true.
         Ok(should_sleep)
+    }
+
+    /// (modgate) Keeps the latency ring's timer in flight if it fires no later than this
+    /// call of `wait` needs (see there), or cancels it; and learns whether it fired.
+    fn keep_or_cancel_latency_timer(
+        &self,
+        preempt: Option<Duration>,
+        user_timer: Option<Duration>,
+    ) {
+        let (in_flight, fired) = match self.latency_preemption_timeout_src.take() {
+            Some(src) if src.in_flight() => {
+                self.latency_preemption_timeout_src.set(Some(src));
+                (self.latency_timer.get(), false)
+            }
+            // It fired (its completion was consumed), or there was none: dropping a
+            // completed source cancels nothing.
+            src => {
+                self.latency_timer.set(None);
+                (None, src.is_some())
+            }
+        };
+        if self.slept.replace(false) || fired {
+            self.latency_timer_quiet.set(fired);
+        }
+        let Some(timer) = in_flight else {
+            return;
+        };
+        let fires_late = |within: Duration| timer.deadline > Instant::now() + within;
+        let cancel = match preempt {
+            Some(preempt) => match timer.preempt {
+                Some(armed) if armed <= preempt => false,
+                _ => fires_late(preempt),
+            },
+            None => self.latency_timer_quiet.get() || user_timer.is_some_and(fires_late),
+        };
+        if cancel {
+            drop(self.latency_preemption_timeout_src.take());
+            self.latency_timer.set(None);
+        }
+    }
+
+    /// (modgate) Arms the latency ring's timer to fire in `dur`; `preempt` is the preemption
+    /// time it is armed for (`None`: to wake a sleep for a user timer).
+    fn arm_latency_timer(
+        &self,
+        lat_ring: &mut SleepableRing,
+        dur: Duration,
+        preempt: Option<Duration>,
+    ) {
+        self.latency_preemption_timeout_src
+            .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
+        self.latency_timer.set(Some(LatencyTimer {
+            deadline: Instant::now() + dur,
+            preempt,
+        }));
     }
 
     pub(crate) fn flush_syscall_thread(&self) -> usize {
