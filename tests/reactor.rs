@@ -87,29 +87,53 @@ fn a_task_that_never_enters_the_kernel_does_not_starve_a_socket() {
     assert!(yields > 0, "the spinning task was never preempted");
 }
 
-/// The preemption time the timer test's executor runs with.
+/// The preemption time the timer tests' executors run with.
 const PREEMPT: Duration = Duration::from_millis(100);
+
+/// How long each of `rounds` sleeps of `sleep` took on an executor with `PREEMPT`, each after
+/// the task ran (so a preemption timer is in the ring). A sleep that has not ended 10 s after
+/// the last fails the test instead of hanging it.
+fn sleeps(sleep: Duration, rounds: usize) -> Vec<Duration> {
+    let (sent, received) = std::sync::mpsc::channel();
+    let _executor = LocalExecutorBuilder::default()
+        .preempt_timer(PREEMPT)
+        .spawn(move || async move {
+            for _ in 0..rounds {
+                let start = Instant::now();
+                glommio::timer::sleep(sleep).await;
+                let _ = sent.send(start.elapsed());
+            }
+        })
+        .expect("executor");
+    (0..rounds)
+        .map(|_| {
+            received
+                .recv_timeout(sleep + Duration::from_secs(10))
+                .expect("the reactor slept past its timer for 10 s")
+        })
+        .collect()
+}
 
 #[test]
 fn a_timer_shorter_than_the_preemption_time_wakes_a_sleeping_reactor_on_time() {
-    let slowest = LocalExecutorBuilder::default()
-        .preempt_timer(PREEMPT)
-        .spawn(|| async {
-            let mut slowest = Duration::ZERO;
-            for _ in 0..20 {
-                // The task ran, so a preemption timer is in the ring; the sleep below must
-                // not wait for it.
-                let start = Instant::now();
-                glommio::timer::sleep(Duration::from_millis(2)).await;
-                slowest = slowest.max(start.elapsed());
-            }
-            slowest
-        })
-        .expect("executor")
-        .join()
-        .expect("join");
+    // The preemption timer in the ring fires later than the sleep must end: the reactor must
+    // not wait for it.
+    let slowest = sleeps(Duration::from_millis(2), 20).into_iter().max();
     assert!(
-        slowest < PREEMPT / 2,
+        slowest < Some(PREEMPT / 2),
         "a 2 ms sleep took {slowest:?}: the reactor slept until its preemption timer"
     );
+}
+
+#[test]
+fn a_timer_longer_than_the_preemption_time_wakes_a_sleeping_reactor_on_time() {
+    // The preemption timer in the ring when the task goes to sleep fires first and wakes the
+    // reactor early; the reactor must then sleep on and wake for the longer timer.
+    let sleep = PREEMPT * 3 / 2;
+    for took in sleeps(sleep, 3) {
+        assert!(
+            took < sleep + PREEMPT,
+            "a {sleep:?} sleep took {took:?}: the reactor woke for its timer late"
+        );
+    }
 }

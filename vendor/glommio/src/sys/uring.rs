@@ -1084,7 +1084,8 @@ impl SleepableRing {
         self.submission_queue.borrow().is_empty() && self.waiting_kernel_collection() == 0
     }
 
-    fn sleep(&mut self, link: &Source) -> io::Result<usize> {
+    /// (modgate) Returns whether it slept (glommio returned a count of submissions).
+    fn sleep(&mut self, link: &Source) -> io::Result<bool> {
         if let Some(mut sqe) = self.ring.sq().prepare_sqe() {
             let sqe_ptr = unsafe { sqe.raw_mut() as *mut _ };
             let op = UringDescriptor {
@@ -1128,7 +1129,7 @@ impl SleepableRing {
                 Err(io::Error::from_raw_os_error(libc::EBUSY))
             } else {
                 // The rings were linked, and we slept. Good morning!
-                Ok(1)
+                Ok(true)
             }
         } else {
             // Can't link rings because we ran out of `CQE`s. Just can't sleep.
@@ -1138,6 +1139,7 @@ impl SleepableRing {
                 .or_else(Reactor::busy_ok)
                 .or_else(Reactor::again_ok)
                 .or_else(Reactor::intr_ok)
+                .map(|_| false)
         }
     }
 }
@@ -1249,12 +1251,24 @@ impl UringCommon for SleepableRing {
     }
 }
 
-/// (modgate) The latency ring's timer in flight: when it fires, and the preemption time it
-/// was armed with (`None`: armed to wake a sleep for a user timer).
+/// (modgate) The latency ring's timer in flight: when it fires (`None`: beyond what an
+/// `Instant` holds), and the preemption time it was armed with (`None`: armed to wake a
+/// sleep for a user timer).
 #[derive(Clone, Copy, Debug)]
 struct LatencyTimer {
-    deadline: Instant,
+    deadline: Option<Instant>,
     preempt: Option<Duration>,
+}
+
+impl LatencyTimer {
+    /// Whether it fires no later than `by` (`None`: never mind when).
+    fn fires_by(&self, by: Option<Instant>) -> bool {
+        match (self.deadline, by) {
+            (_, None) => true,
+            (None, Some(_)) => false,
+            (Some(deadline), Some(by)) => deadline <= by,
+        }
+    }
 }
 
 pub(crate) struct Reactor {
@@ -1270,6 +1284,9 @@ pub(crate) struct Reactor {
     // (modgate) The latency ring's timer fired since a sleep last ended without it firing:
     // the next sleep goes without it.
     latency_timer_quiet: Cell<bool>,
+    // (modgate) The latency ring's timer completed since `update_latency_timer_quiet` last
+    // looked.
+    latency_timer_fired: Cell<bool>,
     // (modgate) The reactor slept since `wait` last began.
     slept: Cell<bool>,
 
@@ -1405,6 +1422,7 @@ impl Reactor {
             throughput_preemption_timeout_src: Cell::new(None),
             latency_timer: Cell::new(None),
             latency_timer_quiet: Cell::new(false),
+            latency_timer_fired: Cell::new(false),
             slept: Cell::new(false),
             blocking_thread,
             link_fd,
@@ -1777,7 +1795,9 @@ impl Reactor {
     ///
     /// We may not be able to register an `SQE` at this point, so we return an
     /// Error and will just not sleep.
-    fn link_rings_and_sleep(&self, ring: &mut SleepableRing) -> io::Result<()> {
+    ///
+    /// (modgate) Returns whether it slept.
+    fn link_rings_and_sleep(&self, ring: &mut SleepableRing) -> io::Result<bool> {
         let link_rings = Source::new(
             IoRequirements::default(),
             self.link_fd,
@@ -1785,7 +1805,7 @@ impl Reactor {
             None,
             None,
         );
-        ring.sleep(&link_rings).or_else(Self::busy_ok).map(|_| {})
+        ring.sleep(&link_rings).or_else(Self::busy_ok)
     }
 
     pub(crate) fn poll_io(&self, woke: &mut usize) -> io::Result<()> {
@@ -1846,6 +1866,11 @@ impl Reactor {
     ///   to the point where we *leave* this method. For instance: if we spin
     ///   here for 3ms and the preempt timer is 10ms that would leave the next
     ///   task queue just 7ms to run.
+    ///
+    /// (modgate) The two points above are glommio's; modgate's patch keeps a preempt
+    /// timer in the ring across passes and sleeps while it fires no later than needed,
+    /// trading the exact time slice for two system calls a pass (`vendor/README.md`,
+    /// "A fourth change"): the next task queue gets what is left of the timer's time.
     pub(crate) fn wait<Preempt, F>(
         &self,
         preempt_timer: Preempt,
@@ -1881,7 +1906,10 @@ impl Reactor {
         // The throughput timer fires after a count of completions, whenever it was armed:
         // the one in the ring stays until it fires.
         let preempt = preempt_timer();
-        self.keep_or_cancel_latency_timer(preempt, user_timer);
+        self.update_latency_timer_quiet();
+        if let Some(preempt) = preempt {
+            self.keep_or_cancel_preempt_timer(preempt);
+        }
         match self.throughput_preemption_timeout_src.take() {
             Some(src) if src.in_flight() => self.throughput_preemption_timeout_src.set(Some(src)),
             _ => self.throughput_preemption_timeout_src.set(Some(
@@ -1913,7 +1941,7 @@ impl Reactor {
         consume_rings!(into &mut woke; lat_ring, poll_ring, main_ring);
 
         // If we generated any event so far, we can't sleep. Need to handle them.
-        let should_sleep = preempt.is_none()
+        let mut should_sleep = preempt.is_none()
             && (woke == 0)
             && poll_ring.can_sleep()
             && main_ring.can_sleep_submitting()
@@ -1921,12 +1949,33 @@ impl Reactor {
 
         if should_sleep {
             // We are about to go to sleep. It's ok to sleep, but if there
-            // is a timer set, we need to make sure we wake up to handle it
-            // (modgate: unless the timer in flight fires by then).
-            if let Some(dur) = user_timer.filter(|_| self.latency_timer.get().is_none()) {
-                self.arm_latency_timer(&mut lat_ring, dur, None);
-                assert!(flush_rings!(lat_ring)? > 0);
-            }
+            // is a timer set, we need to make sure we wake up to handle it.
+            // (modgate) The timer in flight stays if it fires by then, and it is not quiet
+            // (`keep_or_cancel_timer_for_sleep`). Its cancellation's completions are
+            // collected here, so that they do not end the sleep at once; if anything else
+            // completed meanwhile, the reactor does not sleep. These decisions wait until
+            // the reactor is about to sleep: a pass that finds work keeps the timer.
+            let kept = self.keep_or_cancel_timer_for_sleep(user_timer);
+            let armed = match user_timer {
+                Some(dur) if !kept => {
+                    self.arm_latency_timer(&mut lat_ring, dur, None);
+                    true
+                }
+                _ => false,
+            };
+            let mut woke_now = 0;
+            flush_cancellations!(into &mut woke_now; lat_ring);
+            let submitted = flush_rings!(lat_ring)?;
+            assert!(!armed || submitted > 0);
+            consume_rings!(into &mut woke_now; lat_ring);
+            // A kept timer whose completion was collected just now is no longer there to
+            // wake the sleep: the next pass arms one.
+            should_sleep = woke_now == 0
+                && lat_ring.can_sleep()
+                && (user_timer.is_none() || self.latency_timer_in_flight().is_some());
+        }
+
+        if should_sleep {
             // From this moment on the remote executors are aware that we are sleeping
             // We have to sweep the remote channels function once more because since
             // last time until now it could be that something happened in a remote executor
@@ -1944,9 +1993,10 @@ impl Reactor {
             let events = process_remote_channels() + self.flush_syscall_thread();
             if events == 0 {
                 if self.eventfd_src.is_installed().unwrap() {
-                    self.link_rings_and_sleep(&mut main_ring)
+                    let slept = self
+                        .link_rings_and_sleep(&mut main_ring)
                         .expect("some error");
-                    self.slept.set(true);
+                    self.slept.set(slept);
                     // May have new cancellations related to the link ring fd.
                     flush_cancellations!(into &mut 0; lat_ring, poll_ring, main_ring);
                     flush_rings!(lat_ring, poll_ring, main_ring)?;
@@ -1961,7 +2011,7 @@ impl Reactor {
             flush_rings!(main_ring)?;
         }
 
-        if let Some(preempt) = preempt.filter(|_| self.latency_timer.get().is_none()) {
+        if let Some(preempt) = preempt.filter(|_| self.latency_timer_in_flight().is_none()) {
             self.arm_latency_timer(&mut lat_ring, preempt, Some(preempt));
             flush_rings!(lat_ring, main_ring)?;
         }
@@ -1976,43 +2026,74 @@ impl Reactor {
         Ok(should_sleep)
     }
 
-    /// (modgate) Keeps the latency ring's timer in flight if it fires no later than this
-    /// call of `wait` needs (see there), or cancels it; and learns whether it fired.
-    fn keep_or_cancel_latency_timer(
-        &self,
-        preempt: Option<Duration>,
-        user_timer: Option<Duration>,
-    ) {
-        let (in_flight, fired) = match self.latency_preemption_timeout_src.take() {
+    /// (modgate) The latency ring's timer in flight, if any. One that completed is
+    /// forgotten (dropping a completed source cancels nothing) and noted in
+    /// `latency_timer_fired`; a completion may be collected anywhere in `wait`, so every
+    /// decision to arm asks here, not `latency_timer`.
+    fn latency_timer_in_flight(&self) -> Option<LatencyTimer> {
+        match self.latency_preemption_timeout_src.take() {
             Some(src) if src.in_flight() => {
                 self.latency_preemption_timeout_src.set(Some(src));
-                (self.latency_timer.get(), false)
+                self.latency_timer.get()
             }
-            // It fired (its completion was consumed), or there was none: dropping a
-            // completed source cancels nothing.
             src => {
+                if src.is_some() {
+                    self.latency_timer_fired.set(true);
+                }
                 self.latency_timer.set(None);
-                (None, src.is_some())
+                None
             }
-        };
+        }
+    }
+
+    /// (modgate) Whether the latency ring's timer fired since the last sleep, which sets
+    /// `latency_timer_quiet`; a sleep that ended without it clears it.
+    fn update_latency_timer_quiet(&self) {
+        self.latency_timer_in_flight();
+        let fired = self.latency_timer_fired.replace(false);
         if self.slept.replace(false) || fired {
             self.latency_timer_quiet.set(fired);
         }
-        let Some(timer) = in_flight else {
+    }
+
+    /// (modgate) At the start of `wait` with tasks to run: keeps the timer in flight if it
+    /// fires within `preempt` (one armed with the same or a shorter time always does), and
+    /// cancels it otherwise. Before a sleep the decision waits for
+    /// `keep_or_cancel_timer_for_sleep`, as the reactor may not sleep after all.
+    fn keep_or_cancel_preempt_timer(&self, preempt: Duration) {
+        let Some(timer) = self.latency_timer_in_flight() else {
             return;
         };
-        let fires_late = |within: Duration| timer.deadline > Instant::now() + within;
-        let cancel = match preempt {
-            Some(preempt) => match timer.preempt {
-                Some(armed) if armed <= preempt => false,
-                _ => fires_late(preempt),
-            },
-            None => self.latency_timer_quiet.get() || user_timer.is_some_and(fires_late),
+        let keep = match timer.preempt {
+            Some(armed) => armed <= preempt,
+            None => timer.fires_by(Instant::now().checked_add(preempt)),
         };
-        if cancel {
-            drop(self.latency_preemption_timeout_src.take());
-            self.latency_timer.set(None);
+        if !keep {
+            self.cancel_latency_timer();
         }
+    }
+
+    /// (modgate) Before a sleep that must end by the next user timer, if any: keeps the
+    /// timer in flight if it fires by then and has not made the reactor quiet, and cancels
+    /// it otherwise. Returns whether one is in flight.
+    fn keep_or_cancel_timer_for_sleep(&self, user_timer: Option<Duration>) -> bool {
+        let Some(timer) = self.latency_timer_in_flight() else {
+            return false;
+        };
+        let in_time = match user_timer {
+            Some(dur) => timer.fires_by(Instant::now().checked_add(dur)),
+            None => true,
+        };
+        if self.latency_timer_quiet.get() || !in_time {
+            self.cancel_latency_timer();
+            return false;
+        }
+        true
+    }
+
+    fn cancel_latency_timer(&self) {
+        drop(self.latency_preemption_timeout_src.take());
+        self.latency_timer.set(None);
     }
 
     /// (modgate) Arms the latency ring's timer to fire in `dur`; `preempt` is the preemption
@@ -2026,7 +2107,7 @@ impl Reactor {
         self.latency_preemption_timeout_src
             .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
         self.latency_timer.set(Some(LatencyTimer {
-            deadline: Instant::now() + dur,
+            deadline: Instant::now().checked_add(dur),
             preempt,
         }));
     }
