@@ -1333,7 +1333,12 @@ impl LocalExecutor {
                 ran = true;
             }
         }
-        ran
+        // (modgate) A preemption before any queue ran is not idleness: the executor must not
+        // park with queues active. modgate keeps the preemption timer in the ring across
+        // passes (`Reactor::wait`), so it can fire after the pass that armed it collected
+        // the latency ring and before this loop's first look; parking then collected the
+        // timer's completion, which wakes no task, and slept with the tasks still queued.
+        ran || !self.queues.borrow().active_executors.is_empty()
     }
 
     fn run_one_task_queue(&self) -> bool {
