@@ -2,8 +2,9 @@
 //! `IORING_SETUP_COOP_TASKRUN`, so a socket's readiness and the preemption timer wait as task
 //! work until the shard thread enters the kernel. A task that computes without a system call
 //! must still be preempted, and the other tasks' sockets still served. The reactor keeps its
-//! preemption timer in the ring across sleeps while that timer fires no later than needed: a
-//! shorter timer must still wake a sleep on time.
+//! preemption timer in the ring across passes and sleeps while that timer fires no later than
+//! needed: a shorter timer must still wake a sleep on time, a longer one must wake it after the
+//! kept timer woke it early, and tasks must run on whenever the kept timer fires.
 
 use std::cell::Cell;
 use std::io::Write;
@@ -92,8 +93,8 @@ fn a_task_that_never_enters_the_kernel_does_not_starve_a_socket() {
 const PREEMPT: Duration = Duration::from_millis(100);
 
 /// How long each of `rounds` sleeps of `sleep` took on an executor with `PREEMPT`, each after
-/// the task ran (so a preemption timer is in the ring). A sleep that has not ended 10 s after
-/// the last fails the test instead of hanging it.
+/// the task ran (so a preemption timer is in the ring). A sleep still going 10 s after it was
+/// due fails the test instead of hanging it.
 fn sleeps(sleep: Duration, rounds: usize) -> Vec<Duration> {
     let (sent, received) = std::sync::mpsc::channel();
     let _executor = LocalExecutorBuilder::default()
