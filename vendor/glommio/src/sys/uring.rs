@@ -1277,10 +1277,9 @@ pub(crate) struct Reactor {
     latency_ring: RefCell<SleepableRing>,
     poll_ring: RefCell<PollRing>,
 
-    latency_preemption_timeout_src: Cell<Option<Source>>,
+    // (modgate) With what the timer was armed for: see `wait`.
+    latency_preemption_timeout_src: Cell<Option<(Source, LatencyTimer)>>,
     throughput_preemption_timeout_src: Cell<Option<Source>>,
-    // (modgate) What the latency ring's timer in flight was armed for: see `wait`.
-    latency_timer: Cell<Option<LatencyTimer>>,
     // (modgate) The latency ring's timer fired since a sleep last ended without it firing:
     // the next sleep goes without it.
     latency_timer_quiet: Cell<bool>,
@@ -1420,7 +1419,6 @@ impl Reactor {
             poll_ring: RefCell::new(poll_ring),
             latency_preemption_timeout_src: Cell::new(None),
             throughput_preemption_timeout_src: Cell::new(None),
-            latency_timer: Cell::new(None),
             latency_timer_quiet: Cell::new(false),
             latency_timer_fired: Cell::new(false),
             slept: Cell::new(false),
@@ -2029,18 +2027,17 @@ impl Reactor {
     /// (modgate) The latency ring's timer in flight, if any. One that completed is
     /// forgotten (dropping a completed source cancels nothing) and noted in
     /// `latency_timer_fired`; a completion may be collected anywhere in `wait`, so every
-    /// decision to arm asks here, not `latency_timer`.
+    /// decision to arm asks here.
     fn latency_timer_in_flight(&self) -> Option<LatencyTimer> {
         match self.latency_preemption_timeout_src.take() {
-            Some(src) if src.in_flight() => {
-                self.latency_preemption_timeout_src.set(Some(src));
-                self.latency_timer.get()
+            Some((src, timer)) if src.in_flight() => {
+                self.latency_preemption_timeout_src.set(Some((src, timer)));
+                Some(timer)
             }
-            src => {
-                if src.is_some() {
+            fired => {
+                if fired.is_some() {
                     self.latency_timer_fired.set(true);
                 }
-                self.latency_timer.set(None);
                 None
             }
         }
@@ -2093,7 +2090,6 @@ impl Reactor {
 
     fn cancel_latency_timer(&self) {
         drop(self.latency_preemption_timeout_src.take());
-        self.latency_timer.set(None);
     }
 
     /// (modgate) Arms the latency ring's timer to fire in `dur`; `preempt` is the preemption
@@ -2104,12 +2100,13 @@ impl Reactor {
         dur: Duration,
         preempt: Option<Duration>,
     ) {
-        self.latency_preemption_timeout_src
-            .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
-        self.latency_timer.set(Some(LatencyTimer {
+        let timer = LatencyTimer {
             deadline: Instant::now().checked_add(dur),
             preempt,
-        }));
+        };
+        let source = lat_ring.prepare_latency_preemption_timer(dur);
+        self.latency_preemption_timeout_src
+            .set(Some((source, timer)));
     }
 
     pub(crate) fn flush_syscall_thread(&self) -> usize {
