@@ -116,12 +116,10 @@ fn classifier_in(dir: &Path) -> std::path::PathBuf {
 }
 
 fn check(server: &Server, key: &str, workflow: &str, file: &str) -> Value {
-    let (status, _, answer) = post(
-        &server.url(&format!("/v1/image?workflow={workflow}")),
-        &[
-            ("X-Api-Key", key),
-            ("Content-Type", "application/octet-stream"),
-        ],
+    let (status, _, answer) = post_image(
+        server,
+        key,
+        &format!("?workflow={workflow}"),
         &testimage(file),
     );
     assert_eq!(status, 200, "{file}: {answer}");
@@ -272,14 +270,7 @@ fn a_declared_model_is_a_check_workflows_name() {
         data: Some(data),
         ..Options::default()
     });
-    let (status, _, answer) = post(
-        &bare.url("/v1/image?workflow=own"),
-        &[
-            ("X-Api-Key", key.as_str()),
-            ("Content-Type", "application/octet-stream"),
-        ],
-        &testimage(IMAGES[0]),
-    );
+    let (status, _, answer) = post_image(&bare, &key, "?workflow=own", &testimage(IMAGES[0]));
     assert_eq!(status, 503, "{answer}");
     assert_eq!(answer["error"]["type"], "workflow_unavailable", "{answer}");
     assert!(

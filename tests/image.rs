@@ -34,14 +34,7 @@ fn server_for_downloads() -> (Server, String) {
 }
 
 fn image(server: &Server, key: &str, query: &str, body: &[u8]) -> (u16, Value) {
-    let (status, headers, answer) = post(
-        &server.url(&format!("/v1/image{query}")),
-        &[
-            ("X-Api-Key", key),
-            ("Content-Type", "application/octet-stream"),
-        ],
-        body,
-    );
+    let (status, headers, answer) = post_image(server, key, query, body);
     if status == 200 {
         assert_schema("Answer", &answer);
         assert_eq!(answer["request_id"], headers.get("x-request-id").unwrap());

@@ -337,12 +337,10 @@ image = "{images}/jpeg_progressive_coffee_600x400.jpg"
         let stamped = raw_request(server.addr, &bytes).unwrap();
         assert_eq!(stamped.status, 200);
         let stamped: Value = serde_json::from_slice(&stamped.body).unwrap();
-        let (status, _, original) = post(
-            &server.url("/v1/image?workflow=pictures"),
-            &[
-                ("X-Api-Key", &key),
-                ("Content-Type", "application/octet-stream"),
-            ],
+        let (status, _, original) = post_image(
+            &server,
+            &key,
+            "?workflow=pictures",
             &testimage("jpeg_baseline_chelsea_64x48.jpg"),
         );
         assert_eq!(status, 200);

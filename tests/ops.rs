@@ -37,14 +37,7 @@ fn metrics_are_strict_prometheus_text_and_move_with_requests() {
         assert_eq!(text_check(&server, &key, r#"{"text":"hello there"}"#), 200);
     }
     assert_eq!(text_check(&server, &key, r#"{"text":"#), 400);
-    let (status, _, _) = post(
-        &server.url("/v1/image"),
-        &[
-            ("X-Api-Key", &key),
-            ("Content-Type", "application/octet-stream"),
-        ],
-        &testimage("png_rgb_coffee_16x12.png"),
-    );
+    let (status, _, _) = post_image(&server, &key, "", &testimage("png_rgb_coffee_16x12.png"));
     assert_eq!(status, 200);
     let (status, _, _) = get(&server.url("/nowhere"), &[]);
     assert_eq!(status, 404);
@@ -182,12 +175,10 @@ fn a_repeated_image_is_answered_from_its_kept_result() {
         );
         let key = server.new_key("acme", "pro", &[]).0;
         let check = |image: &str, workflow: &str| {
-            let (status, _, answer) = post(
-                &server.url(&format!("/v1/image?workflow={workflow}")),
-                &[
-                    ("X-Api-Key", &key),
-                    ("Content-Type", "application/octet-stream"),
-                ],
+            let (status, _, answer) = post_image(
+                &server,
+                &key,
+                &format!("?workflow={workflow}"),
                 &testimage(image),
             );
             assert_eq!(status, 200, "{image}: {answer:?}");

@@ -581,6 +581,24 @@ pub fn post(
     (status, headers, body)
 }
 
+/// `POST /v1/image{query}` of `body` as the raw file, with `key` in `X-Api-Key`; returns status,
+/// headers and JSON body.
+pub fn post_image(
+    server: &Server,
+    key: &str,
+    query: &str,
+    body: &[u8],
+) -> (u16, http_headers::Headers, Value) {
+    post(
+        &server.url(&format!("/v1/image{query}")),
+        &[
+            ("X-Api-Key", key),
+            ("Content-Type", "application/octet-stream"),
+        ],
+        body,
+    )
+}
+
 /// `body` in chunked transfer coding, `piece` bytes per chunk, with the last chunk.
 pub fn chunked(body: &[u8], piece: usize) -> Vec<u8> {
     let mut out = Vec::new();
