@@ -115,7 +115,10 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         }
         (Method::Delete, Target::List(name)) => {
             let change = ListWrite::Delete { name: name.into() };
-            Ok(written_answer(write(cx, org, change).await?, Vec::new()))
+            Ok(written_answer(
+                write(cx, org, change).await?,
+                Skips::default(),
+            ))
         }
         (Method::Post, Target::Entries(name)) => add(cx, exchange, &caller, name).await,
         (Method::Get | Method::Head, Target::Entries(name)) => page(cx, &org, name, &query).await,
@@ -124,7 +127,10 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
                 name: name.into(),
                 id,
             };
-            Ok(written_answer(write(cx, org, change).await?, Vec::new()))
+            Ok(written_answer(
+                write(cx, org, change).await?,
+                Skips::default(),
+            ))
         }
         (Method::Post, Target::Import(name)) => import(cx, exchange, &caller, name).await,
         (Method::Get | Method::Head, Target::Export(name)) => {
@@ -174,9 +180,17 @@ async fn write(cx: &Context, org: String, change: ListWrite) -> ApiResult<ListWr
     blocking(cx, move |store| writer.write(store, &org, &change)).await
 }
 
+/// The rows of an import that were not entries: the first [`csv::SKIPPED_REPORTED_MAX`], and
+/// how many in all.
+#[derive(Default)]
+struct Skips {
+    reported: Vec<csv::Skipped>,
+    count: usize,
+}
+
 /// The answer to a write: the list (created, 201, or deleted), the entries added (with the
-/// rows of an import `skipped`), or the entry removed.
-fn written_answer(written: ListWritten, skipped: Vec<csv::Skipped>) -> Response {
+/// rows of an import skipped), or the entry removed.
+fn written_answer(written: ListWritten, skipped: Skips) -> Response {
     match written {
         ListWritten::Created(list) => list_answer(201, &list),
         ListWritten::Deleted(list) => list_answer(200, &list),
@@ -250,7 +264,10 @@ async fn create<S: AsyncRead + AsyncWrite + Unpin>(
     let change = ListWrite::create(&request.name, kind, content, distance, cx.now_ms())
         .map_err(list_error)?;
     let org = caller.org.record.name.clone();
-    Ok(written_answer(write(cx, org, change).await?, Vec::new()))
+    Ok(written_answer(
+        write(cx, org, change).await?,
+        Skips::default(),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -346,7 +363,7 @@ async fn add<S: AsyncRead + AsyncWrite + Unpin>(
     } else {
         image_entries(cx, exchange, caller).await?
     };
-    add_entries(cx, caller, name, new, Vec::new()).await
+    add_entries(cx, caller, name, new, Skips::default()).await
 }
 
 /// Adds `new` to the caller's list `name` (on a blocking thread); the answer reports
@@ -356,7 +373,7 @@ async fn add_entries(
     caller: &Caller,
     name: &str,
     new: Vec<NewEntry>,
-    skipped: Vec<csv::Skipped>,
+    skipped: Skips,
 ) -> ApiResult<Response> {
     let change = ListWrite::Add {
         name: name.into(),
@@ -417,7 +434,11 @@ async fn import<S: AsyncRead + AsyncWrite + Unpin>(
         ListContent::Text => csv::parse_terms(text, ENTRIES_PER_REQUEST_MAX),
     }
     .map_err(ApiError::bad_request)?;
-    add_entries(cx, caller, name, parsed.entries, parsed.skipped).await
+    let skipped = Skips {
+        reported: parsed.skipped,
+        count: parsed.skipped_count,
+    };
+    add_entries(cx, caller, name, parsed.entries, skipped).await
 }
 
 async fn page(cx: &Context, org: &str, name: &str, raw: &str) -> ApiResult<Response> {
@@ -578,17 +599,21 @@ struct AddedAnswer<'a> {
     status: &'static str,
     #[serde(flatten)]
     added: AddedView<'a>,
-    /// Lines of an import that were not entries (a header, a comment, an unknown kind).
+    /// Rows of an import that were not entries (an unknown kind, a NEGATIVE_CLASS signal):
+    /// the first [`csv::SKIPPED_REPORTED_MAX`].
     skipped: Vec<csv::Skipped>,
+    /// Such rows in all.
+    skipped_count: usize,
 }
 
-fn added_answer(added: &Added, skipped: Vec<csv::Skipped>) -> Response {
+fn added_answer(added: &Added, skipped: Skips) -> Response {
     json_response(
         201,
         &AddedAnswer {
             status: "success",
             added: AddedView::of(added),
-            skipped,
+            skipped: skipped.reported,
+            skipped_count: skipped.count,
         },
     )
 }

@@ -2207,7 +2207,7 @@ schemas["EntriesPage"] = {
 }
 schemas["EntriesAdded"] = {
     "type": "object", "additionalProperties": False,
-    "required": ["status", "added", "existing", "skipped"],
+    "required": ["status", "added", "existing", "skipped", "skipped_count"],
     "properties": {
         "status": {"const": "success"},
         **added_entries_fields,
@@ -2215,7 +2215,10 @@ schemas["EntriesAdded"] = {
             "type": "object", "additionalProperties": False, "required": ["line", "reason"],
             "properties": {"line": {"type": "integer", "minimum": 1},
                            "reason": {"type": "string"}}},
-                    "description": "Import: rows of hash types this server does not match."},
+                    "description": "Import: rows of hash types this server does not match "
+                                   "(and NEGATIVE_CLASS rows), the first 100."},
+        "skipped_count": {"type": "integer", "minimum": 0,
+                          "description": "Import: such rows in all (0 for other adds)."},
     },
 }
 schemas["ListCreate"] = {

@@ -18,7 +18,9 @@
 //! - threatexchange's local files: `type signal`, one per line, space-separated.
 //!
 //! Fields are comma-separated (tab-separated if the first row has tabs and no comma, split at
-//! the first space if it has neither), with RFC 4180 quotes; blank lines and lines starting with `#` are skipped. A row of a type this
+//! the first space if it has neither), with RFC 4180 quotes, at most [`FIELDS_PER_LINE_MAX`] a
+//! line; blank lines and lines starting with `#` are skipped, and so is a byte order mark at the
+//! start (spreadsheets save "CSV UTF-8" with one). A row of a type this
 //! server does not match (`video_md5`, `url`...) is skipped and reported; a row whose hash is
 //! not its type's hex, or that has no hash, refuses the whole import with its line number.
 
@@ -28,6 +30,9 @@ use super::{validate_entry_text, EntryHash, ListContent, NewEntry};
 
 /// Skipped rows reported at most (the count goes on).
 pub const SKIPPED_REPORTED_MAX: usize = 100;
+/// Fields one line may have: every shape read here has six or fewer, and a line of commas
+/// must not become millions of fields before it is refused.
+pub const FIELDS_PER_LINE_MAX: usize = 64;
 
 /// A row that was not imported, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -134,7 +139,8 @@ fn header_columns(fields: &[String]) -> Option<Columns> {
 /// The lines of `text` that hold something, with their numbers (from 1): not blank, not a
 /// `#` comment; `\n` or `\r\n` ends a line.
 fn content_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.split('\n')
+    without_bom(text)
+        .split('\n')
         .enumerate()
         .map(|(at, line)| (at + 1, line.strip_suffix('\r').unwrap_or(line)))
         .filter(|(_, line)| !line.trim().is_empty() && !line.trim_start().starts_with('#'))
@@ -315,8 +321,15 @@ fn entry(
     }))
 }
 
-/// The fields of one line: `separator`-separated, RFC 4180 quotes.
-fn split(line: &str, separator: char) -> Result<Vec<String>, &'static str> {
+/// `text` without the UTF-8 byte order mark it may start with (U+FEFF, which `trim` keeps: left
+/// in, it would be part of the first header's name, or of the first term).
+fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
+/// The fields of one line: `separator`-separated, RFC 4180 quotes, at most
+/// [`FIELDS_PER_LINE_MAX`].
+fn split(line: &str, separator: char) -> Result<Vec<String>, String> {
     let mut fields = Vec::new();
     let mut field = String::new();
     let mut chars = line.chars().peekable();
@@ -334,7 +347,7 @@ fn split(line: &str, separator: char) -> Result<Vec<String>, &'static str> {
                     match chars.peek() {
                         None => {}
                         Some(&next) if next == separator => {}
-                        Some(_) => return Err("text after a closing quote"),
+                        Some(_) => return Err("text after a closing quote".into()),
                     }
                 }
                 other => field.push(other),
@@ -347,6 +360,9 @@ fn split(line: &str, separator: char) -> Result<Vec<String>, &'static str> {
                 started = false;
             }
             c if c == separator => {
+                if fields.len() + 1 == FIELDS_PER_LINE_MAX {
+                    return Err(format!("more than {FIELDS_PER_LINE_MAX} fields"));
+                }
                 fields.push(std::mem::take(&mut field));
                 started = true;
             }
@@ -357,7 +373,7 @@ fn split(line: &str, separator: char) -> Result<Vec<String>, &'static str> {
         }
     }
     if quoted {
-        return Err("a quote is not closed (quoted fields are on one line)");
+        return Err("a quote is not closed (quoted fields are on one line)".into());
     }
     fields.push(field);
     Ok(fields)
@@ -369,7 +385,7 @@ fn split(line: &str, separator: char) -> Result<Vec<String>, &'static str> {
 /// ([`EntryHash::term`]) refuses the import with its line.
 pub fn parse_terms(text: &str, entries_max: usize) -> Result<Parsed, String> {
     let mut out = Parsed::default();
-    let mut lines = text
+    let mut lines = without_bom(text)
         .split('\n')
         .enumerate()
         .map(|(at, line)| (at + 1, line.strip_suffix('\r').unwrap_or(line)))
@@ -576,6 +592,39 @@ mod tests {
             .unwrap_err()
             .starts_with("line 2"));
         assert!(parse_terms("a\nb\nc\n", 2).is_err());
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_field() {
+        let text = format!(
+            "\u{feff}signal_type,signal,label,id\r\nsha256,{},a,b\r\n",
+            "ab".repeat(32)
+        );
+        let parsed = parse(&text, 10).unwrap();
+        assert_eq!(kinds(&parsed), ["sha256"]);
+        assert_eq!(parsed.entries[0].label.as_deref(), Some("a"));
+        let bytes = b"\xef\xbb\xbfgrapefruit\nlime\n";
+        let parsed = parse_terms(std::str::from_utf8(bytes).unwrap(), 10).unwrap();
+        let terms: Vec<String> = parsed.entries.iter().map(|e| e.hash.value()).collect();
+        assert_eq!(terms, ["grapefruit", "lime"]);
+        let bytes = b"\xef\xbb\xbfterm,label,id\ngrapefruit,fruit,\n";
+        let parsed = parse_terms(std::str::from_utf8(bytes).unwrap(), 10).unwrap();
+        assert_eq!(parsed.entries.len(), 1);
+        assert_eq!(parsed.entries[0].label.as_deref(), Some("fruit"));
+    }
+
+    #[test]
+    fn a_line_of_too_many_fields_is_refused_as_it_is_read() {
+        let most = ",".repeat(FIELDS_PER_LINE_MAX - 1);
+        assert_eq!(split(&most, ',').unwrap().len(), FIELDS_PER_LINE_MAX);
+        let one_more = ",".repeat(FIELDS_PER_LINE_MAX);
+        assert_eq!(split(&one_more, ','), Err("more than 64 fields".to_owned()));
+        let flood = format!("pdq,{PDQ}\n{}\n", ",".repeat(1 << 20));
+        assert_eq!(
+            parse(&flood, 10).unwrap_err(),
+            "line 2: more than 64 fields"
+        );
+        assert!(parse_terms(&format!("term,label\n{}", ",".repeat(1 << 20)), 10).is_err());
     }
 
     proptest! {
