@@ -229,6 +229,71 @@ fn slow_dns_does_not_stall_the_shard_and_lookups_are_bounded_in_time() {
     drop(blackhole);
 }
 
+/// Also: a name lookup holds one of the process's 64 places for up to 5 s, and one
+/// organization sending urls whose names never answer could hold them all: every other
+/// organization's urls by name were refused at once. Each organization now has a share.
+#[test]
+fn one_organization_cannot_take_every_name_lookup() {
+    use std::time::{Duration, Instant};
+    let blackhole = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dns = blackhole.local_addr().unwrap();
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        config: format!("[testing]\ndns_servers = [\"{dns}\"]\n"),
+        ..Options::default()
+    });
+    let (hog, _) = server.new_key("hog", "pro", &[]);
+    server.admin_ok(&[
+        "org",
+        "set-limits",
+        "hog",
+        "--rate-per-s",
+        "1000",
+        "--rate-burst",
+        "1000",
+        "--concurrent-max",
+        "1000",
+    ]);
+    let (other, _) = server.new_key("other", "pro", &[]);
+    let url_check = |key: &str, n: usize| {
+        let url = server.url(&format!(
+            "/v1/image?url={}",
+            modgate_load::prepare::percent(&format!("http://host{n}.blackhole.test/a.png"))
+        ));
+        let key = key.to_owned();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let (status, _, answer) = post(&url, &[("X-Api-Key", &key)], b"");
+            let message = assert_error(status, &answer, 400, "url_refused", false);
+            (message, started.elapsed())
+        })
+    };
+    // More urls at once than the process has places, all from one organization.
+    let hogging: Vec<_> = (0..70).map(|n| url_check(&hog, n)).collect();
+    std::thread::sleep(Duration::from_secs(1));
+    // Another organization's name is still looked up: it fails as unresolvable once the lookup
+    // times out, not at once for want of a place.
+    let (message, took) = url_check(&other, 70).join().unwrap();
+    assert!(message.contains("could not be resolved"), "{message}");
+    assert!(took >= Duration::from_secs(3), "{took:?}: {message}");
+    let messages: Vec<String> = hogging.into_iter().map(|h| h.join().unwrap().0).collect();
+    let looked_up = messages
+        .iter()
+        .filter(|m| m.contains("could not be resolved"))
+        .count();
+    let turned_away = messages
+        .iter()
+        .filter(|m| m.contains("for this organization"))
+        .count();
+    let share = modgate::download::resolver::LOOKUPS_PER_ORG_MAX;
+    assert_eq!(
+        (looked_up, turned_away),
+        (share, 70 - share),
+        "{messages:?}"
+    );
+    drop(blackhole);
+}
+
 /// A connection from `source` (any 127.0.0.0/8 address is loopback on Linux).
 fn connect_from(source: &str, server: std::net::SocketAddr) -> RawConn {
     use socket2::{Domain, Socket, Type};

@@ -425,6 +425,19 @@ fn https_downloads_verify_the_certificate() {
     let key = server.new_key("acme", "pro", &[]).0;
     let (status, answer) = image(&server, &key, &url, b"");
     assert_eq!(status, 200, "{answer}");
+    // A body of unannounced length ends where the connection does: over plain HTTP that is
+    // the end, over TLS only if the server said so (close_notify); else it may be cut off.
+    let plain = ImageServer::start();
+    let abrupt = plain.url("/abrupt/png_rgb_coffee_16x12.png");
+    let (status, answer) = image(&server, &key, &format!("?url={}", encode(&abrupt)), b"");
+    assert_eq!(status, 200, "{answer}");
+    let abrupt = format!(
+        "https://localhost:{}/abrupt/png_rgb_coffee_16x12.png",
+        images.addr.port()
+    );
+    let (status, answer) = image(&server, &key, &format!("?url={}", encode(&abrupt)), b"");
+    let message = assert_error(status, &answer, 400, "url_refused", false);
+    assert!(message.contains("close_notify"), "{message}");
     drop(server);
 
     // Without it, the same server's certificate is refused.

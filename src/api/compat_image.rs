@@ -115,7 +115,7 @@ async fn receive_form<'c, S: AsyncRead + AsyncWrite + Unpin>(
             .as_ref()
             .and_then(|part| part.filename.clone()),
         (false, Some(url)) => {
-            cx.download(url, &mut bytes).await?;
+            cx.download(&caller, url, &mut bytes).await?;
             Some(url.clone())
         }
     };
@@ -155,7 +155,7 @@ async fn receive_query<'c, S: AsyncRead + AsyncWrite + Unpin>(
         .ok_or_else(|| ApiError::bad_request("`url` is required on this route"))?;
     cx.refuse_if_busy()?;
     let mut bytes = cx.image_buffers.take();
-    cx.download(&url, &mut bytes).await?;
+    cx.download(&caller, &url, &mut bytes).await?;
     Ok(Received {
         caller,
         bytes,

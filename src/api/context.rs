@@ -194,9 +194,11 @@ impl Context {
         envelope::error_response(error, path, request_id, self.now_ms())
     }
 
-    /// Downloads `url` into `out` (the rules of [`Downloader`]), counting bytes and refusals.
-    pub async fn download(&self, url: &str, out: &mut Vec<u8>) -> ApiResult<()> {
-        match self.downloader.fetch(url, out).await {
+    /// Downloads `url` for `caller` into `out` (the rules of [`Downloader`]), counting bytes
+    /// and refusals.
+    pub async fn download(&self, caller: &Caller, url: &str, out: &mut Vec<u8>) -> ApiResult<()> {
+        let org = caller.org.record.name.as_str();
+        match self.downloader.fetch(url, org, out).await {
             Ok(()) => {
                 self.metrics.download(Ok(out.len()));
                 Ok(())

@@ -80,7 +80,7 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let workflows = cx.workflows()?;
     let workflow = authorize_image(notes, &caller, query.workflow.as_deref(), &workflows)?;
-    let bytes = read_image(cx, exchange, query.url.as_deref()).await?;
+    let bytes = read_image(cx, exchange, &caller, query.url.as_deref()).await?;
     check_image(
         cx,
         &caller,
@@ -92,11 +92,13 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     .await
 }
 
-/// An image from the body, or by `url` with an empty body (both: 400), into a pooled buffer;
-/// 503 `busy` first if the shard's model queue is full. Empty when neither was sent.
+/// An image from the body, or by `url` with an empty body (both: 400) for `caller`, into a
+/// pooled buffer; 503 `busy` first if the shard's model queue is full. Empty when neither was
+/// sent.
 pub async fn read_image<'c, S: AsyncRead + AsyncWrite + Unpin>(
     cx: &'c Context,
     exchange: &mut Exchange<'_, S>,
+    caller: &Caller,
     url: Option<&str>,
 ) -> ApiResult<PooledBuffer<'c>> {
     cx.refuse_if_busy()?;
@@ -110,7 +112,7 @@ pub async fn read_image<'c, S: AsyncRead + AsyncWrite + Unpin>(
                 "send either a body or a `url`, not both",
             ))
         }
-        (Some(url), true) => cx.download(url, &mut bytes).await?,
+        (Some(url), true) => cx.download(caller, url, &mut bytes).await?,
         (None, _) => {}
     }
     Ok(bytes)

@@ -394,7 +394,7 @@ async fn image_entries<S: AsyncRead + AsyncWrite + Unpin>(
     let query = EntryQuery::parse(exchange.head.query())?;
     // Hashing an image decodes it as a check does: the key must be one that may check images.
     caller.require_scope(crate::content::ContentKind::Image)?;
-    let bytes = super::image::read_image(cx, exchange, query.url.as_deref()).await?;
+    let bytes = super::image::read_image(cx, exchange, caller, query.url.as_deref()).await?;
     if bytes.is_empty() {
         return Err(ApiError::bad_request(
             "send hashes as JSON, an image as the body, or a `url`",

@@ -331,7 +331,7 @@ async fn score_subject(
     let image = match subject.image {
         Some(url) => {
             let mut bytes = cx.image_buffers.take();
-            image_bytes(cx, url, &mut bytes).await?;
+            image_bytes(cx, caller, url, &mut bytes).await?;
             let board: ScoreBoard = score_image(cx, caller, workflow, bytes).await?;
             Some(decide(definition, &board))
         }
@@ -341,7 +341,7 @@ async fn score_subject(
 }
 
 /// The image of an `image_url` part: a `data:` URL's bytes, or a download.
-async fn image_bytes(cx: &Context, url: &str, out: &mut Vec<u8>) -> ApiResult<()> {
+async fn image_bytes(cx: &Context, caller: &Caller, url: &str, out: &mut Vec<u8>) -> ApiResult<()> {
     if url.starts_with("data:") {
         let data = data_url::DataUrl::process(url)
             .map_err(|_| ApiError::bad_request("the image's data URL is malformed"))?;
@@ -357,7 +357,7 @@ async fn image_bytes(cx: &Context, url: &str, out: &mut Vec<u8>) -> ApiResult<()
         out.extend_from_slice(&bytes);
         return Ok(());
     }
-    cx.download(url, out).await
+    cx.download(caller, url, out).await
 }
 
 /// The journal's view of the request: the worst action of its results and, per category,

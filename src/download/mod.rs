@@ -178,8 +178,9 @@ impl Downloader {
         })
     }
 
-    /// Downloads `url` under the rules above, into `out`.
-    pub async fn fetch(&self, url: &str, out: &mut Vec<u8>) -> Result<(), Refused> {
+    /// Downloads `url` under the rules above, into `out`, for a caller of organization `org`
+    /// (whose name lookups have a share of their own, [`resolver`]).
+    pub async fn fetch(&self, url: &str, org: &str, out: &mut Vec<u8>) -> Result<(), Refused> {
         if url.len() > URL_BYTES_MAX {
             return Err(refused(
                 Refusal::InvalidUrl,
@@ -187,7 +188,7 @@ impl Downloader {
             ));
         }
         let deadline = Instant::now() + DOWNLOAD_TIMEOUT;
-        match until(deadline, self.follow(url, out, deadline)).await {
+        match until(deadline, self.follow(url, org, out, deadline)).await {
             Some(result) => result,
             None => Err(refused(
                 Refusal::Timeout,
@@ -199,7 +200,13 @@ impl Downloader {
         }
     }
 
-    async fn follow(&self, url: &str, out: &mut Vec<u8>, deadline: Instant) -> Result<(), Refused> {
+    async fn follow(
+        &self,
+        url: &str,
+        org: &str,
+        out: &mut Vec<u8>,
+        deadline: Instant,
+    ) -> Result<(), Refused> {
         let mut current = Url::parse(url).map_err(|error| {
             refused(
                 Refusal::InvalidUrl,
@@ -208,7 +215,7 @@ impl Downloader {
         })?;
         for hop in 0..=DOWNLOAD_REDIRECTS_MAX {
             out.clear();
-            match self.get(&current, out, deadline).await? {
+            match self.get(&current, org, out, deadline).await? {
                 Fetched::Body => return Ok(()),
                 Fetched::Redirect(location) => {
                     if hop == DOWNLOAD_REDIRECTS_MAX {
@@ -233,6 +240,7 @@ impl Downloader {
     async fn get(
         &self,
         url: &Url,
+        org: &str,
         out: &mut Vec<u8>,
         deadline: Instant,
     ) -> Result<Fetched, Refused> {
@@ -261,7 +269,7 @@ impl Downloader {
         let addresses = match &host {
             url::Host::Ipv4(v4) => vec![SocketAddr::new(IpAddr::V4(*v4), port)],
             url::Host::Ipv6(v6) => vec![SocketAddr::new(IpAddr::V6(*v6), port)],
-            url::Host::Domain(domain) => self.resolver.lookup(domain, port, deadline).await?,
+            url::Host::Domain(domain) => self.resolver.lookup(domain, port, org, deadline).await?,
         };
         if !self.allow_private {
             for address in &addresses {
@@ -491,7 +499,20 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                 if out.len() > bytes_max {
                     return Err(too_large());
                 }
-                let n = stream.read(&mut buffer).await.map_err(io)?;
+                // Over TLS only the server's close_notify tells the body's end from a cut:
+                // rustls reports a close without it as an unexpected end, and such a body is
+                // refused for what it is, not as a failed connection.
+                let n = stream.read(&mut buffer).await.map_err(|error| {
+                    if error.kind() == std::io::ErrorKind::UnexpectedEof {
+                        refused(
+                            Refusal::Protocol,
+                            "the server closed the connection without ending TLS (no \
+                             close_notify) before a body of unannounced length: it may be cut off",
+                        )
+                    } else {
+                        io(error)
+                    }
+                })?;
                 if n == 0 {
                     break;
                 }

@@ -8,11 +8,15 @@
 //! - bounded in time: each lookup gives up after [`LOOKUP_TIMEOUT`], and the download's own
 //!   10 s deadline (which covers the lookup) cancels the shard's wait at once;
 //! - bounded in number: at most [`LOOKUPS_IN_FLIGHT_MAX`] lookups run at once in the process,
-//!   counting those whose caller has given up; past that a lookup is refused at once.
+//!   and at most [`LOOKUPS_PER_ORG_MAX`] of one organization's, counting those whose caller has
+//!   given up; past either a lookup is refused at once. The share per organization is what
+//!   keeps the process-wide cap from being a lever: names that never answer hold a place for
+//!   [`LOOKUP_TIMEOUT`] each, so without it one caller sending a dozen such urls a second would
+//!   have held every place, and every organization's urls by name would have been refused.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -25,19 +29,69 @@ use crate::http::conn::until;
 
 /// Lookups running at once in the process, at most.
 pub const LOOKUPS_IN_FLIGHT_MAX: usize = 64;
+/// Lookups of one organization running at once, at most.
+pub const LOOKUPS_PER_ORG_MAX: usize = 8;
 /// One lookup, at most (all of its name servers and attempts).
 pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 
 struct Lookup {
     name: String,
     reply: oneshot::Sender<Result<Vec<IpAddr>, String>>,
+    /// Given back when the resolver thread is done with the lookup.
+    place: Place,
+}
+
+/// The lookups running, in all and by organization (one with none has no entry).
+#[derive(Default)]
+struct InFlight {
+    all: usize,
+    by_org: HashMap<String, usize>,
+}
+
+/// A lookup's place among those running, given back when dropped.
+struct Place {
+    in_flight: Arc<Mutex<InFlight>>,
+    org: String,
+}
+
+impl Place {
+    /// A place for a lookup of `org`, or why there is none.
+    fn take(in_flight: &Arc<Mutex<InFlight>>, org: &str) -> Result<Place, &'static str> {
+        let mut counts = in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        if counts.all >= LOOKUPS_IN_FLIGHT_MAX {
+            return Err("too many name lookups in progress on this server; retry shortly");
+        }
+        let mine = counts.by_org.get(org).copied().unwrap_or(0);
+        if mine >= LOOKUPS_PER_ORG_MAX {
+            return Err("too many name lookups in progress for this organization; retry shortly");
+        }
+        counts.all += 1;
+        counts.by_org.insert(org.to_owned(), mine + 1);
+        Ok(Place {
+            in_flight: in_flight.clone(),
+            org: org.to_owned(),
+        })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut counts = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        counts.all -= 1;
+        if let Some(mine) = counts.by_org.get_mut(&self.org) {
+            *mine -= 1;
+            if *mine == 0 {
+                counts.by_org.remove(&self.org);
+            }
+        }
+    }
 }
 
 /// The shards' handle on the resolver thread.
 #[derive(Clone)]
 pub struct Resolver {
     lookups: tokio::sync::mpsc::UnboundedSender<Lookup>,
-    in_flight: Arc<AtomicUsize>,
+    in_flight: Arc<Mutex<InFlight>>,
 }
 
 impl Resolver {
@@ -71,8 +125,6 @@ impl Resolver {
             }
         };
         let (lookups, mut queue) = tokio::sync::mpsc::unbounded_channel::<Lookup>();
-        let in_flight = Arc::new(AtomicUsize::new(0));
-        let running = in_flight.clone();
         let (built, ready) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("modgate-dns".into())
@@ -100,15 +152,15 @@ impl Resolver {
                     };
                     while let Some(lookup) = queue.recv().await {
                         let resolver = resolver.clone();
-                        let running = running.clone();
+                        let Lookup { name, reply, place } = lookup;
                         tokio::spawn(async move {
-                            let result = tokio::time::timeout(
-                                LOOKUP_TIMEOUT,
-                                resolver.lookup_ip(lookup.name),
-                            )
-                            .await;
-                            running.fetch_sub(1, Ordering::AcqRel);
-                            let _ = lookup.reply.send(match result {
+                            let result =
+                                tokio::time::timeout(LOOKUP_TIMEOUT, resolver.lookup_ip(name))
+                                    .await;
+                            // Given back before the reply, so a caller that looks up again at
+                            // once finds it free.
+                            drop(place);
+                            let _ = reply.send(match result {
                                 Ok(Ok(found)) => Ok(found.iter().collect()),
                                 Ok(Err(error)) => Err(error.to_string()),
                                 Err(_) => Err("timed out".to_owned()),
@@ -121,30 +173,29 @@ impl Resolver {
         ready
             .recv()
             .context("the DNS thread stopped while starting")??;
-        Ok(Resolver { lookups, in_flight })
+        Ok(Resolver {
+            lookups,
+            in_flight: Arc::default(),
+        })
     }
 
-    /// The addresses of `name` (with `port`), by `deadline` at the latest.
+    /// The addresses of `name` (with `port`) for a caller of organization `org`, by `deadline`
+    /// at the latest.
     pub async fn lookup(
         &self,
         name: &str,
         port: u16,
+        org: &str,
         deadline: Instant,
     ) -> Result<Vec<SocketAddr>, Refused> {
-        if self.in_flight.fetch_add(1, Ordering::AcqRel) >= LOOKUPS_IN_FLIGHT_MAX {
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
-            return Err(refused(
-                Refusal::Dns,
-                "too many name lookups in progress on this server; retry shortly",
-            ));
-        }
+        let place = Place::take(&self.in_flight, org).map_err(|why| refused(Refusal::Dns, why))?;
         let (reply, answer) = oneshot::channel();
         let lookup = Lookup {
             name: name.to_owned(),
             reply,
+            place,
         };
         if self.lookups.send(lookup).is_err() {
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
             return Err(refused(Refusal::Dns, "name lookups are not available"));
         }
         match until(deadline, answer).await {
@@ -174,5 +225,33 @@ impl Resolver {
                 Err(refused(Refusal::Dns, "name lookups are not available"))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_organization_has_a_share_and_the_process_a_cap() {
+        let in_flight = Arc::new(Mutex::new(InFlight::default()));
+        let mine: Vec<Place> = (0..LOOKUPS_PER_ORG_MAX)
+            .map(|_| Place::take(&in_flight, "acme").unwrap())
+            .collect();
+        let refused = Place::take(&in_flight, "acme").err().unwrap();
+        assert!(refused.contains("for this organization"), "{refused}");
+        // Others still find places, up to the process's cap.
+        let others: Vec<Place> = (0..LOOKUPS_IN_FLIGHT_MAX - LOOKUPS_PER_ORG_MAX)
+            .map(|n| Place::take(&in_flight, &format!("org{}", n % 40)).unwrap())
+            .collect();
+        let refused = Place::take(&in_flight, "newcomer").err().unwrap();
+        assert!(refused.contains("on this server"), "{refused}");
+        // Places are given back when dropped, and an organization with none has no entry.
+        drop(others);
+        assert_eq!(in_flight.lock().unwrap().by_org.len(), 1);
+        drop(mine);
+        let counts = in_flight.lock().unwrap();
+        assert_eq!(counts.all, 0);
+        assert!(counts.by_org.is_empty());
     }
 }

@@ -687,7 +687,8 @@ pub fn testimage(name: &str) -> Vec<u8> {
 }
 
 /// A local HTTP server for `url` downloads. Paths:
-/// `/img/NAME` the test image (its type from the extension), `/redirect/N/NAME` N redirects
+/// `/img/NAME` the test image (its type from the extension), `/abrupt/NAME` the image without
+/// a length, ended by closing the connection (over TLS without close_notify), `/redirect/N/NAME` N redirects
 /// then the image, `/slow` answers after 12 s, `/big` announces 20 MB, `/big-unsized` sends
 /// 16 MB without a length, `/text` an HTML page, `/chunked/NAME` the image chunked.
 pub struct ImageServer {
@@ -730,9 +731,10 @@ impl ImageServer {
                         return;
                     };
                     let mut tls = rustls::StreamOwned::new(connection, stream);
-                    serve_image_request(&mut tls);
-                    tls.conn.send_close_notify();
-                    let _ = tls.flush();
+                    if serve_image_request(&mut tls) {
+                        tls.conn.send_close_notify();
+                        let _ = tls.flush();
+                    }
                 });
             }
         });
@@ -744,13 +746,15 @@ impl ImageServer {
     }
 }
 
-fn serve_image_request<S: Read + Write>(mut stream: S) {
+/// Answers one request; false when the connection is to end abruptly (over TLS, without
+/// close_notify).
+fn serve_image_request<S: Read + Write>(mut stream: S) -> bool {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         match stream.read(&mut byte) {
             Ok(1) => head.push(byte[0]),
-            _ => return,
+            _ => return true,
         }
     }
     let line = String::from_utf8_lossy(&head)
@@ -766,6 +770,20 @@ fn serve_image_request<S: Read + Write>(mut stream: S) {
         Some("gif") => "image/gif",
         _ => "application/octet-stream",
     };
+    if let Some(name) = path.strip_prefix("/abrupt/") {
+        let body = testimage(name);
+        let _ = stream
+            .write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nConnection: close\r\n\r\n",
+                    content_type(name)
+                )
+                .as_bytes(),
+            )
+            .and_then(|_| stream.write_all(&body))
+            .and_then(|_| stream.flush());
+        return false;
+    }
     let _ = if let Some(name) = path.strip_prefix("/img/") {
         let body = testimage(name);
         stream
@@ -828,6 +846,7 @@ fn serve_image_request<S: Read + Write>(mut stream: S) {
     } else {
         stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
     };
+    true
 }
 
 /// `payload` as a QR code (drawn 6 px per module with a 4-module quiet zone on white, at
