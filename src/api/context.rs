@@ -41,6 +41,10 @@ pub trait Readiness {
     fn is_ready(&self) -> bool;
 }
 
+/// List exports one shard writes at once: each holds up to a million rows (about 100 MB) while
+/// it is read and written on a blocking thread.
+pub const EXPORTS_PER_SHARD_MAX: usize = 1;
+
 pub struct Context {
     /// The shard's index, for logs.
     /// `https` when the server terminates TLS, else `http` (for addresses of this server).
@@ -70,6 +74,8 @@ pub struct Context {
     downloader: Downloader,
     /// Compatible-form uploads in progress (capped by `limits.uploads_per_shard_max`).
     pub uploads: Cell<usize>,
+    /// List exports in progress (capped by [`EXPORTS_PER_SHARD_MAX`]).
+    pub exports: Cell<usize>,
     /// Bytes reserved by forms whose key is not known yet (capped by
     /// `limits.unauthenticated_upload_bytes_max`).
     pub unauthenticated_bytes: Cell<usize>,
@@ -132,6 +138,7 @@ impl Context {
             listings: Listings::default(),
             downloader,
             uploads: Cell::new(0),
+            exports: Cell::new(0),
             unauthenticated_bytes: Cell::new(0),
             readiness,
         }
@@ -211,18 +218,17 @@ impl Context {
     }
 
     /// A place among the uploads in progress, or 503 `busy` past the cap.
-    pub fn upload_place(&self) -> ApiResult<UploadPlace<'_>> {
-        if self.uploads.get() >= self.request_limits.uploads_per_shard_max {
-            return Err(ApiError::new(
-                ErrorKind::Busy,
-                "too many uploads in progress on this server; retry shortly",
-            )
-            .with_retry_after(1));
-        }
-        self.uploads.set(self.uploads.get() + 1);
-        Ok(UploadPlace {
-            uploads: &self.uploads,
-        })
+    pub fn upload_place(&self) -> ApiResult<Place<'_>> {
+        Place::take(
+            &self.uploads,
+            self.request_limits.uploads_per_shard_max,
+            "uploads",
+        )
+    }
+
+    /// A place among the list exports in progress, or 503 `busy` past the cap.
+    pub fn export_place(&self) -> ApiResult<Place<'_>> {
+        Place::take(&self.exports, EXPORTS_PER_SHARD_MAX, "list exports")
     }
 }
 
@@ -258,13 +264,50 @@ impl Drop for Reservation<'_> {
     }
 }
 
-/// A place among the shard's uploads in progress; freed on drop.
-pub struct UploadPlace<'c> {
-    uploads: &'c Cell<usize>,
+/// A place among the shard's requests of one kind in progress (uploads, exports); freed on
+/// drop.
+pub struct Place<'c> {
+    count: &'c Cell<usize>,
 }
 
-impl Drop for UploadPlace<'_> {
+impl<'c> Place<'c> {
+    /// A place among `count` in progress, at most `max`, or 503 `busy` (naming `what`).
+    fn take(count: &'c Cell<usize>, max: usize, what: &str) -> ApiResult<Place<'c>> {
+        if count.get() >= max {
+            return Err(ApiError::new(
+                ErrorKind::Busy,
+                format!("too many {what} in progress on this server; retry shortly"),
+            )
+            .with_retry_after(1));
+        }
+        count.set(count.get() + 1);
+        Ok(Place { count })
+    }
+}
+
+impl Drop for Place<'_> {
     fn drop(&mut self) {
-        self.uploads.set(self.uploads.get() - 1);
+        self.count.set(self.count.get() - 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_are_capped_and_given_back() {
+        let count = Cell::new(0);
+        let first = Place::take(&count, 1, "list exports").unwrap();
+        let busy = Place::take(&count, 1, "list exports").err().unwrap();
+        assert_eq!(busy.kind, ErrorKind::Busy);
+        assert!(
+            busy.message.contains("too many list exports"),
+            "{}",
+            busy.message
+        );
+        drop(first);
+        assert_eq!(count.get(), 0);
+        assert!(Place::take(&count, 1, "list exports").is_ok());
     }
 }

@@ -135,7 +135,9 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         (Method::Post, Target::Import(name)) => import(cx, exchange, &caller, name).await,
         (Method::Get | Method::Head, Target::Export(name)) => {
             let name = name.to_owned();
-            // Read and written on a blocking thread: up to a million rows, about 100 MB.
+            // Read and written on a blocking thread: up to a million rows, about 100 MB, one
+            // export a shard at a time.
+            let _place = cx.export_place()?;
             let body = blocking(cx, move |store| {
                 let list = store.list(&org, &name)?;
                 if list.entries > EXPORT_ENTRIES_MAX {
@@ -423,17 +425,20 @@ async fn import<S: AsyncRead + AsyncWrite + Unpin>(
     name: &str,
 ) -> ApiResult<Response> {
     let body = read_body(cx, exchange).await?;
-    let text = std::str::from_utf8(&body)
-        .map_err(|_| ApiError::bad_request("the CSV body is not UTF-8"))?;
-    let list = {
-        let (org, name) = (caller.org.record.name.clone(), name.to_owned());
-        blocking(cx, move |store| store.list(&org, &name)).await?
-    };
-    let parsed = match list.content {
-        ListContent::Image => csv::parse(text, ENTRIES_PER_REQUEST_MAX),
-        ListContent::Text => csv::parse_terms(text, ENTRIES_PER_REQUEST_MAX),
-    }
-    .map_err(ApiError::bad_request)?;
+    // Parsed on a blocking thread with the list's kind: up to 200,000 rows (a text list's
+    // terms each normalised) would hold the shard's other requests for a good part of a second.
+    let (org, name_owned) = (caller.org.record.name.clone(), name.to_owned());
+    let parsed = blocking(cx, move |store| {
+        let text = std::str::from_utf8(&body)
+            .map_err(|_| ListError::Invalid("the CSV body is not UTF-8".into()))?;
+        let list = store.list(&org, &name_owned)?;
+        match list.content {
+            ListContent::Image => csv::parse(text, ENTRIES_PER_REQUEST_MAX),
+            ListContent::Text => csv::parse_terms(text, ENTRIES_PER_REQUEST_MAX),
+        }
+        .map_err(ListError::Invalid)
+    })
+    .await?;
     let skipped = Skips {
         reported: parsed.skipped,
         count: parsed.skipped_count,

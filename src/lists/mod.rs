@@ -180,7 +180,7 @@ impl EntryHash {
         let parsed = match kind.trim().to_ascii_lowercase().as_str() {
             "pdq" => parse_hex::<32>(hex).map(|bytes| EntryHash::Pdq(Pdq(bytes))),
             "md5" => parse_hex::<16>(hex).map(EntryHash::Md5),
-            "sha256" => parse_hex::<32>(hex).map(EntryHash::Sha256),
+            "sha256" | "sha-256" => parse_hex::<32>(hex).map(EntryHash::Sha256),
             other => {
                 return Err(format!(
                     "unknown hash kind {} (expected pdq, md5 or sha256)",
@@ -326,12 +326,22 @@ impl Base {
         }
         // Terms are short and lists of them small next to hash lists: the automaton is
         // rebuilt whole on every change ([`CompiledList::appended`]).
-        let terms = AhoCorasick::builder()
-            .match_kind(MatchKind::Standard)
-            .build(&patterns)
-            .ok()
-            .filter(|_| !patterns.is_empty())
-            .map(|automaton| (automaton, pattern_entries));
+        let terms = if patterns.is_empty() {
+            None
+        } else {
+            match AhoCorasick::builder()
+                .match_kind(MatchKind::Standard)
+                .build(&patterns)
+            {
+                Ok(automaton) => Some((automaton, pattern_entries)),
+                Err(error) => {
+                    // Past the automaton's own limits (not reached by the lists' bounds): the
+                    // list's terms match nothing, and that must not go unsaid.
+                    tracing::error!(%error, terms = patterns.len(), "a text list's terms could not be compiled: they match nothing");
+                    None
+                }
+            }
+        };
         Base {
             pdq: PdqIndex::new(&pdq_hashes),
             pdq_entries,
@@ -730,6 +740,13 @@ mod tests {
         ));
         assert!(EntryHash::parse("md5", &"ab".repeat(32)).is_err());
         assert!(EntryHash::parse("sha1", &"ab".repeat(20)).is_err());
+        // SHA-256 by either name, as the CSV import reads it.
+        for kind in ["sha256", "SHA-256"] {
+            assert!(matches!(
+                EntryHash::parse(kind, &"ab".repeat(32)),
+                Ok(EntryHash::Sha256(_))
+            ));
+        }
         assert!(validate_name("known-bad_2").is_ok());
         assert!(validate_name("Known").is_err());
         assert!(validate_entry_text("label", &Some("a\nb".into())).is_err());
