@@ -111,6 +111,10 @@ fn smuggling_shapes_get_400_and_a_closed_connection() {
         b"GET /health HTTP/1.1\r\n\r\n",
         b"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
         b"GET /health HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        // A line ended by LF alone: a proxy that keeps it inside the field would see no body
+        // and two requests where this would read one with a body.
+        b"POST /v1/workflows HTTP/1.1\r\nHost: t\r\nX: 1\nContent-Length: 38\r\n\r\nGET /v1/workflows HTTP/1.1\r\nHost: t\r\n\r\n",
+        b"GET /health HTTP/1.1\nHost: t\n\n",
         b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",
     ];
     for case in cases {
@@ -233,6 +237,15 @@ fn slow_heads_are_cut_off_with_408() {
     );
     assert_eq!(response.header("connection"), Some("close"));
     assert!(conn.is_closed());
+
+    // An empty line after a request (some clients end a body with CRLF) starts no request:
+    // the connection waits for the next one as an idle one, not for a head due in 500 ms.
+    let mut conn = RawConn::connect(server.addr);
+    conn.send(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n\r\n");
+    assert_eq!(conn.read_response().unwrap().status, 200);
+    std::thread::sleep(Duration::from_millis(800));
+    conn.send(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(conn.read_response().unwrap().status, 200);
 
     // A client that connects and sends nothing is closed too, without an answer.
     let mut silent = RawConn::connect(server.addr);

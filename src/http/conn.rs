@@ -262,6 +262,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ConnIo<S> {
         &self.rbuf[self.rstart..self.rend]
     }
 
+    /// Drops the empty lines buffered before a request line: RFC 9112 2.2 has them ignored
+    /// (some clients end a body with CRLF), so they do not start a request, its deadline or
+    /// its 408.
+    fn skip_empty_lines(&mut self) {
+        while self.rstart < self.rend && matches!(self.rbuf[self.rstart], b'\r' | b'\n') {
+            self.rstart += 1;
+        }
+    }
+
     /// Sends what the write buffer holds.
     async fn flush(&mut self) -> io::Result<()> {
         if self.wbuf.is_empty() {
@@ -694,11 +703,13 @@ where
     // until then the head is being parsed), and from the accept for the first request: a
     // client that connects and sends nothing is a slow client too.
     let head_timeout = Deadline::After(config.header_read_timeout);
+    io.skip_empty_lines();
     let mut head_deadline = first_deadline
         .map(Deadline::At)
         .or_else(|| (io.rstart < io.rend).then_some(head_timeout));
     let mut idle_deadline = Deadline::After(config.idle_timeout);
     loop {
+        io.skip_empty_lines();
         if io.rstart < io.rend {
             let buffered = &io.rbuf[io.rstart..io.rend];
             match parse_head_into(buffered, &config.head, &mut io.head_text) {

@@ -302,6 +302,11 @@ fn parse_head_fields(
     if head_len > limits.head_bytes_max {
         return Err(HeadError::TooLarge);
     }
+    if has_bare_lf(&buf[..head_len]) {
+        return Err(HeadError::Malformed(
+            "a line of the head ends in LF without CR",
+        ));
+    }
     let target = request
         .path
         .ok_or(HeadError::Malformed("no request target"))?;
@@ -376,6 +381,13 @@ fn incomplete(buf: &[u8], limits: &HeadLimits) -> Result<Option<(RequestHead, us
         return Err(HeadError::TooLarge);
     }
     Ok(None)
+}
+
+/// Whether a line of `head` ends in a bare LF. httparse takes one for a line's end; a proxy in
+/// front may not (it may keep it inside a field's value), and then the two would frame the
+/// requests differently: the shape of request smuggling. Refused, as the trailers' is.
+fn has_bare_lf(head: &[u8]) -> bool {
+    memchr::memchr_iter(b'\n', head).any(|at| at == 0 || head[at - 1] != b'\r')
 }
 
 fn memchr_byte(needle: u8, haystack: &[u8]) -> Option<usize> {
@@ -868,6 +880,31 @@ mod tests {
         }
         many.push_str("\r\n");
         assert_eq!(parse(many.as_bytes()), Err(HeadError::TooManyHeaders));
+    }
+
+    #[test]
+    fn a_line_ending_in_lf_alone_is_refused() {
+        for case in [
+            &b"GET / HTTP/1.1\nHost: a\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHost: a\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a\r\n\n",
+            b"GET / HTTP/1.1\nHost: a\n\n",
+            b"POST /v1/text HTTP/1.1\r\nHost: a\r\nX: 1\nContent-Length: 38\r\n\r\n",
+        ] {
+            assert_eq!(
+                parse(case),
+                Err(HeadError::Malformed(
+                    "a line of the head ends in LF without CR"
+                )),
+                "{:?}",
+                String::from_utf8_lossy(case)
+            );
+        }
+        // A bare LF in what follows the head is the body's business.
+        let (_, len) = parse(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n\n\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(len, 47);
     }
 
     #[test]

@@ -136,6 +136,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
     match status {
         100 => "Continue",
         200 => "OK",
+        201 => "Created",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",
@@ -145,6 +146,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
         413 => "Content Too Large",
         414 => "URI Too Long",
         415 => "Unsupported Media Type",
+        409 => "Conflict",
         417 => "Expectation Failed",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
@@ -227,6 +229,14 @@ pub fn imf_fixdate(unix_seconds: u64, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_status_the_server_sends_has_its_reason() {
+        let errors = crate::error::ErrorKind::ALL.map(|kind| kind.wire().0);
+        for status in [100, 200, 201].into_iter().chain(errors) {
+            assert_ne!(reason_phrase(status), "Unknown", "{status}");
+        }
+    }
 
     #[test]
     fn dates() {

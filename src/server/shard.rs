@@ -445,7 +445,10 @@ pub async fn run(
                 continue;
             }
         };
-        let peer = stream.peer_addr().ok().map(|address| address.ip());
+        let peer = stream
+            .peer_addr()
+            .ok()
+            .map(|address| super::slots::client_of(address.ip()));
         // One address may not hold the shard: past its own cap, its new connection is refused.
         let address_full = peer.is_some_and(|ip| shard.conns.count_of(ip) >= per_address_cap);
         // At the shard's cap (`open` counts the accept loop's own slot too), an idle

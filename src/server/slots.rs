@@ -7,11 +7,27 @@
 //! loop closes an idle connection of an address that holds more connections than the new
 //! client's (the one that holds most) rather than refuse the new client. A client that fills
 //! the shard by itself gets 503: eviction protects the others from it, not it from itself.
+//! A client is its IPv4 address, or its IPv6 address's /64 ([`client_of`]).
 
 use crate::hash::FastMap;
 use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::task::{Context, Poll, Waker};
+
+/// The address a peer's connections are counted under: an IPv4 address (an IPv4-mapped IPv6
+/// one too), or an IPv6 address's /64 prefix: one network's usual allocation, within which a
+/// client may take a new address for every connection.
+pub fn client_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(
+                u128::from(v6) & !(u128::MAX >> 64),
+            )),
+        },
+    }
+}
 
 #[derive(Default)]
 struct Slot {
@@ -155,6 +171,17 @@ impl ConnSlots {
 mod tests {
     use super::*;
     use std::task::Waker;
+
+    #[test]
+    fn a_client_is_an_ipv4_address_or_an_ipv6_slash_64() {
+        let client = |text: &str| client_of(text.parse().unwrap()).to_string();
+        assert_eq!(client("192.0.2.7"), "192.0.2.7");
+        assert_eq!(client("::ffff:192.0.2.7"), "192.0.2.7");
+        assert_eq!(client("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::");
+        assert_eq!(client("2001:db8:1:2::1"), client("2001:db8:1:2:ffff::9"));
+        assert_ne!(client("2001:db8:1:2::1"), client("2001:db8:1:3::1"));
+        assert_eq!(client("::1"), "::");
+    }
 
     #[test]
     fn the_idle_connection_of_the_busiest_address_goes_first() {
