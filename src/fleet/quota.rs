@@ -25,7 +25,11 @@
 //! node's `leased`) as soon as PostgreSQL answers again, or, after a crash meanwhile, by the
 //! reconciliation (a node that spent more than it leased is charged the difference). While
 //! its share lasts, a check is answered; past it, 503 `busy` (the quota may not be spent: the
-//! fleet cannot tell). Exceeding by more than one share per node is impossible.
+//! fleet cannot tell). Once written, those units count in what the node knows the ledger has
+//! used, so the next outage's share is of what is left after them: over any run of outages a
+//! node grants in all at most what was left of the quota when it last saw the ledger's count
+//! (before, each outage could take a whole share again). An organization the node has not
+//! leased for this month counts as unused: its share is the quota divided by the live nodes.
 //!
 //! How it runs beside glommio: `tokio-postgres` on a thread of its own with a current-thread
 //! runtime, as the follower and the shipper. The shards' quota leases are already taken off
@@ -231,11 +235,28 @@ impl PgQuota {
     /// While the ledger cannot be reached: up to `want` units of this node's share of what was
     /// left at its last grant (`None`: the share is spent).
     fn fallback(&self, org: &str, month: u32, limit: u64, want: u64) -> Option<QuotaGrant> {
-        let mut known = lock(&self.known);
-        let key = (org.to_owned(), month);
-        let used = known.used.get(&key).copied().unwrap_or(0);
-        let share = limit.saturating_sub(used) / u64::from(self.control.live_nodes());
-        let owed = known.owed.entry(key.clone()).or_default();
+        let live = u64::from(self.control.live_nodes());
+        let grant = lock(&self.known).fallback((org.to_owned(), month), limit, live, want)?;
+        self.status
+            .fallback_units
+            .fetch_add(grant.units, Ordering::Relaxed);
+        Some(grant)
+    }
+}
+
+impl Known {
+    /// Up to `want` units of this node's share (of `live` nodes) of what the ledger had left
+    /// as this node last knew it, less what it granted since (`None`: the share is spent).
+    fn fallback(
+        &mut self,
+        key: (String, u32),
+        limit: u64,
+        live: u64,
+        want: u64,
+    ) -> Option<QuotaGrant> {
+        let used = self.used.get(&key).copied().unwrap_or(0);
+        let share = limit.saturating_sub(used) / live.max(1);
+        let owed = self.owed.entry(key).or_default();
         let units = want.min(share.saturating_sub((*owed).max(0) as u64));
         if units == 0 {
             return (used >= limit).then_some(QuotaGrant {
@@ -246,15 +267,27 @@ impl PgQuota {
         }
         *owed += units as i64;
         let owed = (*owed).max(0) as u64;
-        self.status
-            .fallback_units
-            .fetch_add(units, Ordering::Relaxed);
         // `spent` is this node's own count, which `take_quota` keeps.
         Some(QuotaGrant {
             units,
             used: used + owed,
             spent: 0,
         })
+    }
+
+    /// `written` (units granted on this node's share, or given back, while the ledger could
+    /// not be reached) are in the ledger now: they leave `owed` and count in `used`. Without
+    /// the second, a node that got no grant from the ledger in between took a whole share
+    /// again at every outage, and outages one after another had no bound.
+    fn written(&mut self, written: Vec<((String, u32), i64)>) {
+        for (key, units) in written {
+            if let Some(left) = self.owed.get_mut(&key) {
+                *left -= units;
+            }
+            let used = self.used.entry(key).or_default();
+            *used = used.saturating_add_signed(units);
+        }
+        self.owed.retain(|_, units| *units != 0);
     }
 }
 
@@ -350,13 +383,7 @@ impl Ledger {
                 return false;
             }
             // Written: what the shards granted or gave back meanwhile stays to write.
-            let mut known = lock(&self.known);
-            for (key, units) in owed {
-                if let Some(left) = known.owed.get_mut(&key) {
-                    *left -= units;
-                }
-            }
-            known.owed.retain(|_, units| *units != 0);
+            lock(&self.known).written(owed);
         }
         self.status.ledger_up.store(true, Ordering::Relaxed);
         true
@@ -690,6 +717,31 @@ impl QuotaSource for PgQuota {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outages_one_after_another_take_shares_of_what_is_left() {
+        let key = || ("acme".to_owned(), 7);
+        let mut known = Known::default();
+        known.used.insert(key(), 400_000);
+        // Two live nodes, a quota of 1,000,000: this node's share is half of what is left.
+        let first = known.fallback(key(), 1_000_000, 2, u64::MAX).unwrap();
+        assert_eq!((first.units, first.used), (300_000, 700_000));
+        assert!(
+            known.fallback(key(), 1_000_000, 2, 1).is_none(),
+            "the share is spent"
+        );
+        // The ledger answers again and takes what was granted; then a second outage.
+        known.written(vec![(key(), 300_000)]);
+        assert!(known.owed.is_empty());
+        assert_eq!(known.used[&key()], 700_000);
+        let second = known.fallback(key(), 1_000_000, 2, u64::MAX).unwrap();
+        assert_eq!((second.units, second.used), (150_000, 850_000));
+        // The second outage's grant is written too; units given back (negative) leave `used`,
+        // never below 0.
+        known.written(vec![(key(), 150_000), (("other".to_owned(), 7), -5)]);
+        assert_eq!(known.used[&key()], 850_000);
+        assert_eq!(known.used[&("other".to_owned(), 7)], 0);
+    }
 
     #[test]
     fn the_backlog_gathers_every_shard_and_is_unknown_if_one_could_not_read() {

@@ -697,7 +697,9 @@ impl ShardLimits {
                 }
                 Err(error) => {
                     tracing::error!(%error, "quota ledger write failed");
-                    if let Some(lease) = quota.get_mut(&owned_org) {
+                    // Only this month's: a lease that moved to the next month meanwhile may
+                    // have a refill of its own in flight.
+                    if let Some(lease) = lease.filter(|lease| lease.month == month) {
                         lease.refill = None;
                     }
                     Err(())
