@@ -655,9 +655,7 @@ fn check_json_adds_images_to_lists_and_looks_them_up() {
         .new_key("acme", "pro", &["--scopes", "image"])
         .0;
     let (status, answer) = send(&image_only, &[("add_to_list", "banned")]);
-    assert_eq!(status, 403, "{answer}");
-    assert_eq!(answer["status"], "failure", "{answer}");
-    assert_eq!(answer["error"]["type"], "forbidden", "{answer}");
+    assert_sightengine_error(status, &answer, 403, "credentials_error");
     let (status, answer) = send(&setup.key, &[("add_to_list", "nothing")]);
     assert_eq!(status, 404, "{answer}");
     let (status, answer) = send(&setup.key, &[("custom_id", "u-1")]);

@@ -46,8 +46,11 @@ fn comments_are_analyzed_in_perspectives_shape() {
             > 0.7
     );
 
+    // Google's answers: no key is 403, a key that is not valid 400.
     let (status, answer) = analyze(&server, "", &body);
-    assert_google_error(status, &answer, 401, "UNAUTHENTICATED");
+    assert_google_error(status, &answer, 403, "PERMISSION_DENIED");
+    let (status, answer) = analyze(&server, "?key=mg_live_nope", &body);
+    assert_google_error(status, &answer, 400, "INVALID_ARGUMENT");
     let (status, answer) = analyze(
         &server,
         &query,
@@ -64,7 +67,7 @@ fn comments_are_analyzed_in_perspectives_shape() {
     let long =
         json!({"comment": {"text": "a ".repeat(3000)}, "requestedAttributes": {"TOXICITY": {}}});
     let (status, answer) = analyze(&server, &query, &long);
-    assert_google_error(status, &answer, 413, "INVALID_ARGUMENT");
+    assert_google_error(status, &answer, 400, "INVALID_ARGUMENT");
 
     // The discovery document names this server.
     let (status, _, document) = get(&server.url("/$discovery/rest?version=v1alpha1"), &[]);
@@ -84,5 +87,5 @@ fn comments_are_analyzed_in_perspectives_shape() {
         .filter(|record| record["route"] == "/v1alpha1/comments:analyze")
         .collect();
     assert_eq!(records.iter().filter(|r| r["status"] == 200).count(), 1);
-    assert_eq!(records.len(), 5, "{journal}");
+    assert_eq!(records.len(), 6, "{journal}");
 }

@@ -69,13 +69,16 @@ pub fn error_response(
     request_id: &RequestId,
     unix_ms: i64,
 ) -> Response {
-    let (status, kind) = error.kind.wire();
+    use crate::route::Route;
+    let (status, mut kind) = error.kind.wire();
+    if path == Route::SightengineCheck.path() || path == Route::SightengineText.path() {
+        kind = error.kind.sightengine_type();
+    }
     let request = is_compat_path(path).then(|| CompatRequest {
         id: request_id.as_str(),
         timestamp: unix_ms as f64 / 1000.0,
         operations: 0,
     });
-    use crate::route::Route;
     let mut response = if path == Route::Moderations.path() {
         super::openai::error_response(error)
     } else if path == Route::Perspective.path() || path == Route::Discovery.path() {
@@ -99,7 +102,7 @@ pub fn error_response(
             .headers
             .push(("retry-after", HeaderValue::Int(u64::from(seconds))));
     }
-    if status == 401 {
+    if response.status == 401 {
         // Every 401 names the ways a key can be sent (RFC 9110 11.6.1).
         response
             .headers
@@ -138,5 +141,36 @@ mod tests {
             )),
             "{text}"
         );
+        assert!(text.contains(r#""type":"busy""#), "{text}");
+        // Sightengine's own routes answer its error types; check-workflow keeps modgate's.
+        for path in ["/1.0/check.json", "/1.0/text/check.json"] {
+            let answer = error_response(&error, path, &id, 1500);
+            assert_eq!(answer.status, 503);
+            let text = std::str::from_utf8(&answer.body).unwrap();
+            assert!(text.contains(r#""type":"api_error","code":503"#), "{text}");
+        }
+        let quota = ApiError::new(ErrorKind::QuotaExceeded, "spent");
+        let answer = error_response(&quota, "/1.0/check.json", &id, 1500);
+        assert!(std::str::from_utf8(&answer.body)
+            .unwrap()
+            .contains(r#""type":"usage_limit""#));
+    }
+
+    #[test]
+    fn every_kind_has_one_of_sightengines_documented_types() {
+        const DOCUMENTED: [&str; 9] = [
+            "api_error",
+            "argument_error",
+            "callback_error",
+            "credentials_error",
+            "media_error",
+            "plan_error",
+            "request_error",
+            "unknown_error",
+            "usage_limit",
+        ];
+        for kind in ErrorKind::ALL {
+            assert!(DOCUMENTED.contains(&kind.sightengine_type()), "{kind:?}");
+        }
     }
 }

@@ -4,6 +4,7 @@
 The JSON file is the deliverable; this script only keeps it consistent
 (the same conditions are repeated on many operations).
 """
+import copy
 import json
 import os
 
@@ -1739,11 +1740,11 @@ paths["/v1alpha1/comments:analyze"] = {
         "responses": {
             "200": {"description": "The scores.",
                     "content": {"application/json": {"schema": sref("AnalyzeCommentResponse")}}},
-            "400": google_error("A malformed request, an attribute not scored here, a language other than `en`."),
-            "401": google_error("No key, or a key that is not valid."),
-            "403": google_error("The key's scope, workflow list or plan does not allow it."),
-            "413": google_error("The body or the text is over its limit."),
-            "415": google_error("The body is not `application/json`."),
+            "400": google_error("A malformed request, an attribute not scored here, a language other "
+                                "than `en`, a key that is not valid, a body or text over its limit "
+                                "or not `application/json` (all `INVALID_ARGUMENT`, as at Google)."),
+            "403": google_error("No key (`PERMISSION_DENIED`, as at Google), or the key's scope, "
+                                "workflow list or plan does not allow it."),
             "429": google_error("The plan's rate, concurrency or quota."),
             "503": google_error("The server is busy, or the models are not loaded."),
         },
@@ -2376,6 +2377,84 @@ paths["/v1/lists/{name}/export"] = {
                    {"description": "The entries.", "headers": hdrs("maybe"),
                     "content": {"text/csv": {"schema": {"type": "string"}}}}),
 }
+
+# --------------------------------------------------------------------------------------------
+# Sightengine's own routes answer Sightengine's documented error types (ErrorKind's
+# `sightengine_type` in src/error.rs); `/1.0/check-workflow.json` keeps modgate's (the spec's).
+SIGHTENGINE_ERROR_TYPES = ["api_error", "argument_error", "callback_error", "credentials_error",
+                           "media_error", "plan_error", "request_error", "unknown_error",
+                           "usage_limit"]
+SIGHTENGINE_TYPE_OF = {
+    "unauthorized": "credentials_error", "forbidden": "credentials_error",
+    "organization_suspended": "plan_error", "unknown_workflow": "argument_error",
+    "text_too_long": "argument_error", "unsupported_media": "media_error",
+    "corrupt_media": "media_error", "body_too_large": "media_error",
+    "image_too_large": "media_error", "url_refused": "media_error",
+    "request_timeout": "request_error", "rate_limited": "usage_limit",
+    "too_many_concurrent": "usage_limit", "quota_exceeded": "usage_limit",
+    "workflow_unavailable": "api_error", "busy": "api_error", "internal": "api_error",
+}
+
+
+def sightengine_type(code, modgate_type):
+    if modgate_type == "bad_request":
+        # 400 and 409 are about the arguments; 404, 405, 414, 417 and 431 about the request.
+        return "argument_error" if int(code) in (400, 409) else "request_error"
+    return SIGHTENGINE_TYPE_OF[modgate_type]
+
+
+schemas["SightengineErrorEnvelope"] = {
+    "type": "object",
+    "description": (
+        "Every error reply of `/1.0/check.json` and `/1.0/text/check.json`: CompatErrorEnvelope "
+        "with Sightengine's documented `error.type`s, so that code written against Sightengine "
+        "keeps working (the HTTP status and `code` are modgate's)."
+    ),
+    "additionalProperties": False,
+    "required": ["status", "error", "request"],
+    "properties": {
+        "status": {"const": "failure", "description": "Always `failure`."},
+        "error": {
+            "type": "object", "additionalProperties": False,
+            "required": ["type", "code", "message"],
+            "properties": {
+                "type": {"enum": SIGHTENGINE_ERROR_TYPES},
+                "code": {"type": "integer", "format": "int32", "minimum": 0,
+                         "description": "The HTTP status, repeated."},
+                "message": {"type": "string", "description": "What went wrong, in English."},
+            },
+        },
+        "request": sref("CompatRequest"),
+    },
+}
+
+
+def with_sightengine_errors(operation):
+    """Rewrites the error answers of `operation` to SightengineErrorEnvelope."""
+    out = {}
+    for code, answer in operation["responses"].items():
+        if "$ref" in answer:
+            answer = responses[answer["$ref"].rsplit("/", 1)[1]]
+        answer = copy.deepcopy(answer)
+        media = answer.get("content", {}).get("application/json")
+        types = answer.get("x-error-types")
+        if code[0] in "45" and media is not None and types:
+            media["schema"] = sref("SightengineErrorEnvelope")
+            example = media.get("example")
+            if example:
+                example["error"]["type"] = sightengine_type(code, example["error"]["type"])
+            answer["description"] += (
+                "\n\nOn this route `error.type` is Sightengine's: "
+                + ", ".join(f"`{t}` is `{sightengine_type(code, t)}`" for t in types) + "."
+            )
+            answer["x-error-types"] = sorted({sightengine_type(code, t) for t in types})
+        out[code] = answer
+    operation["responses"] = out
+
+
+for _path, _methods in (("/1.0/check.json", ("post", "get")), ("/1.0/text/check.json", ("post",))):
+    for _method in _methods:
+        with_sightengine_errors(paths[_path][_method])
 
 doc = {
     "openapi": "3.1.0",

@@ -131,6 +131,14 @@ pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
     notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
     let key = query_key(exchange.head.query())?;
+    if key.is_none() && exchange.head.authorization().is_none() && exchange.head.api_key().is_none()
+    {
+        // Google's answer to a call without a key.
+        return Err(ApiError::new(
+            ErrorKind::Forbidden,
+            "The request is missing a valid API key.",
+        ));
+    }
     let caller = notes
         .admit_check(cx, &exchange.head, key.as_deref(), ContentKind::Text)
         .await?;
@@ -316,7 +324,9 @@ fn sentences(text: &str) -> Vec<(usize, usize, &str)> {
     out
 }
 
-/// Google's error envelope for `error` (`status` from the HTTP status, as Google's APIs).
+/// Google's error envelope for `error` (`status` from the HTTP status, as Google's APIs):
+/// a key that is not valid is 400 `INVALID_ARGUMENT` there (403 `PERMISSION_DENIED` when none
+/// was sent, [`analyze`]), and an argument too large is 400 like any other bad argument.
 pub fn error_response(error: &ApiError) -> Response {
     #[derive(Serialize)]
     struct Envelope<'a> {
@@ -328,18 +338,9 @@ pub fn error_response(error: &ApiError) -> Response {
         message: &'a str,
         status: &'static str,
     }
-    let code = error.kind.status();
-    let status = match code {
-        400 | 413 | 414 | 415 | 431 => "INVALID_ARGUMENT",
-        401 => "UNAUTHENTICATED",
-        403 => "PERMISSION_DENIED",
-        404 => "NOT_FOUND",
-        405 => "UNIMPLEMENTED",
-        408 => "DEADLINE_EXCEEDED",
-        429 => "RESOURCE_EXHAUSTED",
-        503 => "UNAVAILABLE",
-        _ if code >= 500 => "INTERNAL",
-        _ => "FAILED_PRECONDITION",
+    let (code, status) = match error.kind.status() {
+        400 | 401 | 413 | 414 | 415 | 431 => (400, "INVALID_ARGUMENT"),
+        code => (code, google_status(code)),
     };
     json_response(
         code,
@@ -351,6 +352,22 @@ pub fn error_response(error: &ApiError) -> Response {
             },
         },
     )
+}
+
+/// The canonical status Google's APIs pair with an HTTP status.
+fn google_status(code: u16) -> &'static str {
+    match code {
+        400 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        405 => "UNIMPLEMENTED",
+        408 => "DEADLINE_EXCEEDED",
+        429 => "RESOURCE_EXHAUSTED",
+        503 => "UNAVAILABLE",
+        _ if code >= 500 => "INTERNAL",
+        _ => "FAILED_PRECONDITION",
+    }
 }
 
 /// `GET /$discovery/rest?version=v1alpha1`: the discovery document of this API with this
@@ -441,12 +458,20 @@ mod tests {
 
     #[test]
     fn errors_are_in_googles_shape() {
-        let response = error_response(&ApiError::new(ErrorKind::Unauthorized, "no key"));
-        assert_eq!(response.status, 401);
+        // A key that is not valid is 400 at Google, and so is an argument over its limit.
+        let response = error_response(&ApiError::new(ErrorKind::Unauthorized, "unknown key"));
+        assert_eq!(response.status, 400);
         assert_eq!(
             serde_json::from_slice::<serde_json::Value>(&response.body).unwrap(),
-            serde_json::json!({"error": {"code": 401, "message": "no key", "status": "UNAUTHENTICATED"}})
+            serde_json::json!({"error": {"code": 400, "message": "unknown key", "status": "INVALID_ARGUMENT"}})
         );
+        let response = error_response(&ApiError::new(ErrorKind::TextTooLong, "long"));
+        assert_eq!(response.status, 400);
+        let response = error_response(&ApiError::new(ErrorKind::RateLimited, "slow down"));
+        assert_eq!(response.status, 429);
+        assert!(std::str::from_utf8(&response.body)
+            .unwrap()
+            .contains("RESOURCE_EXHAUSTED"));
         let document: serde_json::Value = serde_json::from_str(DISCOVERY_JSON).unwrap();
         assert_eq!(
             document["resources"]["comments"]["methods"]["analyze"]["path"],

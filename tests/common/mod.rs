@@ -549,6 +549,26 @@ pub fn assert_error(
         .to_owned()
 }
 
+/// Asserts an error answer of Sightengine's own routes (`/1.0/check.json`,
+/// `/1.0/text/check.json`): the status, Sightengine's `error.type`, the envelope's schema.
+/// Returns the message.
+pub fn assert_sightengine_error(
+    status: u16,
+    body: &Value,
+    expected_status: u16,
+    expected_type: &str,
+) -> String {
+    assert_eq!(status, expected_status, "status; body {body}");
+    assert_eq!(body["status"], "failure");
+    assert_eq!(body["error"]["code"], u64::from(status), "{body}");
+    assert_eq!(body["error"]["type"], expected_type, "{body}");
+    assert_schema("SightengineErrorEnvelope", body);
+    body["error"]["message"]
+        .as_str()
+        .expect("message")
+        .to_owned()
+}
+
 /// A GET with optional headers through ureq; returns status, headers and JSON body.
 pub fn get(url: &str, headers: &[(&str, &str)]) -> (u16, http_headers::Headers, Value) {
     let mut request = agent().get(url);
