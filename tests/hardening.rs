@@ -169,14 +169,9 @@ fn the_downloader_tells_little_and_reaches_only_web_ports() {
     );
 }
 
-/// Defect 2: 24 `url` checks against a name server that never answers held the shard's
-/// blocking threads (and with them its journal commits): text checks on that shard waited up
-/// to 29.5 s, and the url checks took 20 to 30 s. Lookups now run on a resolver thread of their
-/// own, bounded in number and time.
-#[test]
-fn slow_dns_does_not_stall_the_shard_and_lookups_are_bounded_in_time() {
-    use std::time::{Duration, Instant};
-    // A name server that reads nothing and answers nothing.
+/// A one-shard server whose name server (the socket returned, to keep open) reads nothing and
+/// answers nothing.
+fn server_with_silent_dns() -> (Server, std::net::UdpSocket) {
     let blackhole = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let dns = blackhole.local_addr().unwrap();
     let server = Server::start_with(Options {
@@ -184,6 +179,17 @@ fn slow_dns_does_not_stall_the_shard_and_lookups_are_bounded_in_time() {
         config: format!("[testing]\ndns_servers = [\"{dns}\"]\n"),
         ..Options::default()
     });
+    (server, blackhole)
+}
+
+/// Defect 2: 24 `url` checks against a name server that never answers held the shard's
+/// blocking threads (and with them its journal commits): text checks on that shard waited up
+/// to 29.5 s, and the url checks took 20 to 30 s. Lookups now run on a resolver thread of their
+/// own, bounded in number and time.
+#[test]
+fn slow_dns_does_not_stall_the_shard_and_lookups_are_bounded_in_time() {
+    use std::time::{Duration, Instant};
+    let (server, blackhole) = server_with_silent_dns();
     let key = server.demo_key.clone().unwrap();
     let url_checks: Vec<_> = (0..24)
         .map(|n| {
@@ -235,13 +241,7 @@ fn slow_dns_does_not_stall_the_shard_and_lookups_are_bounded_in_time() {
 #[test]
 fn one_organization_cannot_take_every_name_lookup() {
     use std::time::{Duration, Instant};
-    let blackhole = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let dns = blackhole.local_addr().unwrap();
-    let server = Server::start_with(Options {
-        cores: Some(1),
-        config: format!("[testing]\ndns_servers = [\"{dns}\"]\n"),
-        ..Options::default()
-    });
+    let (server, blackhole) = server_with_silent_dns();
     let (hog, _) = server.new_key("hog", "pro", &[]);
     server.admin_ok(&[
         "org",
