@@ -72,8 +72,6 @@ enum UringOpDescriptor {
     Fallocate(u64, u64, libc::c_int),
     Statx(*const u8, *mut Statx),
     Timeout(*const uring_sys::__kernel_timespec, u32),
-    // (modgate) A timeout at a time on CLOCK_MONOTONIC (`IORING_TIMEOUT_ABS`).
-    TimeoutAt(*const uring_sys::__kernel_timespec),
     TimeoutRemove(u64),
     SockSend(*const u8, usize, i32),
     SockSendMsg(*mut libc::msghdr, i32),
@@ -345,9 +343,6 @@ fn fill_sqe<F>(
             }
             UringOpDescriptor::Timeout(timespec, events) => {
                 sqe.prep_timeout(&*timespec, events, TimeoutFlags::empty());
-            }
-            UringOpDescriptor::TimeoutAt(timespec) => {
-                sqe.prep_timeout(&*timespec, 0, TimeoutFlags::TIMEOUT_ABS);
             }
             UringOpDescriptor::TimeoutRemove(timer) => {
                 sqe.prep_timeout_remove(timer as _);
@@ -952,21 +947,22 @@ impl SleepableRing {
         self.ring.raw().ring_fd
     }
 
-    /// This function prepares a timer that fires unconditionally at a time
-    /// on CLOCK_MONOTONIC (modgate: glommio's fired a duration after the
-    /// kernel took it, later than meant if the ring was slow to take it).
-    /// The timer is added at the front of the queue such that it will be
-    /// the first SQE submitted the next time we enter the latency ring
-    fn prepare_latency_preemption_timer(&mut self, at: TimeSpec64) -> Source {
+    /// This function prepares a timer that fires unconditionally after a
+    /// certain duration. The timer is added at the front of the queue such
+    /// that it will be the first SQE submitted the next time we enter the
+    /// latency ring
+    fn prepare_latency_preemption_timer(&mut self, d: Duration) -> Source {
         let source = Source::new(
             IoRequirements::default(),
             -1,
-            SourceType::Timeout(at, 0),
+            SourceType::Timeout(TimeSpec64::try_from(d).unwrap(), 0),
             None,
             None,
         );
         let op = match &*source.source_type() {
-            SourceType::Timeout(ts, _) => UringOpDescriptor::TimeoutAt(&ts.raw as *const _),
+            SourceType::Timeout(ts, events) => {
+                UringOpDescriptor::Timeout(&ts.raw as *const _, *events)
+            }
             _ => unreachable!(),
         };
 
@@ -1255,27 +1251,18 @@ impl UringCommon for SleepableRing {
     }
 }
 
-/// (modgate) The latency ring's timer in flight: when it fires, on CLOCK_MONOTONIC (`None`:
-/// beyond what a timespec holds), and the preemption time it was armed with (`None`: armed
-/// to wake a sleep for a user timer). The kernel holds it to that time, however late the ring
-/// takes it.
+/// (modgate) The latency ring's timer in flight: when it fires (`None`: beyond what an
+/// `Instant` holds), and the preemption time it was armed with (`None`: armed to wake a
+/// sleep for a user timer).
 #[derive(Clone, Copy, Debug)]
 struct LatencyTimer {
-    deadline: Option<Duration>,
+    deadline: Option<Instant>,
     preempt: Option<Duration>,
-}
-
-/// (modgate) The time on CLOCK_MONOTONIC, the clock of io_uring's absolute timeouts (and of
-/// `Instant`), as a span since its origin.
-fn monotonic_in(dur: Duration) -> Option<Duration> {
-    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .expect("CLOCK_MONOTONIC is always there");
-    Duration::from(now).checked_add(dur)
 }
 
 impl LatencyTimer {
     /// Whether it fires no later than `by` (`None`: never mind when).
-    fn fires_by(&self, by: Option<Duration>) -> bool {
+    fn fires_by(&self, by: Option<Instant>) -> bool {
         match (self.deadline, by) {
             (_, None) => true,
             (None, Some(_)) => false,
@@ -2076,7 +2063,7 @@ impl Reactor {
         };
         let keep = match timer.preempt {
             Some(armed) => armed <= preempt,
-            None => timer.fires_by(monotonic_in(preempt)),
+            None => timer.fires_by(Instant::now().checked_add(preempt)),
         };
         if !keep {
             self.cancel_latency_timer();
@@ -2091,7 +2078,7 @@ impl Reactor {
             return false;
         };
         let in_time = match user_timer {
-            Some(dur) => timer.fires_by(monotonic_in(dur)),
+            Some(dur) => timer.fires_by(Instant::now().checked_add(dur)),
             None => true,
         };
         if self.latency_timer_quiet.get() || !in_time {
@@ -2113,10 +2100,11 @@ impl Reactor {
         dur: Duration,
         preempt: Option<Duration>,
     ) {
-        let deadline = monotonic_in(dur).filter(|at| TimeSpec64::try_from(*at).is_ok());
-        let timer = LatencyTimer { deadline, preempt };
-        let at = deadline.map_or(TimeSpec64::MAX, |at| TimeSpec64::try_from(at).unwrap());
-        let source = lat_ring.prepare_latency_preemption_timer(at);
+        let timer = LatencyTimer {
+            deadline: Instant::now().checked_add(dur),
+            preempt,
+        };
+        let source = lat_ring.prepare_latency_preemption_timer(dur);
         self.latency_preemption_timeout_src
             .set(Some((source, timer)));
     }
