@@ -25,6 +25,10 @@ pub struct Caller {
     pub org: Rc<OrgEntry>,
 }
 
+/// How the refusal of a request that presents no key begins (routes that answer in another
+/// API's shape tell it from a key that is not valid by it).
+pub const MISSING_KEY: &str = "missing API key:";
+
 /// The key the request presents, from the headers and (compatible routes, `compat`)
 /// `api_secret`.
 pub fn presented_key<'a>(
@@ -218,6 +222,13 @@ mod tests {
             let error = presented_key(&head(auth, api_key), secret, false).unwrap_err();
             assert_eq!(error.kind, ErrorKind::Unauthorized);
         }
+        // No key at all, and only then, says so the way MISSING_KEY tells.
+        for compat in [false, true] {
+            let error = presented_key(&head(None, None), None, compat).unwrap_err();
+            assert!(error.message.starts_with(MISSING_KEY), "{}", error.message);
+        }
+        let error = presented_key(&head(Some("Basic abc"), None), None, false).unwrap_err();
+        assert!(!error.message.starts_with(MISSING_KEY), "{}", error.message);
     }
 
     proptest::proptest! {

@@ -206,6 +206,10 @@ pub struct ServerConfig {
     pub connections_per_shard_max: usize,
     /// Connections per shard from one peer address, at most.
     pub connections_per_address_max: usize,
+    /// The bits of an IPv6 peer's address that make it one client for
+    /// `connections_per_address_max` (64: a network's usual allocation, in which a client may
+    /// take an address per connection; 128: each address on its own).
+    pub ipv6_client_prefix_bits: u8,
     pub drain_timeout_ms: u64,
     /// On a fresh data directory, create organization `demo` and print a key for it once.
     pub demo_key: bool,
@@ -424,6 +428,7 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         write_timeout_ms: Option<u64>,
         connections_per_shard_max: Option<usize>,
         connections_per_address_max: Option<usize>,
+        ipv6_client_prefix_bits: Option<u8>,
         drain_timeout_ms: Option<u64>,
         demo_key: Option<bool>,
         io_memory_bytes: Option<usize>,
@@ -525,6 +530,9 @@ impl Config {
             bail!(
                 "server.connections_per_address_max must be in {CONNECTIONS_PER_SHARD_MAX_RANGE:?}"
             );
+        }
+        if !(1..=128).contains(&server.ipv6_client_prefix_bits) {
+            bail!("server.ipv6_client_prefix_bits must be in 1..=128");
         }
         if !CONNECTIONS_PER_SHARD_MAX_RANGE.contains(&server.connections_per_shard_max) {
             bail!(
@@ -776,6 +784,12 @@ mod tests {
         let mut config = Config::default();
         config.tls.cert = Some("x".into());
         assert!(config.validate().is_err());
+        assert_eq!(Config::default().server.ipv6_client_prefix_bits, 64);
+        for bits in [0, 129] {
+            let mut config = Config::default();
+            config.server.ipv6_client_prefix_bits = bits;
+            assert!(config.validate().is_err(), "{bits}");
+        }
         // Zeros that would stall the journal's loops or refuse every request.
         let zeroed: [fn(&mut Config); 4] = [
             |c| c.journal.sync_interval_ms = 0,

@@ -145,12 +145,14 @@ impl ErrorKind {
         match self {
             Unauthorized | Forbidden => "credentials_error",
             OrganizationSuspended => "plan_error",
-            BadRequest | UnknownWorkflow | TextTooLong | Conflict => "argument_error",
+            // On these routes a 404 is a list that `add_to_list` names and that does not exist.
+            BadRequest | UnknownWorkflow | TextTooLong | Conflict | NotFound => "argument_error",
             UnsupportedMedia | CorruptMedia | BodyTooLarge | ImageTooLarge | UrlRefused => {
                 "media_error"
             }
-            NotFound | MethodNotAllowed | RequestTimeout | UriTooLong | ExpectationFailed
-            | HeadTooLarge => "request_error",
+            MethodNotAllowed | RequestTimeout | UriTooLong | ExpectationFailed | HeadTooLarge => {
+                "request_error"
+            }
             RateLimited | TooManyConcurrent | QuotaExceeded => "usage_limit",
             WorkflowUnavailable | Busy | Internal => "api_error",
         }

@@ -41,9 +41,11 @@ pub trait Readiness {
     fn is_ready(&self) -> bool;
 }
 
-/// List exports one shard writes at once: each holds up to a million rows (about 100 MB) while
-/// it is read and written on a blocking thread.
-pub const EXPORTS_PER_SHARD_MAX: usize = 1;
+/// List imports and exports one shard works on at once: each takes one of the shard's blocking
+/// threads (which the journal's commits share) while it parses up to 200,000 rows or reads and
+/// writes up to a million (about 100 MB). An export's answer is then written like any other,
+/// and held while a client is slow to read it (up to `server.write_timeout_ms`).
+pub const LIST_FILES_PER_SHARD_MAX: usize = 1;
 
 pub struct Context {
     /// The shard's index, for logs.
@@ -74,8 +76,8 @@ pub struct Context {
     downloader: Downloader,
     /// Compatible-form uploads in progress (capped by `limits.uploads_per_shard_max`).
     pub uploads: Cell<usize>,
-    /// List exports in progress (capped by [`EXPORTS_PER_SHARD_MAX`]).
-    pub exports: Cell<usize>,
+    /// List imports and exports in progress (capped by [`LIST_FILES_PER_SHARD_MAX`]).
+    pub list_files: Cell<usize>,
     /// Bytes reserved by forms whose key is not known yet (capped by
     /// `limits.unauthenticated_upload_bytes_max`).
     pub unauthenticated_bytes: Cell<usize>,
@@ -138,7 +140,7 @@ impl Context {
             listings: Listings::default(),
             downloader,
             uploads: Cell::new(0),
-            exports: Cell::new(0),
+            list_files: Cell::new(0),
             unauthenticated_bytes: Cell::new(0),
             readiness,
         }
@@ -226,9 +228,13 @@ impl Context {
         )
     }
 
-    /// A place among the list exports in progress, or 503 `busy` past the cap.
-    pub fn export_place(&self) -> ApiResult<Place<'_>> {
-        Place::take(&self.exports, EXPORTS_PER_SHARD_MAX, "list exports")
+    /// A place among the list imports and exports in progress, or 503 `busy` past the cap.
+    pub fn list_file_place(&self) -> ApiResult<Place<'_>> {
+        Place::take(
+            &self.list_files,
+            LIST_FILES_PER_SHARD_MAX,
+            "list imports and exports",
+        )
     }
 }
 
@@ -264,7 +270,7 @@ impl Drop for Reservation<'_> {
     }
 }
 
-/// A place among the shard's requests of one kind in progress (uploads, exports); freed on
+/// A place among the shard's requests of one kind in progress (uploads, list files); freed on
 /// drop.
 pub struct Place<'c> {
     count: &'c Cell<usize>,

@@ -136,8 +136,8 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         (Method::Get | Method::Head, Target::Export(name)) => {
             let name = name.to_owned();
             // Read and written on a blocking thread: up to a million rows, about 100 MB, one
-            // export a shard at a time.
-            let _place = cx.export_place()?;
+            // import or export a shard at a time.
+            let _place = cx.list_file_place()?;
             let body = blocking(cx, move |store| {
                 let list = store.list(&org, &name)?;
                 if list.entries > EXPORT_ENTRIES_MAX {
@@ -426,7 +426,10 @@ async fn import<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> ApiResult<Response> {
     let body = read_body(cx, exchange).await?;
     // Parsed on a blocking thread with the list's kind: up to 200,000 rows (a text list's
-    // terms each normalised) would hold the shard's other requests for a good part of a second.
+    // terms each normalised) would hold the shard's other requests for a good part of a second;
+    // one import or export a shard at a time, so that they leave the journal's commits the
+    // other blocking threads.
+    let _place = cx.list_file_place()?;
     let (org, name_owned) = (caller.org.record.name.clone(), name.to_owned());
     let parsed = blocking(cx, move |store| {
         let text = std::str::from_utf8(&body)

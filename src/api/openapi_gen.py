@@ -2398,8 +2398,9 @@ SIGHTENGINE_TYPE_OF = {
 
 def sightengine_type(code, modgate_type):
     if modgate_type == "bad_request":
-        # 400 and 409 are about the arguments; 404, 405, 414, 417 and 431 about the request.
-        return "argument_error" if int(code) in (400, 409) else "request_error"
+        # 400, 409 and 404 (a list `add_to_list` names that does not exist) are about the
+        # arguments; 405, 414, 417 and 431 about the request.
+        return "argument_error" if int(code) in (400, 404, 409) else "request_error"
     return SIGHTENGINE_TYPE_OF[modgate_type]
 
 

@@ -131,14 +131,6 @@ pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
     notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
     let key = query_key(exchange.head.query())?;
-    if key.is_none() && exchange.head.authorization().is_none() && exchange.head.api_key().is_none()
-    {
-        // Google's answer to a call without a key.
-        return Err(ApiError::new(
-            ErrorKind::Forbidden,
-            "The request is missing a valid API key.",
-        ));
-    }
     let caller = notes
         .admit_check(cx, &exchange.head, key.as_deref(), ContentKind::Text)
         .await?;
@@ -325,8 +317,9 @@ fn sentences(text: &str) -> Vec<(usize, usize, &str)> {
 }
 
 /// Google's error envelope for `error` (`status` from the HTTP status, as Google's APIs):
-/// a key that is not valid is 400 `INVALID_ARGUMENT` there (403 `PERMISSION_DENIED` when none
-/// was sent, [`analyze`]), and an argument too large is 400 like any other bad argument.
+/// no key is 403 `PERMISSION_DENIED` there, a key that is not valid 400 `INVALID_ARGUMENT`,
+/// and an argument too large is 400 like any other bad argument. (The journal and the metrics
+/// keep modgate's kind, `unauthorized`, as on every route.)
 pub fn error_response(error: &ApiError) -> Response {
     #[derive(Serialize)]
     struct Envelope<'a> {
@@ -339,6 +332,7 @@ pub fn error_response(error: &ApiError) -> Response {
         status: &'static str,
     }
     let (code, status) = match error.kind.status() {
+        401 if error.message.starts_with(crate::auth::MISSING_KEY) => (403, "PERMISSION_DENIED"),
         400 | 401 | 413 | 414 | 415 | 431 => (400, "INVALID_ARGUMENT"),
         code => (code, google_status(code)),
     };
@@ -465,6 +459,13 @@ mod tests {
             serde_json::from_slice::<serde_json::Value>(&response.body).unwrap(),
             serde_json::json!({"error": {"code": 400, "message": "unknown key", "status": "INVALID_ARGUMENT"}})
         );
+        let response = error_response(&ApiError::unauthorized(
+            "missing API key: send 'Authorization: Bearer <key>' or 'X-Api-Key: <key>'",
+        ));
+        assert_eq!(response.status, 403);
+        assert!(std::str::from_utf8(&response.body)
+            .unwrap()
+            .contains("PERMISSION_DENIED"));
         let response = error_response(&ApiError::new(ErrorKind::TextTooLong, "long"));
         assert_eq!(response.status, 400);
         let response = error_response(&ApiError::new(ErrorKind::RateLimited, "slow down"));

@@ -429,6 +429,7 @@ pub async fn run(
     let accept_slot = shard.conns.acquire(None);
     let cap = config.server.connections_per_shard_max;
     let per_address_cap = config.server.connections_per_address_max;
+    let ipv6_client_prefix_bits = config.server.ipv6_client_prefix_bits;
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
             std::future::poll_fn(|cx| shard.conns.poll(accept_slot, cx)).await;
@@ -448,7 +449,7 @@ pub async fn run(
         let peer = stream
             .peer_addr()
             .ok()
-            .map(|address| super::slots::client_of(address.ip()));
+            .map(|address| super::slots::client_of(address.ip(), ipv6_client_prefix_bits));
         // One address may not hold the shard: past its own cap, its new connection is refused.
         let address_full = peer.is_some_and(|ip| shard.conns.count_of(ip) >= per_address_cap);
         // At the shard's cap (`open` counts the accept loop's own slot too), an idle

@@ -7,7 +7,8 @@
 //! loop closes an idle connection of an address that holds more connections than the new
 //! client's (the one that holds most) rather than refuse the new client. A client that fills
 //! the shard by itself gets 503: eviction protects the others from it, not it from itself.
-//! A client is its IPv4 address, or its IPv6 address's /64 ([`client_of`]).
+//! A client is its IPv4 address, or its IPv6 address's /64 (`server.ipv6_client_prefix_bits`,
+//! [`client_of`]).
 
 use crate::hash::FastMap;
 use std::cell::{Cell, RefCell};
@@ -15,16 +16,19 @@ use std::net::IpAddr;
 use std::task::{Context, Poll, Waker};
 
 /// The address a peer's connections are counted under: an IPv4 address (an IPv4-mapped IPv6
-/// one too), or an IPv6 address's /64 prefix: one network's usual allocation, within which a
-/// client may take a new address for every connection.
-pub fn client_of(ip: IpAddr) -> IpAddr {
+/// one too), or the first `prefix_bits` (1 to 128; `server.ipv6_client_prefix_bits`, 64 by
+/// default: one network's usual allocation, within which a client may take a new address for
+/// every connection) of an IPv6 address.
+pub fn client_of(ip: IpAddr, prefix_bits: u8) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(std::net::Ipv6Addr::from(
-                u128::from(v6) & !(u128::MAX >> 64),
-            )),
+            None => {
+                let host_bits = 128 - u32::from(prefix_bits.clamp(1, 128));
+                let mask = u128::MAX.checked_shl(host_bits).unwrap_or(0);
+                IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & mask))
+            }
         },
     }
 }
@@ -174,13 +178,18 @@ mod tests {
 
     #[test]
     fn a_client_is_an_ipv4_address_or_an_ipv6_slash_64() {
-        let client = |text: &str| client_of(text.parse().unwrap()).to_string();
+        let client = |text: &str| client_of(text.parse().unwrap(), 64).to_string();
         assert_eq!(client("192.0.2.7"), "192.0.2.7");
         assert_eq!(client("::ffff:192.0.2.7"), "192.0.2.7");
         assert_eq!(client("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::");
         assert_eq!(client("2001:db8:1:2::1"), client("2001:db8:1:2:ffff::9"));
         assert_ne!(client("2001:db8:1:2::1"), client("2001:db8:1:3::1"));
         assert_eq!(client("::1"), "::");
+        // Each address alone, or a wider prefix.
+        let address = "2001:db8:1:2:aaaa:bbbb:cccc:dddd".parse().unwrap();
+        assert_eq!(client_of(address, 128), address);
+        assert_eq!(client_of(address, 48).to_string(), "2001:db8:1::");
+        assert_eq!(client_of(address, 1).to_string(), "::");
     }
 
     #[test]
