@@ -2404,30 +2404,16 @@ def sightengine_type(code, modgate_type):
     return SIGHTENGINE_TYPE_OF[modgate_type]
 
 
-schemas["SightengineErrorEnvelope"] = {
-    "type": "object",
-    "description": (
-        "Every error reply of `/1.0/check.json` and `/1.0/text/check.json`: CompatErrorEnvelope "
-        "with Sightengine's documented `error.type`s, so that code written against Sightengine "
-        "keeps working (the HTTP status and `code` are modgate's)."
-    ),
-    "additionalProperties": False,
-    "required": ["status", "error", "request"],
-    "properties": {
-        "status": {"const": "failure", "description": "Always `failure`."},
-        "error": {
-            "type": "object", "additionalProperties": False,
-            "required": ["type", "code", "message"],
-            "properties": {
-                "type": {"enum": SIGHTENGINE_ERROR_TYPES},
-                "code": {"type": "integer", "format": "int32", "minimum": 0,
-                         "description": "The HTTP status, repeated."},
-                "message": {"type": "string", "description": "What went wrong, in English."},
-            },
-        },
-        "request": sref("CompatRequest"),
-    },
-}
+# CompatErrorEnvelope with ErrorBody's `type` taking Sightengine's values.
+schemas["SightengineErrorEnvelope"] = copy.deepcopy(schemas["CompatErrorEnvelope"])
+schemas["SightengineErrorEnvelope"]["description"] = (
+    "Every error reply of `/1.0/check.json` and `/1.0/text/check.json`: CompatErrorEnvelope "
+    "with Sightengine's documented `error.type`s, so that code written against Sightengine "
+    "keeps working (the HTTP status and `code` are modgate's)."
+)
+schemas["SightengineErrorEnvelope"]["properties"]["error"] = copy.deepcopy(schemas["ErrorBody"])
+schemas["SightengineErrorEnvelope"]["properties"]["error"]["properties"]["type"]["enum"] = (
+    SIGHTENGINE_ERROR_TYPES)
 
 
 def with_sightengine_errors(operation):

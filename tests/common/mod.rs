@@ -527,6 +527,22 @@ pub fn assert_error(
     expected_type: &str,
     compat: bool,
 ) -> String {
+    let schema = if compat {
+        "CompatErrorEnvelope"
+    } else {
+        "ErrorEnvelope"
+    };
+    assert_error_in(schema, status, body, expected_status, expected_type)
+}
+
+/// [`assert_error`] for the envelope `schema`.
+fn assert_error_in(
+    schema: &str,
+    status: u16,
+    body: &Value,
+    expected_status: u16,
+    expected_type: &str,
+) -> String {
     assert_eq!(status, expected_status, "status; body {body}");
     assert_eq!(body["status"], "failure");
     assert_eq!(
@@ -535,14 +551,7 @@ pub fn assert_error(
         "code equals the status: {body}"
     );
     assert_eq!(body["error"]["type"], expected_type, "{body}");
-    assert_schema(
-        if compat {
-            "CompatErrorEnvelope"
-        } else {
-            "ErrorEnvelope"
-        },
-        body,
-    );
+    assert_schema(schema, body);
     body["error"]["message"]
         .as_str()
         .expect("message")
@@ -558,15 +567,13 @@ pub fn assert_sightengine_error(
     expected_status: u16,
     expected_type: &str,
 ) -> String {
-    assert_eq!(status, expected_status, "status; body {body}");
-    assert_eq!(body["status"], "failure");
-    assert_eq!(body["error"]["code"], u64::from(status), "{body}");
-    assert_eq!(body["error"]["type"], expected_type, "{body}");
-    assert_schema("SightengineErrorEnvelope", body);
-    body["error"]["message"]
-        .as_str()
-        .expect("message")
-        .to_owned()
+    assert_error_in(
+        "SightengineErrorEnvelope",
+        status,
+        body,
+        expected_status,
+        expected_type,
+    )
 }
 
 /// A GET with optional headers through ureq; returns status, headers and JSON body.
