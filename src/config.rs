@@ -77,6 +77,12 @@ pub struct ClusterConfig {
     /// [`crate::fleet::shipper::SHIP_CONNECTIONS_DEFAULT_MAX`]; more than the shards are not
     /// opened, since a shard has one batch in flight.
     pub shipping_connections: Option<usize>,
+    /// A node deletes the records of its own journal this long after they were shipped to
+    /// the fleet's table (`journal` in PostgreSQL, which `modgate journal --config` reads and
+    /// `journal prune --config` prunes): 0 deletes them once shipped. A record not shipped
+    /// yet is never deleted.
+    #[serde(default = "default_local_journal_keep_minutes")]
+    pub local_journal_keep_minutes: u32,
 }
 
 fn default_permit_ttl_ms() -> u64 {
@@ -90,6 +96,13 @@ fn default_stale_after_ms() -> u64 {
 fn default_change_log_keep_hours() -> u32 {
     7 * 24
 }
+
+fn default_local_journal_keep_minutes() -> u32 {
+    60
+}
+
+/// `cluster.local_journal_keep_minutes` at most: a year.
+pub const LOCAL_JOURNAL_KEEP_MINUTES_MAX: u32 = 366 * 24 * 60;
 
 impl ClusterConfig {
     /// This node's id: `node_id`, else the host name.
@@ -648,6 +661,13 @@ impl Config {
         if self.plans.is_empty() {
             bail!("at least one plan is needed");
         }
+        if let Some(cluster) = &self.cluster {
+            if cluster.local_journal_keep_minutes > LOCAL_JOURNAL_KEEP_MINUTES_MAX {
+                bail!(
+                    "cluster.local_journal_keep_minutes must be at most {LOCAL_JOURNAL_KEEP_MINUTES_MAX} (a year)"
+                );
+            }
+        }
         if let Some(connections) = self.cluster.as_ref().and_then(|c| c.shipping_connections) {
             if !SHIPPING_CONNECTIONS_RANGE.contains(&connections) {
                 bail!("cluster.shipping_connections must be in {SHIPPING_CONNECTIONS_RANGE:?}");
@@ -835,6 +855,38 @@ mod tests {
             let error = cluster(refused).unwrap_err().to_string();
             assert!(error.contains("cluster.shipping_connections"), "{error}");
         }
+        // A node's own copy of what it shipped: an hour unless said, none to a year.
+        let keep = |line: &str| {
+            let text = format!(
+                "[cluster]\npostgres_url = \"postgres://modgate@127.0.0.1/modgate\"\n{line}\n"
+            );
+            parse(&text, Path::new("fleet.toml")).and_then(|config| {
+                config.validate()?;
+                Ok(config
+                    .cluster
+                    .map(|cluster| cluster.local_journal_keep_minutes))
+            })
+        };
+        assert_eq!(keep("").unwrap(), Some(60));
+        assert_eq!(keep("local_journal_keep_minutes = 0").unwrap(), Some(0));
+        assert_eq!(
+            keep(&format!(
+                "local_journal_keep_minutes = {LOCAL_JOURNAL_KEEP_MINUTES_MAX}"
+            ))
+            .unwrap(),
+            Some(LOCAL_JOURNAL_KEEP_MINUTES_MAX)
+        );
+        let error = keep(&format!(
+            "local_journal_keep_minutes = {}",
+            LOCAL_JOURNAL_KEEP_MINUTES_MAX + 1
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("cluster.local_journal_keep_minutes"),
+            "{error}"
+        );
+        assert!(keep("local_journal_keep_minutes = -1").is_err());
     }
 
     #[test]

@@ -158,11 +158,7 @@ fn keys_made_once_work_on_every_node_and_a_revocation_reaches_them_within_a_seco
         );
     }
     for round in 0..3 {
-        let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
-            .lines()
-            .next()
-            .expect("the key")
-            .to_owned();
+        let key = fleet_key(&config, "acme");
         // `key create` returns once every live node has the key.
         for node in &nodes {
             assert_eq!(
@@ -190,10 +186,7 @@ fn keys_made_once_work_on_every_node_and_a_revocation_reaches_them_within_a_seco
         );
     }
     // Suspension too, and the JSON status agrees on the revision.
-    let (key, _) = {
-        let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"]);
-        (key.lines().next().unwrap().to_owned(), ())
-    };
+    let key = fleet_key(&config, "acme");
     fleet_admin_ok(&config, &["org", "suspend", "acme"]);
     for node in &nodes {
         assert_eq!(status_on(node, &key), 403);
@@ -222,11 +215,7 @@ fn a_node_answers_while_postgres_is_down_and_catches_up_after() {
     let config = migrated(&postgres, dir.path(), ROOMY_PLANS);
     let node = start_node(&postgres, "node-a");
     fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
-    let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
-        .lines()
-        .next()
-        .unwrap()
-        .to_owned();
+    let key = fleet_key(&config, "acme");
     let id = key["mg_live_".len().."mg_live_".len() + 12].to_owned();
     postgres.stop();
     // The node keeps answering from what it applied, and says it is getting stale.
@@ -287,11 +276,7 @@ fn journals_ship_to_one_table_exactly_once_even_across_a_kill() {
     let mut a = Server::start_with(node_options("node-a"));
     let b = Server::start_with(node_options("node-b"));
     fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
-    let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
-        .lines()
-        .next()
-        .unwrap()
-        .to_owned();
+    let key = fleet_key(&config, "acme");
     let mut answered = Vec::new();
     for n in 0..30 {
         answered.push(check_text(&a, &key, n));
@@ -377,6 +362,89 @@ fn journals_ship_to_one_table_exactly_once_even_across_a_kill() {
     assert_eq!(shipping("node-b"), "1");
 }
 
+/// The records of a node's own journal, read from its data directory (the staged ones too).
+fn local_journal(node: &Server) -> Vec<serde_json::Value> {
+    node.admin_ok(&["journal", "--json"])
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn table_count(postgres: &Postgres) -> usize {
+    postgres
+        .psql("SELECT count(*) FROM journal")
+        .parse()
+        .unwrap()
+}
+
+/// Waits up to `seconds` for `done`, saying `what` if it never is.
+fn wait_for(seconds: u64, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A node deletes its own copies of the records it shipped (here at once:
+/// `local_journal_keep_minutes = 0`), so that its journal does not grow until its map is
+/// full, and never one it has not shipped: those stay while PostgreSQL is down, and go once
+/// they are in the table.
+#[test]
+fn a_node_prunes_what_it_shipped_and_keeps_what_it_has_not() {
+    let mut postgres = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = migrated(&postgres, dir.path(), ROOMY_PLANS);
+    let node = Server::start_with(Options {
+        cores: Some(1),
+        config: cluster_config(&postgres, "node-a") + "local_journal_keep_minutes = 0\n",
+        ..Options::default()
+    });
+    fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
+    let key = fleet_key(&config, "acme");
+    for n in 0..20 {
+        check_text(&node, &key, n);
+    }
+    wait_for(15, "the first 20 records were not shipped", || {
+        table_count(&postgres) == 20
+    });
+    wait_for(
+        15,
+        "the shipped records stayed in the node's journal",
+        || local_journal(&node).is_empty(),
+    );
+    // PostgreSQL down: what is answered meanwhile stays in the node's journal through
+    // several passes of the prune (one a second here).
+    postgres.stop();
+    let unshipped: Vec<String> = (20..25).map(|n| check_text(&node, &key, n)).collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let kept: Vec<String> = local_journal(&node)
+        .iter()
+        .map(|record| record["request_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kept, unshipped, "the unshipped records, all of them");
+    postgres.restart();
+    wait_for(
+        20,
+        "the records answered while PostgreSQL was down were not shipped",
+        || table_count(&postgres) == 25,
+    );
+    wait_for(
+        15,
+        "the records shipped late stayed in the node's journal",
+        || local_journal(&node).is_empty(),
+    );
+    let listed = fleet_admin_ok(&config, &["journal"]);
+    for id in &unshipped {
+        assert!(listed.contains(id.as_str()), "{id} missing from the table");
+    }
+    assert_eq!(
+        node.scrape()
+            .value("modgate_journal_pruned_records_total", &[]),
+        Some(25.0)
+    );
+}
+
 /// A control plane restored from an older backup (its revisions behind what a node applied):
 /// the node takes a snapshot instead of waiting for revisions it has already passed, so a
 /// change made after the restore reaches it and what the restore took away is gone from it.
@@ -402,8 +470,7 @@ fn restored_control_plane_is_followed(next_revision: i64) {
     fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
     let mut old_keys = Vec::new();
     for _ in 0..3 {
-        let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"]);
-        old_keys.push(key.lines().next().unwrap().to_owned());
+        old_keys.push(fleet_key(&config, "acme"));
     }
     assert_eq!(status_on(&node, &old_keys[0]), 200);
     // The "restore": an empty control plane with its revisions starting over.
@@ -412,11 +479,7 @@ fn restored_control_plane_is_followed(next_revision: i64) {
     ));
     fleet_admin_ok(&config, &["db", "migrate"]);
     fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
-    let key = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
-        .lines()
-        .next()
-        .unwrap()
-        .to_owned();
+    let key = fleet_key(&config, "acme");
     let deadline = Instant::now() + Duration::from_secs(10);
     while status_on(&node, &key) != 200 {
         assert!(
@@ -452,11 +515,7 @@ fn the_change_log_is_pruned_and_a_node_back_after_the_retention_misses_nothing()
     };
     let mut node_b = start_b();
     fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
-    let first = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
-        .lines()
-        .next()
-        .unwrap()
-        .to_owned();
+    let first = fleet_key(&config, "acme");
     assert_eq!(status_on(&node_b, &first), 200);
     // Node b goes down (and is seen as down), then the fleet changes without it.
     node_b.kill();
@@ -470,11 +529,7 @@ fn the_change_log_is_pruned_and_a_node_back_after_the_retention_misses_nothing()
             &first["mg_live_".len().."mg_live_".len() + 12],
         ],
     );
-    let second = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
-        .lines()
-        .next()
-        .unwrap()
-        .to_owned();
+    let second = fleet_key(&config, "acme");
     // Every change but the latest is now past the retention (7 days by default).
     postgres.psql(
         "UPDATE control_changes SET changed_at = now() - interval '8 days'
@@ -486,11 +541,7 @@ fn the_change_log_is_pruned_and_a_node_back_after_the_retention_misses_nothing()
         .parse()
         .unwrap();
     assert!(revisions_before >= 4, "{revisions_before}");
-    let third = fleet_admin_ok(&config, &["key", "create", "--org", "acme"])
-        .lines()
-        .next()
-        .unwrap()
-        .to_owned();
+    let third = fleet_key(&config, "acme");
     // What node a (the one live node) had applied, and the new revision, are all that is left.
     assert_eq!(
         postgres

@@ -86,11 +86,7 @@ impl Fleet {
             args.extend_from_slice(limits);
             fleet_admin_ok(&self.config, &args);
         }
-        fleet_admin_ok(&self.config, &["key", "create", "--org", org])
-            .lines()
-            .next()
-            .unwrap()
-            .to_owned()
+        fleet_key(&self.config, org)
     }
 }
 

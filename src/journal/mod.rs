@@ -247,6 +247,11 @@ struct StagingState {
 pub const INLINE_COMMIT_SLOW: Duration = Duration::from_millis(2);
 pub const INLINE_PAUSE: Duration = Duration::from_secs(5);
 
+/// Records one transaction of a prune of shipped records deletes at most (about a
+/// millisecond of the writer's lock), and the pause between two of them.
+pub const PRUNE_SLICE_RECORDS_MAX: usize = 1_000;
+pub const PRUNE_SLICE_PAUSE: Duration = Duration::from_millis(5);
+
 /// How often a failing journal tries a commit of its own (so that it recovers even when no
 /// check arrives, as happens once `/health` has turned traffic away).
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
@@ -276,9 +281,10 @@ impl Journal {
     ) -> anyhow::Result<Rc<Journal>> {
         let no_sync = matches!(config.sync, SyncPolicy::Interval(_));
         let (env, db) = open_env(&shard_dir(data_dir, shard), config.map_bytes, no_sync)?;
-        let charges = charges::ChargeCounts::open(&env, db, crate::clock::Clock::System.now_ms())?;
+        let now_ms = crate::clock::Clock::System.now_ms();
+        let charges = charges::ChargeCounts::open(&env, db, now_ms)?;
         let ship = if config.ship {
-            let (index, next) = shipping::ShipIndex::open(&env)?;
+            let (index, next) = shipping::ShipIndex::open(&env, now_ms)?;
             let shipped = index.shipped(&env)?;
             Some(ShipState {
                 index,
@@ -758,6 +764,42 @@ impl Journal {
             .await?;
         ship.shipped.set(seq);
         Ok(())
+    }
+
+    /// In a fleet: deletes the records shipped to the fleet's table whose request ids are
+    /// before `before_ms` (never one not shipped yet), in slices of
+    /// [`PRUNE_SLICE_RECORDS_MAX`], each its own short write transaction on the blocking pool,
+    /// with [`PRUNE_SLICE_PAUSE`] between them so that the checks' commits go in between.
+    /// Returns how many. Nothing on a single node.
+    pub async fn prune_shipped(&self, before_ms: i64) -> anyhow::Result<usize> {
+        let Some(ship) = &self.ship else {
+            return Ok(0);
+        };
+        let index = ship.index;
+        let env = self.env.clone();
+        let mut floor = glommio::executor()
+            .spawn_blocking(move || index.unshipped_floor(&env))
+            .await?;
+        let before: std::sync::Arc<str> = query::id_floor(before_ms).into();
+        let mut deleted = 0;
+        loop {
+            let (env, db, before) = (self.env.clone(), self.db, before.clone());
+            let (slice, back) = glommio::executor()
+                .spawn_blocking(move || {
+                    let slice =
+                        index.prune_shipped(&env, db, &before, &mut floor, PRUNE_SLICE_RECORDS_MAX);
+                    (slice, floor)
+                })
+                .await;
+            floor = back;
+            let slice = slice?;
+            deleted += slice;
+            self.metrics.journal_pruned(slice);
+            if slice < PRUNE_SLICE_RECORDS_MAX {
+                return Ok(deleted);
+            }
+            glommio::timer::sleep(PRUNE_SLICE_PAUSE).await;
+        }
     }
 
     /// Records committed and not shipped yet (0 on a single node).

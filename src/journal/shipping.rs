@@ -9,6 +9,8 @@
 //! after the fleet's table has the batch, and a resend after a crash is a no-op there (the
 //! request id is its key).
 
+use std::ops::Bound;
+
 use heed::byteorder::BigEndian;
 use heed::types::{Bytes, Str, U64};
 use heed::{Database, Env, RwTxn};
@@ -110,17 +112,113 @@ fn as_json(value: &[u8]) -> Result<(JournalRecord<'static>, String), String> {
     Ok((record, json))
 }
 
+/// The key of `meta` under which the time (ms) from which records are known to have been
+/// numbered for shipping is kept: only records from then on are pruned once shipped.
+const PRUNE_FROM_KEY: &str = "prune_from";
+
+/// What a prune of shipped records may not reach: the smallest request id among the records
+/// not shipped yet, as far as the index has been read (sequence numbers up to `read_through`).
+/// Read once a pass ([`ShipIndex::unshipped_floor`]), then brought up to date by each of the
+/// pass's transactions, which read only what was committed since.
+#[derive(Debug, Default)]
+pub struct UnshippedFloor {
+    smallest: Option<String>,
+    read_through: u64,
+}
+
+impl UnshippedFloor {
+    fn see(&mut self, seq: u64, request_id: &str) {
+        if self
+            .smallest
+            .as_deref()
+            .is_none_or(|smallest| request_id < smallest)
+        {
+            self.smallest = Some(request_id.to_owned());
+        }
+        self.read_through = self.read_through.max(seq);
+    }
+}
+
 impl ShipIndex {
-    /// Opens (creating) the index in `env`; returns it and the next sequence number.
-    pub fn open(env: &Env) -> anyhow::Result<(ShipIndex, u64)> {
+    /// Opens (creating) the index in `env`; returns it and the next sequence number. The
+    /// first open also records `now_ms` as the time from which shipped records may be pruned:
+    /// records written before (by a single node, or by a build that did not keep that time)
+    /// may be in no fleet's table, so they are left to `modgate journal prune`.
+    pub fn open(env: &Env, now_ms: i64) -> anyhow::Result<(ShipIndex, u64)> {
         let mut txn = env.write_txn()?;
         let index = ShipIndex {
             order: env.create_database(&mut txn, Some("commit_order"))?,
             meta: env.create_database(&mut txn, Some("shipping"))?,
         };
+        if index.meta.get(&txn, PRUNE_FROM_KEY)?.is_none() {
+            index
+                .meta
+                .put(&mut txn, PRUNE_FROM_KEY, &(now_ms.max(0) as u64))?;
+        }
         let next = index.next_in(&txn)?;
         txn.commit()?;
         Ok((index, next))
+    }
+
+    /// The smallest request id among the records not shipped yet (a read of every one of
+    /// them, which does not hold up commits): the bound of a pass of
+    /// [`ShipIndex::prune_shipped`].
+    pub fn unshipped_floor(&self, env: &Env) -> heed::Result<UnshippedFloor> {
+        let txn = env.read_txn()?;
+        let from = self.meta.get(&txn, "shipped")?.unwrap_or(0) + 1;
+        let mut floor = UnshippedFloor::default();
+        for entry in self.order.range(&txn, &(from..))? {
+            let (seq, request_id) = entry?;
+            floor.see(seq, request_id);
+        }
+        Ok(floor)
+    }
+
+    /// Deletes up to `max` records whose request ids are before `before`, and before every
+    /// record not shipped yet (`floor`, brought up to date in this transaction with what was
+    /// committed since it was read), and not before the time this index began; returns how
+    /// many. A record not shipped yet is never deleted.
+    pub fn prune_shipped(
+        &self,
+        env: &Env,
+        records: Database<Str, Bytes>,
+        before: &str,
+        floor: &mut UnshippedFloor,
+        max: usize,
+    ) -> heed::Result<usize> {
+        let mut txn = env.write_txn()?;
+        for entry in self.order.range(&txn, &(floor.read_through + 1..))? {
+            let (seq, request_id) = entry?;
+            floor.see(seq, request_id);
+        }
+        let from_ms = self.meta.get(&txn, PRUNE_FROM_KEY)?.unwrap_or(u64::MAX);
+        let from = super::query::id_floor(from_ms.min(i64::MAX as u64) as i64);
+        let mut until = before;
+        if let Some(smallest) = floor.smallest.as_deref() {
+            until = until.min(smallest);
+        }
+        if from.as_str() >= until || max == 0 {
+            return Ok(0);
+        }
+        let range = (Bound::Included(from.as_str()), Bound::Excluded(until));
+        // The `max`th key, if there are that many: the slice ends there.
+        let last = records
+            .range(&txn, &range)?
+            .nth(max - 1)
+            .transpose()?
+            .map(|(key, _)| key.to_owned());
+        let deleted = match last {
+            Some(last) => records.delete_range(
+                &mut txn,
+                &(
+                    Bound::Included(from.as_str()),
+                    Bound::Included(last.as_str()),
+                ),
+            )?,
+            None => records.delete_range(&mut txn, &range)?,
+        };
+        txn.commit()?;
+        Ok(deleted)
     }
 
     /// The next sequence number, as of `txn`.
@@ -276,7 +374,7 @@ mod tests {
     fn a_batch_is_full_only_when_more_records_wait() {
         let dir = tempfile::tempdir().unwrap();
         let (env, db) = open_env(dir.path(), 1 << 26, true).unwrap();
-        let (index, first) = ShipIndex::open(&env).unwrap();
+        let (index, first) = ShipIndex::open(&env, 0).unwrap();
         let ids: Vec<String> = (0..=SHIP_BATCH_RECORDS_MAX)
             .map(|n| format!("r{n:05}"))
             .collect();
@@ -298,11 +396,122 @@ mod tests {
         assert!(!rest.full);
     }
 
+    /// Commits one record per id into `db`, numbered for shipping from `first`.
+    fn commit(env: &Env, db: Database<Str, Bytes>, index: ShipIndex, first: u64, ids: &[&str]) {
+        let mut txn = env.write_txn().unwrap();
+        for id in ids {
+            let record = record(id, "acme", None);
+            let bytes = RecordCodec::bytes_encode(&record).unwrap();
+            db.put(&mut txn, id, &bytes).unwrap();
+        }
+        index.append(&mut txn, first, ids).unwrap();
+        txn.commit().unwrap();
+    }
+
+    fn keys(env: &Env, db: Database<Str, Bytes>) -> Vec<String> {
+        let txn = env.read_txn().unwrap();
+        db.iter(&txn)
+            .unwrap()
+            .map(|entry| entry.unwrap().0.to_owned())
+            .collect()
+    }
+
+    /// The request id of millisecond `ms`, told apart by `n`.
+    fn id_at(ms: i64, n: u8) -> String {
+        crate::request_id::RequestIdGen::new(n, 0)
+            .next(ms as u64)
+            .as_str()
+            .to_owned()
+    }
+
+    #[test]
+    fn a_prune_deletes_shipped_records_before_the_cutoff_and_never_an_unshipped_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (env, db) = open_env(dir.path(), 1 << 24, true).unwrap();
+        // Records before the index began (a single node's) are not the prune's.
+        let before_fleet = id_at(500, 0);
+        {
+            let mut txn = env.write_txn().unwrap();
+            let record = record(&before_fleet, "acme", None);
+            let bytes = RecordCodec::bytes_encode(&record).unwrap();
+            db.put(&mut txn, &before_fleet, &bytes).unwrap();
+            txn.commit().unwrap();
+        }
+        let (index, first) = ShipIndex::open(&env, 1_000).unwrap();
+        // Five records at 1, 2, 3, 4 and 5 seconds; the first three shipped.
+        let ids: Vec<String> = (1..=5).map(|s| id_at(s * 1_000, s as u8)).collect();
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        commit(&env, db, index, first, &refs);
+        index.set_shipped(&env, first + 2).unwrap();
+        // A cutoff past every record deletes the shipped ones only, in slices of two.
+        let cutoff = crate::journal::query::id_floor(10_000);
+        let mut floor = index.unshipped_floor(&env).unwrap();
+        assert_eq!(
+            index
+                .prune_shipped(&env, db, &cutoff, &mut floor, 2)
+                .unwrap(),
+            2
+        );
+        assert_eq!(
+            index
+                .prune_shipped(&env, db, &cutoff, &mut floor, 2)
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            index
+                .prune_shipped(&env, db, &cutoff, &mut floor, 2)
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            keys(&env, db),
+            [before_fleet.clone(), ids[3].clone(), ids[4].clone()]
+        );
+        // A check that began at 1.5 s commits after the floor was read, and is not shipped:
+        // the next transaction reads it and leaves it, and what is after it.
+        index.set_shipped(&env, first + 4).unwrap();
+        let mut floor = index.unshipped_floor(&env).unwrap();
+        let late = id_at(1_500, 9);
+        commit(&env, db, index, first + 5, &[&late]);
+        assert_eq!(
+            index
+                .prune_shipped(&env, db, &cutoff, &mut floor, 10)
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            keys(&env, db),
+            [
+                before_fleet.clone(),
+                late.clone(),
+                ids[3].clone(),
+                ids[4].clone()
+            ]
+        );
+        // Shipped, it goes; a cutoff at 4.5 s keeps the record of 5 s.
+        index.set_shipped(&env, first + 5).unwrap();
+        let mut floor = index.unshipped_floor(&env).unwrap();
+        let cutoff = crate::journal::query::id_floor(4_500);
+        assert_eq!(
+            index
+                .prune_shipped(&env, db, &cutoff, &mut floor, 10)
+                .unwrap(),
+            2
+        );
+        assert_eq!(keys(&env, db), [before_fleet, ids[4].clone()]);
+        // The time the index began is kept across opens.
+        drop(floor);
+        let (index, _) = ShipIndex::open(&env, 9_000).unwrap();
+        let txn = env.read_txn().unwrap();
+        assert_eq!(index.meta.get(&txn, PRUNE_FROM_KEY).unwrap(), Some(1_000));
+    }
+
     #[test]
     fn unshipped_charges_are_the_charged_ids_after_the_shipped_position() {
         let dir = tempfile::tempdir().unwrap();
         let (env, db) = open_env(dir.path(), 1 << 22, true).unwrap();
-        let (index, first) = ShipIndex::open(&env).unwrap();
+        let (index, first) = ShipIndex::open(&env, 0).unwrap();
         let records = [
             record("r1", "acme", None),
             record("r2", "acme", None),

@@ -577,7 +577,7 @@ fn drain(
     let charges = ChargeCounts::open(&env, records, crate::clock::Clock::System.now_ms())?;
     let marks = open_marks(&env)?;
     let order = match ship {
-        true => Some(ShipIndex::open(&env)?.0),
+        true => Some(ShipIndex::open(&env, crate::clock::Clock::System.now_ms())?.0),
         false => None,
     };
     let disk = DiskJournal {

@@ -496,6 +496,17 @@ pub fn render(snapshots: &[ShardSnapshot], process: &ProcessInfo) -> String {
     );
     family(
         &mut out,
+        "modgate_journal_pruned_records_total",
+        "counter",
+        "Journal records deleted on this node once shipped to the fleet's table and older than cluster.local_journal_keep_minutes.",
+    );
+    let _ = writeln!(
+        out,
+        "modgate_journal_pruned_records_total {}",
+        sum.journal_pruned
+    );
+    family(
+        &mut out,
         "modgate_journal_commit_records",
         "histogram",
         "Records per journal commit.",

@@ -100,6 +100,9 @@ pub struct Counters {
     pub journal_commit_records: Histogram<10>,
     pub journal_commit_seconds: Histogram<14>,
     pub journal_fsync_seconds: Histogram<14>,
+    /// Records deleted from the journal once shipped to a fleet's table and older than
+    /// `cluster.local_journal_keep_minutes`.
+    pub journal_pruned: u64,
     pub download_bytes: u64,
     pub downloads_ok: u64,
     /// Refused downloads by reason (`Refusal::ALL` order).
@@ -125,6 +128,7 @@ impl Default for Counters {
             journal_commit_records: Histogram::default(),
             journal_commit_seconds: Histogram::default(),
             journal_fsync_seconds: Histogram::default(),
+            journal_pruned: 0,
             download_bytes: 0,
             downloads_ok: 0,
             download_refusals: [0; Refusal::ALL.len()],
@@ -166,6 +170,7 @@ impl Counters {
         self.journal_commit_seconds
             .add(&other.journal_commit_seconds);
         self.journal_fsync_seconds.add(&other.journal_fsync_seconds);
+        self.journal_pruned += other.journal_pruned;
         self.download_bytes += other.download_bytes;
         self.downloads_ok += other.downloads_ok;
         add_all(&mut self.download_refusals, &other.download_refusals);
@@ -375,6 +380,13 @@ impl Metrics {
                 .borrow_mut()
                 .journal_fsync_seconds
                 .observe(&STORAGE_BOUNDS_US, us);
+        }
+    }
+
+    /// Records deleted from the journal once shipped.
+    pub fn journal_pruned(&self, records: usize) {
+        if self.enabled {
+            self.counters.borrow_mut().journal_pruned += records as u64;
         }
     }
 

@@ -390,6 +390,10 @@ pub async fn run(
         shipper.backlog.report(charges);
         spawn_essential(&state, index, ship_journal(journal, shipper, index))
     });
+    let pruning = config.cluster.as_ref().map(|cluster| {
+        let keep = Duration::from_secs(u64::from(cluster.local_journal_keep_minutes) * 60);
+        spawn_essential(&state, index, prune_shipped_journal(shard.clone(), keep))
+    });
     let scrapes = {
         let shard = shard.clone();
         let mailbox = state.metrics.register();
@@ -482,6 +486,7 @@ pub async fn run(
         );
     }
     drop(shipping);
+    drop(pruning);
     drop(watcher);
     drop(janitor);
     drop(scrapes);
@@ -528,6 +533,41 @@ async fn ship_journal(journal: Rc<Journal>, shipper: Shipper, shard: usize) {
             glommio::timer::sleep(SHIP_LINGER).await;
         }
     }
+}
+
+/// Deletes the shard's journal records once shipped to the fleet's table and older than
+/// `keep` (by their request ids' time), every [`local_prune_interval`]: the table is the
+/// fleet's journal, and the local copy would otherwise grow until its map is full.
+async fn prune_shipped_journal(shard: Rc<Shard>, keep: Duration) {
+    let every = local_prune_interval(keep);
+    loop {
+        glommio::timer::sleep(every).await;
+        let before_ms = shard
+            .api
+            .now_ms()
+            .saturating_sub(i64::try_from(keep.as_millis()).unwrap_or(i64::MAX));
+        match shard.api.journal.prune_shipped(before_ms).await {
+            Ok(0) => {}
+            Ok(deleted) => {
+                tracing::debug!(
+                    shard = shard.index,
+                    deleted,
+                    "shipped journal records pruned"
+                )
+            }
+            Err(error) => tracing::warn!(
+                shard = shard.index,
+                error = format!("{error:#}"),
+                "pruning shipped journal records failed; the next pass tries again"
+            ),
+        }
+    }
+}
+
+/// How often a shard prunes what it shipped: a sixth of what it keeps, between a second and
+/// a minute (so that the journal holds at most about `keep` and a sixth of records).
+pub fn local_prune_interval(keep: Duration) -> Duration {
+    (keep / 6).clamp(Duration::from_secs(1), Duration::from_secs(60))
 }
 
 /// Starts the shard's model worker (if a model runtime is there) and waits until its

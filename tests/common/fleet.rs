@@ -32,6 +32,15 @@ pub fn fleet_admin_ok(config: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).expect("utf-8")
 }
 
+/// A new key of `org` (`modgate key create`, which returns once every live node has it).
+pub fn fleet_key(config: &std::path::Path, org: &str) -> String {
+    fleet_admin_ok(config, &["key", "create", "--org", org])
+        .lines()
+        .next()
+        .expect("the key on the first line")
+        .to_owned()
+}
+
 /// The plans of the fleet tests: limits no test reaches unless it sets its own.
 pub const ROOMY_PLANS: &str = "\n[plans.free]\nrate_per_s = 100000\nrate_burst = 100000\nconcurrent_max = 1000\nquota_per_month = 1000000000\n";
 
