@@ -46,6 +46,16 @@ impl RequestId {
     }
 }
 
+/// The Unix milliseconds a written id was stamped with (its first ten characters), if `text`
+/// starts like an id.
+pub fn unix_ms_of(text: &str) -> Option<i64> {
+    let head = text.as_bytes().get(..10)?;
+    head.iter().try_fold(0i64, |ms, &b| {
+        let digit = ALPHABET.iter().position(|&a| a == b)?;
+        Some(ms * 32 + digit as i64)
+    })
+}
+
 impl std::fmt::Debug for RequestId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -130,10 +140,12 @@ mod tests {
         let id = generator.next(1_700_000_000_123);
         assert_eq!(id.unix_ms(), 1_700_000_000_123);
         // The first ten characters hold them: the id as written says the same.
-        let from_text = id.as_str()[..10].bytes().fold(0i64, |ms, b| {
-            ms * 32 + ALPHABET.iter().position(|&a| a == b).unwrap() as i64
-        });
+        let from_text = unix_ms_of(id.as_str()).unwrap();
         assert_eq!(from_text, 1_700_000_000_123);
+        assert_eq!(unix_ms_of("0000000001"), Some(1));
+        assert_eq!(unix_ms_of("~probe"), None);
+        assert_eq!(unix_ms_of("000000000U"), None, "not in the alphabet");
+        assert_eq!(unix_ms_of(""), None);
     }
 
     #[test]

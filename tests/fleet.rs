@@ -445,6 +445,46 @@ fn a_node_prunes_what_it_shipped_and_keeps_what_it_has_not() {
     );
 }
 
+/// A node restarted on fewer cores: what the shards it no longer runs had not shipped is
+/// shipped all the same (before, it stayed in their journals for good).
+#[test]
+fn a_node_restarted_on_fewer_cores_ships_what_its_other_shards_had_not() {
+    let mut postgres = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = migrated(&postgres, dir.path(), ROOMY_PLANS);
+    let data = dir.path().join("node-a");
+    std::fs::create_dir_all(&data).unwrap();
+    let node_config = cluster_config(&postgres, "node-a");
+    let options = |cores| Options {
+        cores: Some(cores),
+        config: node_config.clone(),
+        data: Some(data.clone()),
+        ..Options::default()
+    };
+    let mut node = Server::start_with(options(2));
+    fleet_admin_ok(&config, &["org", "create", "acme", "--plan", "free"]);
+    let key = fleet_key(&config, "acme");
+    let mut answered = vec![check_text(&node, &key, 0)];
+    // PostgreSQL down: nothing ships; the checks, each on a connection of its own, spread
+    // over both shards. Killed, the node leaves them in its two journals.
+    postgres.stop();
+    for n in 1..25 {
+        answered.push(check_text(&node, &key, n));
+    }
+    node.kill();
+    postgres.restart();
+    let _node = Server::start_with(options(1));
+    wait_for(
+        20,
+        "the records of the shard not run were not shipped",
+        || table_count(&postgres) == answered.len(),
+    );
+    let listed = fleet_admin_ok(&config, &["journal"]);
+    for id in &answered {
+        assert!(listed.contains(id.as_str()), "{id} missing from the table");
+    }
+}
+
 /// A control plane restored from an older backup (its revisions behind what a node applied):
 /// the node takes a snapshot instead of waiting for revisions it has already passed, so a
 /// change made after the restore reaches it and what the restore took away is gone from it.

@@ -85,12 +85,13 @@ pub fn connections(shipping_connections: Option<usize>, shards: usize) -> usize 
 /// The batches waiting for a connection, shared by the connections' loops.
 type Queue = Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<Batch>>>;
 
-/// Starts the shipping thread for `shards` shards.
-pub fn spawn(cluster: ClusterConfig, shards: usize) -> anyhow::Result<Shipper> {
+/// Starts the shipping thread for `shards` shards, and `left` journals of shards this run
+/// does not have ([`ship_left_journals`]), which report their backlog too.
+pub fn spawn(cluster: ClusterConfig, shards: usize, left: usize) -> anyhow::Result<Shipper> {
     let (batches, queue) = tokio::sync::mpsc::unbounded_channel::<Batch>();
     let queue: Queue = Arc::new(tokio::sync::Mutex::new(queue));
     let unshipped = Arc::new((0..shards).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
-    let backlog = Arc::new(super::quota::Backlog::new(shards));
+    let backlog = Arc::new(super::quota::Backlog::new(shards + left));
     let connections = connections(cluster.shipping_connections, shards);
     super::spawn_engine_thread("modgate-ship", move || async move {
         let node_id: Arc<str> = cluster.node_id().into();
@@ -202,6 +203,98 @@ async fn insert(
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// The journals of shards this run does not have (`journal/shard-N` with N past the last
+/// shard: a node restarted on fewer cores), by shard number.
+pub fn left_journals(
+    data_dir: &std::path::Path,
+    shards: usize,
+) -> anyhow::Result<Vec<(usize, std::path::PathBuf)>> {
+    Ok(crate::journal::query::shard_dirs(data_dir)?
+        .into_iter()
+        .filter_map(|dir| {
+            let shard = dir
+                .file_name()?
+                .to_str()?
+                .strip_prefix("shard-")?
+                .parse()
+                .ok()?;
+            (shard >= shards).then_some((shard, dir))
+        })
+        .collect())
+}
+
+/// What [`left_journals`] hold and had not shipped: their charges go to the quota's
+/// reconciliation now (before any shard serves), and a thread of their own ships their
+/// records, as their shards would have, until none is left. Their local copies stay (to
+/// `modgate journal prune` on the node's data directory).
+pub fn ship_left_journals(
+    shipper: &Shipper,
+    journals: Vec<(usize, std::path::PathBuf)>,
+    map_bytes: usize,
+) -> anyhow::Result<()> {
+    let mut opened = Vec::with_capacity(journals.len());
+    for (shard, dir) in journals {
+        let (env, records) = crate::journal::open_env(&dir, map_bytes, true)?;
+        let now_ms = crate::clock::Clock::System.now_ms();
+        let (index, _) = crate::journal::shipping::ShipIndex::open(&env, records, now_ms)?;
+        let charges = index.unshipped_charges(&env, records, super::quota::BACKLOG_IDS_MAX);
+        shipper.backlog.report(charges.ok().flatten());
+        opened.push((shard, env, records, index));
+    }
+    if opened.is_empty() {
+        return Ok(());
+    }
+    let shipper = shipper.clone();
+    std::thread::Builder::new()
+        .name("modgate-ship-left".into())
+        .spawn(move || {
+            for (shard, env, records, index) in opened {
+                let shipped = futures_lite::future::block_on(ship_all(
+                    &shipper, shard, &env, records, index,
+                ));
+                match shipped {
+                    Ok(0) => {}
+                    Ok(count) => tracing::info!(
+                        shard,
+                        records = count,
+                        "the journal of a shard this run does not have is shipped"
+                    ),
+                    Err(error) => tracing::error!(
+                        shard,
+                        error = format!("{error:#}"),
+                        "shipping the journal of a shard this run does not have failed; the next start tries again"
+                    ),
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// Ships everything `index` has not shipped, a batch at a time, retrying a batch the table
+/// did not take every [`SHIP_INTERVAL`]; returns how many records went.
+async fn ship_all(
+    shipper: &Shipper,
+    shard: usize,
+    env: &heed::Env,
+    records: heed::Database<heed::types::Str, heed::types::Bytes>,
+    index: crate::journal::shipping::ShipIndex,
+) -> anyhow::Result<usize> {
+    let mut count = 0;
+    loop {
+        let batch = index.unshipped(env, records)?;
+        if batch.last_seq == 0 {
+            return Ok(count);
+        }
+        let (last, len) = (batch.last_seq, batch.len());
+        if shipper.ship(shard, batch).await {
+            index.set_shipped(env, last)?;
+            count += len;
+        } else {
+            std::thread::sleep(SHIP_INTERVAL);
+        }
+    }
 }
 
 /// `modgate journal` on a fleet: the table's records matching `filter`, in time order.

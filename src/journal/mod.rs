@@ -232,12 +232,29 @@ pub struct Journal {
 
 /// A shard's staging: its environment, the next sequence number, and the disk journal's mark.
 struct StagingState {
-    staged: staging::Staged,
+    /// `None` while it is made anew ([`Journal::renew_staging`]): commits go to the disk.
+    staged: RefCell<Option<staging::Staged>>,
     dir: PathBuf,
     next: Cell<u64>,
     marks: Database<Str, heed::types::U64<heed::byteorder::BigEndian>>,
     /// Records staged since the mover last emptied the staging.
     unmoved: Cell<u64>,
+    /// When a commit last found the tmpfs full and was logged ([`Journal::staging_full`]).
+    full_logged_at: Cell<Option<Instant>>,
+    /// A commit found the tmpfs full since staging was last made anew.
+    overflowed: Cell<bool>,
+    /// A commit into staging is under way (its records are not in the disk journal yet).
+    committing: Cell<bool>,
+}
+
+/// Where a commit's records went.
+enum Committed {
+    Staged,
+    /// Into the disk journal, without staging or past a full one; in a fleet, with the
+    /// commit-order number after them.
+    Disk {
+        next_order: Option<u64>,
+    },
 }
 
 /// A commit into the disk journal on the shard's own thread that took longer than this (the
@@ -251,6 +268,9 @@ pub const INLINE_PAUSE: Duration = Duration::from_secs(5);
 /// millisecond of the writer's lock), and the pause between two of them.
 pub const PRUNE_SLICE_RECORDS_MAX: usize = 1_000;
 pub const PRUNE_SLICE_PAUSE: Duration = Duration::from_millis(5);
+/// A prune pass first reads every record not shipped yet (none of them may go); past this
+/// many (PostgreSQL down for long), it waits for a pass with fewer.
+pub const PRUNE_UNSHIPPED_READ_MAX: u64 = 1_000_000;
 
 /// How often a failing journal tries a commit of its own (so that it recovers even when no
 /// check arrives, as happens once `/health` has turned traffic away).
@@ -284,7 +304,7 @@ impl Journal {
         let now_ms = crate::clock::Clock::System.now_ms();
         let charges = charges::ChargeCounts::open(&env, db, now_ms)?;
         let ship = if config.ship {
-            let (index, next) = shipping::ShipIndex::open(&env, now_ms)?;
+            let (index, next) = shipping::ShipIndex::open(&env, db, now_ms)?;
             let shipped = index.shipped(&env)?;
             Some(ShipState {
                 index,
@@ -292,6 +312,7 @@ impl Journal {
                 shipped: Cell::new(shipped),
             })
         } else {
+            shipping::forget_prune_from(&env)?;
             None
         };
         let staging = match (&config.staging, config.sync) {
@@ -314,11 +335,14 @@ impl Journal {
                 }
                 let next = staging::next_seq(&staged, staging::moved(&env, marks)?)?;
                 Some(StagingState {
-                    staged,
+                    staged: RefCell::new(Some(staged)),
                     dir,
                     next: Cell::new(next),
                     marks,
                     unmoved: Cell::new(0),
+                    full_logged_at: Cell::new(None),
+                    overflowed: Cell::new(false),
+                    committing: Cell::new(false),
                 })
             }
             _ => None,
@@ -487,21 +511,32 @@ impl Journal {
             // Sequence numbers in commit order, taken only once the commit succeeded (a failed
             // commit wrote nothing, so its numbers are given again).
             let order = self.ship.as_ref().map(|ship| (ship.index, ship.next.get()));
-            let staged = self
-                .staging
-                .as_ref()
-                .map(|staging| (staging.staged.clone(), staging.next.get()));
-            let commit = move || -> heed::Result<()> {
+            let staged = self.staging.as_ref().and_then(|staging| {
+                let staged = staging.staged.borrow().clone()?;
+                staging.committing.set(true);
+                Some((staged, staging.next.get()))
+            });
+            let commit = move || -> heed::Result<Committed> {
                 if let Some((staged, first)) = staged {
-                    return stage(&staged, first, &records);
+                    match stage(&staged, first, &records) {
+                        // Staging is full (the disk was slow for long, or the tmpfs is
+                        // small): the disk journal takes the records, as without staging.
+                        Err(error) if staging::is_full(&error) => {}
+                        staged => return staged.map(|()| Committed::Staged),
+                    }
                 }
                 let mut txn = env.write_txn()?;
                 for (key, value, _) in &records {
                     db.put(&mut txn, key, value)?;
                 }
-                if let Some((index, first)) = order {
+                let mut next_order = None;
+                if let Some((index, _)) = order {
+                    // Numbered in the transaction: a staging move may have numbered records
+                    // since the shard's count was read.
+                    let first = index.next_in(&txn)?;
                     let keys: Vec<&str> = records.iter().map(|(key, ..)| key.as_str()).collect();
                     index.append(&mut txn, first, &keys)?;
+                    next_order = Some(first + keys.len() as u64);
                 }
                 let charged: Vec<(&str, u32)> = records
                     .iter()
@@ -512,7 +547,8 @@ impl Journal {
                 if !charged.is_empty() {
                     charges.add(&mut txn, charged)?;
                 }
-                txn.commit()
+                txn.commit()?;
+                Ok(Committed::Disk { next_order })
             };
             let started = Instant::now();
             let committed = if self.commits_inline() {
@@ -527,16 +563,26 @@ impl Journal {
             } else {
                 glommio::executor().spawn_blocking(commit).await
             };
+            if let Some(staging) = &self.staging {
+                staging.committing.set(false);
+            }
             let ok = match committed {
-                Ok(()) => {
+                Ok(Committed::Staged) => {
                     self.commits.set(self.commits.get() + 1);
                     if let Some(staging) = &self.staging {
                         staging.next.set(staging.next.get() + count as u64);
                         staging.unmoved.set(staging.unmoved.get() + count as u64);
+                    }
+                    true
+                }
+                Ok(Committed::Disk { next_order }) => {
+                    self.commits.set(self.commits.get() + 1);
+                    if let (Some(ship), Some(next)) = (&self.ship, next_order) {
+                        ship.next.set(next);
+                    }
+                    if self.staging.is_some() {
+                        self.staging_full(count);
                     } else {
-                        if let Some(ship) = &self.ship {
-                            ship.next.set(ship.next.get() + count as u64);
-                        }
                         self.recovered();
                     }
                     true
@@ -574,6 +620,9 @@ impl Journal {
         loop {
             let failing = self.failing.get();
             glommio::timer::sleep(if failing { PROBE_INTERVAL } else { every }).await;
+            if staging.overflowed.get() {
+                self.renew_staging(staging);
+            }
             if staging.unmoved.get() == 0 && !failing {
                 continue;
             }
@@ -616,10 +665,10 @@ impl Journal {
         loop {
             let (env, records, charges, marks) =
                 (self.env.clone(), self.db, self.charges, staging.marks);
-            let (staged, order) = (
-                staging.staged.clone(),
-                self.ship.as_ref().map(|ship| ship.index),
-            );
+            let Some(staged) = staging.staged.borrow().clone() else {
+                return Ok(moved_any);
+            };
+            let order = self.ship.as_ref().map(|ship| ship.index);
             let max = *slice_max;
             let moved = glommio::executor()
                 .spawn_blocking(move || {
@@ -665,6 +714,72 @@ impl Journal {
                 // fsyncs once an interval, not once per move.
                 return Ok(moved_any);
             }
+        }
+    }
+
+    /// A commit went to the disk journal because staging's tmpfs was full: the next ones go
+    /// to the blocking threads for [`INLINE_PAUSE`] (the disk may be slow: that is how staging
+    /// filled), and a warning is logged at most once per [`FAILURE_LOG_INTERVAL`].
+    fn staging_full(&self, records: usize) {
+        self.inline_paused_until
+            .set(Some(Instant::now() + INLINE_PAUSE));
+        let Some(staging) = &self.staging else {
+            return;
+        };
+        staging.overflowed.set(true);
+        let due = staging
+            .full_logged_at
+            .get()
+            .is_none_or(|at| at.elapsed() >= FAILURE_LOG_INTERVAL);
+        if due {
+            tracing::warn!(
+                records,
+                staging = %staging.dir.display(),
+                "the journal's staging is full: commits go to the disk journal until the mover has emptied it and made it anew"
+            );
+            staging.full_logged_at.set(Some(Instant::now()));
+        }
+    }
+
+    /// After commits found the tmpfs full: once the mover has emptied staging and no commit
+    /// into it is under way, its environment is closed, removed and opened anew. A full tmpfs
+    /// stays full of the emptied file's pages, which LMDB reuses, but every write transaction
+    /// allocates room past the last page ever used ([`staging::Staged::allocate_for`]), so
+    /// without this commits would go to the disk journal until the next start. On the shard's
+    /// thread: a few file operations on a tmpfs.
+    fn renew_staging(&self, staging: &StagingState) {
+        if staging.committing.get() {
+            return;
+        }
+        let empty = match &*staging.staged.borrow() {
+            Some(staged) => staged
+                .env
+                .read_txn()
+                .and_then(|txn| staged.db.len(&txn))
+                .is_ok_and(|len| len == 0),
+            None => true,
+        };
+        if !empty {
+            return;
+        }
+        // Closed first (the last handle: no commit or move holds one now): heed opens a path
+        // once per process.
+        drop(staging.staged.borrow_mut().take());
+        if let Err(error) = std::fs::remove_dir_all(&staging.dir) {
+            if error.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(%error, dir = %staging.dir.display(), "removing the journal's full staging");
+            }
+        }
+        match staging::open(&staging.dir, self.config.map_bytes) {
+            Ok(staged) => {
+                *staging.staged.borrow_mut() = Some(staged);
+                staging.overflowed.set(false);
+                tracing::info!(dir = %staging.dir.display(), "the journal's staging was emptied and made anew: commits are staged again");
+            }
+            Err(error) => tracing::warn!(
+                error = format!("{error:#}"),
+                "the journal's staging could not be made anew: commits go to the disk journal; tried again next interval"
+            ),
         }
     }
 
@@ -777,27 +892,43 @@ impl Journal {
         };
         let index = ship.index;
         let env = self.env.clone();
-        let mut floor = glommio::executor()
-            .spawn_blocking(move || index.unshipped_floor(&env))
+        let floor = glommio::executor()
+            .spawn_blocking(move || index.unshipped_floor(&env, PRUNE_UNSHIPPED_READ_MAX))
             .await?;
+        let Some(mut floor) = floor else {
+            tracing::debug!(
+                "more than {PRUNE_UNSHIPPED_READ_MAX} records wait to ship: no prune this pass"
+            );
+            return Ok(0);
+        };
         let before: std::sync::Arc<str> = query::id_floor(before_ms).into();
-        let mut deleted = 0;
+        let (mut deleted, mut max) = (0, PRUNE_SLICE_RECORDS_MAX);
         loop {
             let (env, db, before) = (self.env.clone(), self.db, before.clone());
             let (slice, back) = glommio::executor()
                 .spawn_blocking(move || {
-                    let slice =
-                        index.prune_shipped(&env, db, &before, &mut floor, PRUNE_SLICE_RECORDS_MAX);
+                    let slice = index.prune_shipped(&env, db, &before, &mut floor, max);
                     (slice, floor)
                 })
                 .await;
             floor = back;
-            let slice = slice?;
+            let slice = match slice {
+                Ok(slice) => slice,
+                // A full map: a delete writes pages too; smaller ones fit, and free pages.
+                Err(error) => match staging::smaller_after(&error, max) {
+                    Some(smaller) => {
+                        max = smaller;
+                        continue;
+                    }
+                    None => return Err(error.into()),
+                },
+            };
             deleted += slice;
             self.metrics.journal_pruned(slice);
-            if slice < PRUNE_SLICE_RECORDS_MAX {
+            if slice < max {
                 return Ok(deleted);
             }
+            max = (max * 2).min(PRUNE_SLICE_RECORDS_MAX);
             glommio::timer::sleep(PRUNE_SLICE_PAUSE).await;
         }
     }
@@ -826,7 +957,12 @@ impl Journal {
             order: self.ship.as_ref().map(|ship| ship.index),
             marks: staging.marks,
         };
-        if let Err(error) = staging::move_all(&staging.staged, &disk) {
+        let moved = match &*staging.staged.borrow() {
+            Some(staged) => staging::move_all(staged, &disk).map(|_| ()),
+            // Being made anew: everything was moved.
+            None => self.env.force_sync(),
+        };
+        if let Err(error) = moved {
             // Left staged: the next start moves it (unless the machine restarts first).
             tracing::error!(%error, "moving the staged journal records at stop failed");
             return;
@@ -854,7 +990,7 @@ fn stage<'r>(
         .iter()
         .map(|record| entry(record).encoded_len() + 28)
         .sum();
-    staged.allocate_for(&txn, records.len(), payload)?;
+    staged.allocate_for_commit(&txn, records.len(), payload)?;
     // Sequence numbers only grow (a shard's next one is past all it staged and all that was
     // moved), so each entry goes after the last: LMDB appends it without a search, and a full
     // leaf splits at its end, which leaves it full instead of half empty. A number behind the
@@ -982,14 +1118,16 @@ mod tests {
                 for check in checks {
                     check.await;
                 }
-                let staged = &journal.staging.as_ref().expect("staging").staged;
-                let txn = staged.env.read_txn().expect("read");
-                assert_eq!(
-                    staged.db.len(&txn).expect("len"),
-                    100,
-                    "committed to staging"
-                );
-                drop(txn);
+                {
+                    let staged = journal.staging.as_ref().expect("staging").staged.borrow();
+                    let staged = staged.as_ref().expect("staged");
+                    let txn = staged.env.read_txn().expect("read");
+                    assert_eq!(
+                        staged.db.len(&txn).expect("len"),
+                        100,
+                        "committed to staging"
+                    );
+                }
                 let _ = release.send(());
                 assert!(
                     holder.join().expect("holder"),
@@ -1017,6 +1155,98 @@ mod tests {
             .expect("test");
     }
 
+    /// The disk was slow for long and staged commits filled the tmpfs: the commits after go to
+    /// the disk journal (numbered for shipping in their transaction, after what the mover
+    /// numbered), no check is refused, and the stop's move still empties the full tmpfs.
+    #[test]
+    fn a_full_staging_tmpfs_sends_commits_to_the_disk_journal() {
+        // Unmounted after the executor, whose tasks hold the journal, has ended.
+        let tmpfs = staging::tests::SmallTmpfs::mount(2 << 20);
+        let root = tmpfs.dir.path().join("staging-root");
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let config = JournalConfig {
+                    ship: true,
+                    batch_records_max: 8,
+                    // The mover does not run unless the test runs it.
+                    ..config(SyncPolicy::Interval(Duration::from_secs(3_600)), Some(root))
+                };
+                let journal =
+                    Journal::start(dir.path(), 0, config, Metrics::new(true)).expect("journal");
+                const CHECKS: usize = 3_000;
+                let checks: Vec<_> = (0..CHECKS)
+                    .map(|check| {
+                        let journal = journal.clone();
+                        glommio::spawn_local(async move {
+                            let mut record = record(&format!("{check:05}"));
+                            record.reference = Some(Cow::Owned("r".repeat(1_000)));
+                            journal.append(&record).await.is_ok()
+                        })
+                    })
+                    .collect();
+                let mut committed = 0;
+                for check in checks {
+                    committed += usize::from(check.await);
+                }
+                assert_eq!(committed, CHECKS, "no check refused");
+                assert!(!journal.is_failing());
+                let staging = journal.staging.as_ref().expect("staging");
+                let staged = || {
+                    let staged = staging.staged.borrow();
+                    let staged = staged.as_ref().expect("staged");
+                    let txn = staged.env.read_txn().expect("read");
+                    staged.db.len(&txn).expect("len") as usize
+                };
+                let on_disk = || {
+                    let txn = journal.env.read_txn().expect("read");
+                    journal.db.len(&txn).expect("len") as usize
+                };
+                let first_staged = staged();
+                assert!(
+                    first_staged > 0 && on_disk() > 0,
+                    "{first_staged} staged, {} on disk",
+                    on_disk()
+                );
+                assert_eq!(first_staged + on_disk(), CHECKS);
+                // The mover empties the full tmpfs (its deletes fit in the room commits
+                // left), and staging is made anew: the next commit is staged again.
+                let mut slice_max = staging::MOVE_SLICE_RECORDS;
+                journal
+                    .move_slices(staging, &mut slice_max)
+                    .await
+                    .expect("moved");
+                while staging.unmoved.get() > 0 || staged() > 0 {
+                    journal
+                        .move_slices(staging, &mut slice_max)
+                        .await
+                        .expect("moved");
+                }
+                assert_eq!(on_disk(), CHECKS);
+                assert!(staging.overflowed.get());
+                journal.renew_staging(staging);
+                assert!(!staging.overflowed.get(), "made anew");
+                journal.append(&record("03000")).await.expect("committed");
+                assert_eq!(staged(), 1, "staged again");
+                journal.sync_blocking();
+                assert_eq!(on_disk(), CHECKS + 1, "moved at the stop");
+                // Each record numbered once for shipping: none overwrote another's number.
+                let mut numbered = 0;
+                let mut batch = journal.unshipped().await.expect("unshipped");
+                while !batch.is_empty() {
+                    numbered += batch.len();
+                    journal.set_shipped(batch.last_seq).await.expect("shipped");
+                    batch = journal.unshipped().await.expect("unshipped");
+                }
+                assert_eq!(numbered, CHECKS + 1);
+                drop(dir);
+            })
+            .expect("executor")
+            .join()
+            .expect("test");
+        drop(tmpfs);
+    }
+
     /// A commit on the shard's thread held up longer than [`INLINE_COMMIT_SLOW`] by another
     /// writer: into the disk journal, it sends the next ones to the blocking threads; into
     /// staging (a tmpfs, where only the mover holds the lock up), it does not.
@@ -1034,7 +1264,13 @@ mod tests {
                 assert!(journal.commits_inline());
                 // Another writer holds the lock for longer than a fast commit takes.
                 let env = match &journal.staging {
-                    Some(staging) => staging.staged.env.clone(),
+                    Some(staging) => staging
+                        .staged
+                        .borrow()
+                        .as_ref()
+                        .expect("staged")
+                        .env
+                        .clone(),
                     None => journal.env.clone(),
                 };
                 let (held, is_held) = std::sync::mpsc::channel();

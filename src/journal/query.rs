@@ -183,14 +183,23 @@ pub fn prune(
     }
 }
 
-/// Deletes the disk journals' records with keys before `before`.
+/// Deletes the disk journals' records with keys before `before`; on a fleet node's data
+/// directory, never one not shipped to the fleet's table yet.
 fn prune_disk(data_dir: &Path, map_bytes: usize, before: &str) -> anyhow::Result<usize> {
     let mut deleted = 0;
     for dir in shard_dirs(data_dir)? {
         let (env, db) = open_env(&dir, map_bytes, false)?;
+        let index = super::shipping::ShipIndex::existing(&env)?;
         let mut txn = env.write_txn()?;
-        let range: (Bound<&str>, Bound<&str>) = (Bound::Unbounded, Bound::Excluded(before));
-        deleted += db.delete_range(&mut txn, &range)?;
+        deleted += match index {
+            Some(index) => index
+                .prune_up_to_unshipped(&mut txn, db, before, super::PRUNE_UNSHIPPED_READ_MAX)
+                .with_context(|| format!("pruning {}", dir.display()))?,
+            None => {
+                let range: (Bound<&str>, Bound<&str>) = (Bound::Unbounded, Bound::Excluded(before));
+                db.delete_range(&mut txn, &range)?
+            }
+        };
         txn.commit()?;
     }
     Ok(deleted)

@@ -116,6 +116,18 @@ fn as_json(value: &[u8]) -> Result<(JournalRecord<'static>, String), String> {
 /// numbered for shipping is kept: only records from then on are pruned once shipped.
 const PRUNE_FROM_KEY: &str = "prune_from";
 
+/// A journal opened outside a fleet (no `[cluster]`): the records it takes are numbered for
+/// no shipping, so the time from which shipped records may be pruned is dropped, and the next
+/// open in a fleet records a new one, after them.
+pub fn forget_prune_from(env: &Env) -> heed::Result<()> {
+    let mut txn = env.write_txn()?;
+    let meta: Option<Database<Str, U64<BigEndian>>> = env.open_database(&txn, Some("shipping"))?;
+    if let Some(meta) = meta {
+        meta.delete(&mut txn, PRUNE_FROM_KEY)?;
+    }
+    txn.commit()
+}
+
 /// What a prune of shipped records may not reach: the smallest request id among the records
 /// not shipped yet, as far as the index has been read (sequence numbers up to `read_through`).
 /// Read once a pass ([`ShipIndex::unshipped_floor`]), then brought up to date by each of the
@@ -140,38 +152,89 @@ impl UnshippedFloor {
 }
 
 impl ShipIndex {
-    /// Opens (creating) the index in `env`; returns it and the next sequence number. The
-    /// first open also records `now_ms` as the time from which shipped records may be pruned:
-    /// records written before (by a single node, or by a build that did not keep that time)
-    /// may be in no fleet's table, so they are left to `modgate journal prune`.
-    pub fn open(env: &Env, now_ms: i64) -> anyhow::Result<(ShipIndex, u64)> {
+    /// Opens (creating) the index in `env`, whose records are in `records`; returns it and
+    /// the next sequence number. An open that finds no time from which shipped records may be
+    /// pruned records one: `now_ms`, or just after the newest record's if that is later (a
+    /// clock set back). Records written before it (by a single node, by a node out of its
+    /// fleet for a while: see [`forget_prune_from`], by an older build) may be in no fleet's
+    /// table, so they are never pruned as shipped.
+    pub fn open(
+        env: &Env,
+        records: Database<Str, Bytes>,
+        now_ms: i64,
+    ) -> anyhow::Result<(ShipIndex, u64)> {
         let mut txn = env.write_txn()?;
         let index = ShipIndex {
             order: env.create_database(&mut txn, Some("commit_order"))?,
             meta: env.create_database(&mut txn, Some("shipping"))?,
         };
         if index.meta.get(&txn, PRUNE_FROM_KEY)?.is_none() {
-            index
-                .meta
-                .put(&mut txn, PRUNE_FROM_KEY, &(now_ms.max(0) as u64))?;
+            let newest = records
+                .last(&txn)?
+                .and_then(|(key, _)| crate::request_id::unix_ms_of(key))
+                .map_or(0, |ms| ms + 1);
+            let from = now_ms.max(newest).max(0) as u64;
+            index.meta.put(&mut txn, PRUNE_FROM_KEY, &from)?;
         }
         let next = index.next_in(&txn)?;
         txn.commit()?;
         Ok((index, next))
     }
 
+    /// The index of `env` if it has one (a fleet node's journal), for `modgate journal prune`
+    /// on the node's data directory.
+    pub fn existing(env: &Env) -> heed::Result<Option<ShipIndex>> {
+        let txn = env.read_txn()?;
+        let order = env.open_database(&txn, Some("commit_order"))?;
+        let meta = env.open_database(&txn, Some("shipping"))?;
+        Ok(order
+            .zip(meta)
+            .map(|(order, meta)| ShipIndex { order, meta }))
+    }
+
     /// The smallest request id among the records not shipped yet (a read of every one of
     /// them, which does not hold up commits): the bound of a pass of
-    /// [`ShipIndex::prune_shipped`].
-    pub fn unshipped_floor(&self, env: &Env) -> heed::Result<UnshippedFloor> {
+    /// [`ShipIndex::prune_shipped`]. `None` while more than `max` wait to ship (PostgreSQL
+    /// down for long): that read would take seconds.
+    pub fn unshipped_floor(&self, env: &Env, max: u64) -> heed::Result<Option<UnshippedFloor>> {
         let txn = env.read_txn()?;
-        let from = self.meta.get(&txn, "shipped")?.unwrap_or(0) + 1;
+        self.unshipped_floor_in(&txn, max)
+    }
+
+    fn unshipped_floor_in(
+        &self,
+        txn: &heed::RoTxn<'_>,
+        max: u64,
+    ) -> heed::Result<Option<UnshippedFloor>> {
+        let shipped = self.meta.get(txn, "shipped")?.unwrap_or(0);
+        let last = self.order.last(txn)?.map_or(0, |(seq, _)| seq);
+        if last.saturating_sub(shipped) > max {
+            return Ok(None);
+        }
         let mut floor = UnshippedFloor::default();
-        for entry in self.order.range(&txn, &(from..))? {
+        for entry in self.order.range(txn, &(shipped + 1..))? {
             let (seq, request_id) = entry?;
             floor.see(seq, request_id);
         }
-        Ok(floor)
+        Ok(Some(floor))
+    }
+
+    /// For `modgate journal prune` on a fleet node's data directory: deletes the records
+    /// before `before` and before every record not shipped yet, in `txn`; returns how many
+    /// and how many were kept for being unshipped (an error while more than `max` wait).
+    pub fn prune_up_to_unshipped(
+        &self,
+        txn: &mut RwTxn<'_>,
+        records: Database<Str, Bytes>,
+        before: &str,
+        max: u64,
+    ) -> anyhow::Result<usize> {
+        let Some(floor) = self.unshipped_floor_in(txn, max)? else {
+            anyhow::bail!("more than {max} records wait to be shipped to the fleet's table: prune once they are (see fleet status)");
+        };
+        let until = floor.smallest.as_deref().map_or(before, |s| before.min(s));
+        let range: (Bound<&str>, Bound<&str>) = (Bound::Unbounded, Bound::Excluded(until));
+        Ok(records.delete_range(txn, &range)?)
     }
 
     /// Deletes up to `max` records whose request ids are before `before`, and before every
@@ -246,7 +309,8 @@ impl ShipIndex {
 
     /// Up to [`SHIP_BATCH_RECORDS_MAX`] records after the shipped position, in commit order,
     /// decoded and encoded as JSON by the calling thread. A record that cannot be read is
-    /// logged and left out (the local journal keeps it; only the fleet's copy misses it).
+    /// logged with its request id and left out: it cannot be shipped, and the prune of shipped
+    /// records deletes it with them (`modgate journal` could not read it either).
     pub fn unshipped(&self, env: &Env, records: Database<Str, Bytes>) -> heed::Result<ShipBatch> {
         let txn = env.read_txn()?;
         let from = self.meta.get(&txn, "shipped")?.unwrap_or(0) + 1;
@@ -374,7 +438,7 @@ mod tests {
     fn a_batch_is_full_only_when_more_records_wait() {
         let dir = tempfile::tempdir().unwrap();
         let (env, db) = open_env(dir.path(), 1 << 26, true).unwrap();
-        let (index, first) = ShipIndex::open(&env, 0).unwrap();
+        let (index, first) = ShipIndex::open(&env, db, 0).unwrap();
         let ids: Vec<String> = (0..=SHIP_BATCH_RECORDS_MAX)
             .map(|n| format!("r{n:05}"))
             .collect();
@@ -437,7 +501,7 @@ mod tests {
             db.put(&mut txn, &before_fleet, &bytes).unwrap();
             txn.commit().unwrap();
         }
-        let (index, first) = ShipIndex::open(&env, 1_000).unwrap();
+        let (index, first) = ShipIndex::open(&env, db, 1_000).unwrap();
         // Five records at 1, 2, 3, 4 and 5 seconds; the first three shipped.
         let ids: Vec<String> = (1..=5).map(|s| id_at(s * 1_000, s as u8)).collect();
         let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -445,7 +509,7 @@ mod tests {
         index.set_shipped(&env, first + 2).unwrap();
         // A cutoff past every record deletes the shipped ones only, in slices of two.
         let cutoff = crate::journal::query::id_floor(10_000);
-        let mut floor = index.unshipped_floor(&env).unwrap();
+        let mut floor = index.unshipped_floor(&env, 100).unwrap().unwrap();
         assert_eq!(
             index
                 .prune_shipped(&env, db, &cutoff, &mut floor, 2)
@@ -471,7 +535,7 @@ mod tests {
         // A check that began at 1.5 s commits after the floor was read, and is not shipped:
         // the next transaction reads it and leaves it, and what is after it.
         index.set_shipped(&env, first + 4).unwrap();
-        let mut floor = index.unshipped_floor(&env).unwrap();
+        let mut floor = index.unshipped_floor(&env, 100).unwrap().unwrap();
         let late = id_at(1_500, 9);
         commit(&env, db, index, first + 5, &[&late]);
         assert_eq!(
@@ -491,7 +555,7 @@ mod tests {
         );
         // Shipped, it goes; a cutoff at 4.5 s keeps the record of 5 s.
         index.set_shipped(&env, first + 5).unwrap();
-        let mut floor = index.unshipped_floor(&env).unwrap();
+        let mut floor = index.unshipped_floor(&env, 100).unwrap().unwrap();
         let cutoff = crate::journal::query::id_floor(4_500);
         assert_eq!(
             index
@@ -502,16 +566,50 @@ mod tests {
         assert_eq!(keys(&env, db), [before_fleet, ids[4].clone()]);
         // The time the index began is kept across opens.
         drop(floor);
-        let (index, _) = ShipIndex::open(&env, 9_000).unwrap();
-        let txn = env.read_txn().unwrap();
-        assert_eq!(index.meta.get(&txn, PRUNE_FROM_KEY).unwrap(), Some(1_000));
+        let prune_from = |index: ShipIndex| {
+            let txn = env.read_txn().unwrap();
+            index.meta.get(&txn, PRUNE_FROM_KEY).unwrap()
+        };
+        let (index, _) = ShipIndex::open(&env, db, 9_000).unwrap();
+        assert_eq!(prune_from(index), Some(1_000));
+        // Opened outside a fleet, then in one again with a clock behind the newest record
+        // (written at 5 s): what was written outside is never pruned as shipped.
+        forget_prune_from(&env).unwrap();
+        let (index, _) = ShipIndex::open(&env, db, 3_000).unwrap();
+        assert_eq!(prune_from(index), Some(5_001));
+        assert!(ShipIndex::existing(&env).unwrap().is_some());
+        // More waiting to ship than a pass reads: no floor, no prune.
+        commit(
+            &env,
+            db,
+            index,
+            first + 6,
+            &[&id_at(6_000, 1), &id_at(6_001, 1)],
+        );
+        assert!(index.unshipped_floor(&env, 1).unwrap().is_none());
+        assert!(index.unshipped_floor(&env, 2).unwrap().is_some());
+        // `modgate journal prune` on the node's directory: everything before the first record
+        // not shipped, the one written before the fleet included; nothing while too many wait.
+        let mut txn = env.write_txn().unwrap();
+        assert!(index
+            .prune_up_to_unshipped(&mut txn, db, &cutoff, 1)
+            .is_err());
+        let cutoff = crate::journal::query::id_floor(10_000);
+        assert_eq!(
+            index
+                .prune_up_to_unshipped(&mut txn, db, &cutoff, 2)
+                .unwrap(),
+            2
+        );
+        txn.commit().unwrap();
+        assert_eq!(keys(&env, db), [id_at(6_000, 1), id_at(6_001, 1)]);
     }
 
     #[test]
     fn unshipped_charges_are_the_charged_ids_after_the_shipped_position() {
         let dir = tempfile::tempdir().unwrap();
         let (env, db) = open_env(dir.path(), 1 << 22, true).unwrap();
-        let (index, first) = ShipIndex::open(&env, 0).unwrap();
+        let (index, first) = ShipIndex::open(&env, db, 0).unwrap();
         let records = [
             record("r1", "acme", None),
             record("r2", "acme", None),

@@ -27,15 +27,17 @@
 //!
 //! Cost: the environment is written in its map (`WRITE_MAP`: a commit is memory writes, no
 //! system call), and each write transaction first allocates the file's blocks it may need
-//! ([`Staged::allocate_for`]), so a full tmpfs fails a commit (ENOSPC: 503 `busy`) where an
-//! unallocated page of the map would have raised SIGBUS. Entries are put with LMDB's append:
+//! ([`Staged::allocate_for`]), so a full tmpfs fails a commit (ENOSPC) where an unallocated
+//! page of the map would have raised SIGBUS; the journal then commits those records into the
+//! disk journal instead, and makes staging anew once the mover has emptied it. Entries are put with LMDB's append:
 //! a shard's sequence numbers only grow ([`next_seq`] starts past everything staged and
 //! moved), so a put needs no search and leaves full leaves behind.
 //!
 //! Limits: a staging environment maps at most [`STAGING_MAP_BYTES`] (less if the journal's own
-//! map is smaller); if the disk cannot take records for that long, staging fills and checks
-//! are refused 503 `busy`, as with a full journal, and the journal turns `/health` to 503 as
-//! soon as a move fails.
+//! map is smaller); if the disk cannot take records for that long, staging fills and commits
+//! go to the disk journal (where they wait for the disk, or fail with 503 `busy` as a full
+//! journal does), and the journal turns `/health` to 503 as soon as a move fails. Commits
+//! leave [`DELETE_RESERVE_BYTES`] allocated so that the mover can always delete what it moved.
 
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
@@ -148,6 +150,17 @@ struct Blocks {
 /// Allocated past what a transaction needs, when the filesystem has it, so that allocations
 /// are few (bytes).
 const ALLOCATE_AHEAD_BYTES: u64 = 8 << 20;
+/// Room a staged commit leaves allocated past its own need (bytes): what deletes of a few
+/// entries need. A delete writes pages (copies of the leaves it changes, the free list) before
+/// the pages it frees can be used, so without this, commits that filled the tmpfs while the
+/// disk stalled would leave the mover no room to delete what it moved once the disk is back:
+/// staging would stay full, and every check 503, for good. A delete of one entry needs about
+/// 72 pages by [`Staged::allocate_for`]'s bound, and the pages each delete frees serve the
+/// next ones.
+pub const DELETE_RESERVE_BYTES: u64 = 1 << 20;
+/// Staged entries one delete transaction takes at most; halved, down to one, while the
+/// filesystem has no room for it ([`delete_through`]).
+const DELETE_SLICE_RECORDS: usize = MOVE_SLICE_RECORDS;
 /// Allocated when the environment opens, before its first transaction (bytes: 64 pages).
 const OPEN_BYTES: u64 = 64 << 12;
 
@@ -212,14 +225,36 @@ impl Staged {
     /// growing by 8 bytes a page freed; four times that, plus 64 pages, is past all of it.
     pub fn allocate_for(
         &self,
+        txn: &heed::RwTxn<'_>,
+        records: usize,
+        bytes: usize,
+    ) -> heed::Result<()> {
+        self.allocate_with_room(txn, records, bytes, 0)
+    }
+
+    /// [`Staged::allocate_for`] a commit of records to stage: with [`DELETE_RESERVE_BYTES`]
+    /// more, so that commits never take the room the mover needs to delete what it moved.
+    pub fn allocate_for_commit(
+        &self,
+        txn: &heed::RwTxn<'_>,
+        records: usize,
+        bytes: usize,
+    ) -> heed::Result<()> {
+        self.allocate_with_room(txn, records, bytes, DELETE_RESERVE_BYTES)
+    }
+
+    fn allocate_with_room(
+        &self,
         _txn: &heed::RwTxn<'_>,
         records: usize,
         bytes: usize,
+        room: u64,
     ) -> heed::Result<()> {
         let info = self.env.info();
         let page = self.blocks.page;
         let pages = 4 * ((bytes as u64).div_ceil(page) + records as u64) + 64;
-        let needed = ((info.last_page_number as u64 + 1 + pages) * page).min(info.map_size as u64);
+        let needed =
+            ((info.last_page_number as u64 + 1 + pages) * page + room).min(info.map_size as u64);
         self.blocks.allocate(needed, info.map_size as u64)
     }
 }
@@ -392,20 +427,53 @@ pub fn smaller_after(error: &heed::Error, max: usize) -> Option<usize> {
     (full && max > 1).then_some(max / 2)
 }
 
-/// Deletes the staged entries up to `seq` (moved already).
+/// Deletes the staged entries up to `seq` (moved already), in transactions of at most
+/// [`DELETE_SLICE_RECORDS`], halved down to one while the filesystem has no room for a
+/// slice (a full tmpfs: see [`DELETE_RESERVE_BYTES`]).
 fn delete_through(staged: &Staged, seq: u64) -> heed::Result<()> {
     if seq == 0 {
         return Ok(());
     }
+    let mut max = DELETE_SLICE_RECORDS;
+    loop {
+        match delete_slice(staged, seq, max) {
+            Ok(deleted) if deleted < max => return Ok(()),
+            Ok(_) => {}
+            Err(error) if is_no_space(&error) && max > 1 => max /= 2,
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// Deletes the first `max` staged entries at or before `seq`; returns how many there were.
+fn delete_slice(staged: &Staged, seq: u64, max: usize) -> heed::Result<usize> {
     let mut txn = staged.env.write_txn()?;
-    let (mut records, mut bytes) = (0, 0);
+    let (mut records, mut bytes, mut last) = (0, 0, 0);
     for entry in staged.db.range(&txn, &(..=seq))? {
-        records += 1;
-        bytes += entry?.1.len();
+        let (at, value) = entry?;
+        (records, bytes, last) = (records + 1, bytes + value.len(), at);
+        if records == max {
+            break;
+        }
+    }
+    if records == 0 {
+        return Ok(0);
     }
     staged.allocate_for(&txn, records, bytes)?;
-    staged.db.delete_range(&mut txn, &(..=seq))?;
-    txn.commit()
+    staged.db.delete_range(&mut txn, &(..=last))?;
+    txn.commit()?;
+    Ok(records)
+}
+
+/// Whether `error` is a filesystem without room (a staging tmpfs that is full).
+pub fn is_no_space(error: &heed::Error) -> bool {
+    matches!(error, heed::Error::Io(io) if io.raw_os_error() == Some(libc::ENOSPC))
+}
+
+/// Whether a commit into staging failed for want of room: the tmpfs, or the staging map
+/// ([`STAGING_MAP_BYTES`]), is full.
+pub fn is_full(error: &heed::Error) -> bool {
+    is_no_space(error) || matches!(error, heed::Error::Mdb(heed::MdbError::MapFull))
 }
 
 /// Every staged record of the staging root `root` (all shards), decoded to (key, record
@@ -577,7 +645,7 @@ fn drain(
     let charges = ChargeCounts::open(&env, records, crate::clock::Clock::System.now_ms())?;
     let marks = open_marks(&env)?;
     let order = match ship {
-        true => Some(ShipIndex::open(&env, crate::clock::Clock::System.now_ms())?.0),
+        true => Some(ShipIndex::open(&env, records, crate::clock::Clock::System.now_ms())?.0),
         false => None,
     };
     let disk = DiskJournal {
@@ -606,17 +674,17 @@ pub fn move_all(staged: &Staged, disk: &DiskJournal<'_>) -> heed::Result<usize> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
     /// A tmpfs of `bytes` mounted on a temporary directory, unmounted when dropped (root).
-    struct SmallTmpfs {
-        dir: tempfile::TempDir,
+    pub(crate) struct SmallTmpfs {
+        pub(crate) dir: tempfile::TempDir,
     }
 
     impl SmallTmpfs {
-        fn mount(bytes: usize) -> SmallTmpfs {
+        pub(crate) fn mount(bytes: usize) -> SmallTmpfs {
             let dir = tempfile::tempdir().expect("dir");
             let mounted = std::process::Command::new("mount")
                 .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
@@ -633,7 +701,10 @@ mod tests {
 
     impl Drop for SmallTmpfs {
         fn drop(&mut self) {
+            // Lazily: an environment a test leaves open (a journal its executor's tasks
+            // hold) keeps the filesystem busy; it goes once that closes.
             let _ = std::process::Command::new("umount")
+                .arg("-l")
                 .arg(self.dir.path())
                 .status();
         }
@@ -658,13 +729,58 @@ mod tests {
         }
         let (seq, error) = failed.expect("2 MB cannot take 16 MB of records");
         assert!(seq > 10, "the first records fit ({seq})");
-        assert!(
-            matches!(&error, heed::Error::Io(io) if io.raw_os_error() == Some(libc::ENOSPC)),
-            "{error}"
-        );
+        assert!(is_no_space(&error), "{error}");
         // What was committed reads back.
         let txn = staged.env.read_txn().expect("txn");
         assert_eq!(staged.db.len(&txn).expect("len"), seq - 1);
+    }
+
+    /// The disk was stalled until staged commits filled the tmpfs: once it takes records
+    /// again, the move empties staging (its deletes fit in the room commits left). Without the
+    /// room, every delete failed with ENOSPC, at every pass and after a restart.
+    #[test]
+    fn a_tmpfs_filled_by_staged_commits_is_emptied_by_the_move() {
+        for value_bytes in [600, 16 << 10] {
+            let tmpfs = SmallTmpfs::mount(2 << 20);
+            let staged = open(&tmpfs.dir.path().join("shard-0"), 64 << 20).expect("opens");
+            let value = vec![7u8; value_bytes];
+            let stage_one = |seq: u64| {
+                let records = [(format!("r{seq:06}"), value.clone(), Some("acme".to_owned()))];
+                super::super::stage(&staged, seq, &records)
+            };
+            let mut seq = 1;
+            let error = loop {
+                match stage_one(seq) {
+                    Ok(()) => seq += 1,
+                    Err(error) => break error,
+                }
+            };
+            assert!(is_no_space(&error), "{error}");
+            assert!(
+                seq > 10,
+                "the first records fit ({seq} of {value_bytes} bytes)"
+            );
+            let disk_dir = tempfile::tempdir().expect("tempdir");
+            let (env, records) =
+                super::super::open_env(disk_dir.path(), 64 << 20, true).expect("disk");
+            let disk = DiskJournal {
+                env: &env,
+                records,
+                charges: ChargeCounts::open(&env, records, 0).expect("charges"),
+                order: None,
+                marks: open_marks(&env).expect("marks"),
+            };
+            assert_eq!(
+                move_all(&staged, &disk).expect("moves"),
+                (seq - 1) as usize,
+                "{value_bytes} bytes a record"
+            );
+            let txn = staged.env.read_txn().expect("txn");
+            assert_eq!(staged.db.len(&txn).expect("len"), 0);
+            drop(txn);
+            let txn = env.read_txn().expect("txn");
+            assert_eq!(records.len(&txn).expect("len"), seq - 1);
+        }
     }
 
     #[test]

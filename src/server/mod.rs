@@ -217,10 +217,13 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
     );
     let shipper = match &config.cluster {
         Some(cluster) => {
-            let shipper = fleet::shipper::spawn(cluster.clone(), shards)?;
+            let left = fleet::shipper::left_journals(&config.server.data_dir, shards)?;
+            let shipper = fleet::shipper::spawn(cluster.clone(), shards, left.len())?;
             if let Some(status) = &control_plane {
                 let _ = status.unshipped.set(shipper.unshipped.clone());
             }
+            fleet::shipper::ship_left_journals(&shipper, left, config.journal.map_bytes)
+                .context("the journals of shards this run does not have")?;
             Some(shipper)
         }
         None => None,
