@@ -1,7 +1,7 @@
 //! Who is calling: the API key from the request, checked against the store (`docs/interface.md#keys`).
 //!
-//! A key may come as `Authorization: Bearer`, as `X-Api-Key`, and on the compatible routes as
-//! `api_secret`. Where several are sent they must be the same key, else 401: a request that
+//! A key may come as `Authorization: Bearer`, as `X-Api-Key` (or Google's `X-Goog-Api-Key`),
+//! and on the compatible routes as `api_secret` (Perspective's `?key=`). Where several are sent they must be the same key, else 401: a request that
 //! names two different callers is refused rather than guessed at.
 //!
 //! Order of refusals: missing, malformed, unknown or wrong secret (one message for both, so the

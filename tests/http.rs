@@ -93,6 +93,23 @@ fn head_requests_get_headers_only() {
     assert_eq!(text.matches("{\"status\":\"ok\"}").count(), 1, "{text}");
 }
 
+/// A HEAD request refused before it reaches a route (its head cannot be read) gets the
+/// refusal's status and headers, and no content: its `content-length` is the body a GET
+/// would have had.
+#[test]
+fn a_refused_head_request_gets_no_content() {
+    let server = Server::start();
+    let mut conn = RawConn::connect(server.addr);
+    conn.send(b"HEAD /health HTTP/1.1\r\nHost: t\r\nBad\nField: x\r\n\r\n");
+    let mut text = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut conn.stream, &mut text);
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 400 "), "{text}");
+    let (head, content) = text.split_once("\r\n\r\n").expect("a whole head");
+    assert!(head.contains("content-length: "), "{head}");
+    assert_eq!(content, "", "no content after the head");
+}
+
 /// Each case: request bytes, expected status. The connection must be closed afterwards.
 #[test]
 fn smuggling_shapes_get_400_and_a_closed_connection() {

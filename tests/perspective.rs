@@ -46,6 +46,18 @@ fn comments_are_analyzed_in_perspectives_shape() {
             > 0.7
     );
 
+    // Google's header for the key does as well as the query.
+    let (status, _, answer) = post(
+        &server.url("/v1alpha1/comments:analyze"),
+        &[
+            ("Content-Type", "application/json"),
+            ("X-Goog-Api-Key", &key),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("AnalyzeCommentResponse", &answer);
+
     // Google's answers: no key is 403, a key that is not valid 400.
     let (status, answer) = analyze(&server, "", &body);
     assert_google_error(status, &answer, 403, "PERMISSION_DENIED");
@@ -86,6 +98,6 @@ fn comments_are_analyzed_in_perspectives_shape() {
         .map(|line| serde_json::from_str::<Value>(line).unwrap())
         .filter(|record| record["route"] == "/v1alpha1/comments:analyze")
         .collect();
-    assert_eq!(records.iter().filter(|r| r["status"] == 200).count(), 1);
-    assert_eq!(records.len(), 6, "{journal}");
+    assert_eq!(records.iter().filter(|r| r["status"] == 200).count(), 2);
+    assert_eq!(records.len(), 7, "{journal}");
 }

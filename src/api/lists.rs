@@ -275,7 +275,40 @@ async fn create<S: AsyncRead + AsyncWrite + Unpin>(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AddRequest {
+    #[serde(deserialize_with = "entries_over_the_limit_skipped")]
     entries: Vec<AddEntry>,
+}
+
+/// `entries`, keeping one past [`ENTRIES_PER_REQUEST_MAX`] at most and only counting the rest:
+/// enough for the refusal that follows, without making hundreds of thousands of entries first
+/// (a body of empty objects would, within the body's limits).
+fn entries_over_the_limit_skipped<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<AddEntry>, D::Error> {
+    struct Bounded;
+    impl<'de> serde::de::Visitor<'de> for Bounded {
+        type Value = Vec<AddEntry>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an array of entries")
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Vec<AddEntry>, A::Error> {
+            let mut entries = Vec::new();
+            while entries.len() <= ENTRIES_PER_REQUEST_MAX {
+                match seq.next_element()? {
+                    Some(entry) => entries.push(entry),
+                    None => return Ok(entries),
+                }
+            }
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(entries)
+        }
+    }
+    deserializer.deserialize_seq(Bounded)
 }
 
 #[derive(Deserialize)]
@@ -670,6 +703,26 @@ pub(super) fn require_lists_scope(caller: &Caller) -> ApiResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entries_past_the_limit_are_counted_not_kept() {
+        let buffers = super::super::buffers::JsonBuffers::default();
+        let mut body = format!(
+            r#"{{"entries": [{}{{"term": "last"}}]}}"#,
+            "{},".repeat(ENTRIES_PER_REQUEST_MAX + 10)
+        )
+        .into_bytes();
+        let request: AddRequest =
+            parse_object(&buffers, &mut body, ENTRIES_PER_REQUEST_MAX * 4, "shape").unwrap();
+        assert_eq!(request.entries.len(), ENTRIES_PER_REQUEST_MAX + 1);
+        let mut body =
+            br#"{"entries": [{"term": "a"}, {"hash_type": "md5", "hash": "00"}]}"#.to_vec();
+        let request: AddRequest = parse_object(&buffers, &mut body, 100, "shape").unwrap();
+        assert_eq!(request.entries.len(), 2);
+        assert_eq!(request.entries[0].term.as_deref(), Some("a"));
+        let mut body = br#"{"entries": {}}"#.to_vec();
+        assert!(parse_object::<AddRequest>(&buffers, &mut body, 100, "shape").is_err());
+    }
 
     #[test]
     fn paths_name_their_targets() {

@@ -1368,7 +1368,8 @@ security_schemes = {
         "in": "header",
         "name": "X-Api-Key",
         "description": (
-            "`X-Api-Key: <API_KEY>`; equivalent to `Authorization: Bearer`. Key format: "
+            "`X-Api-Key: <API_KEY>`; equivalent to `Authorization: Bearer`. Google's "
+            "`X-Goog-Api-Key` is read as this header (a request with both gets 400). Key format: "
             + KEY_FORMAT
         ),
     },
@@ -1730,7 +1731,7 @@ paths["/v1alpha1/comments:analyze"] = {
         "operationId": "analyzeComment",
         "tags": ["perspective"],
         "summary": "Perspective's comments:analyze",
-        "description": "For Perspective's clients. The key as `?key=` (or a header). Runs the shipped `perspective` workflow.",
+        "description": "For Perspective's clients. The key as `?key=`, or in Google's `X-Goog-Api-Key` header (read as `X-Api-Key` is, on every route), or modgate's headers. Runs the shipped `perspective` workflow.",
         "parameters": [{"name": "key", "in": "query", "schema": {"type": "string"},
                         "description": "The API key."}],
         "requestBody": {"required": True, "content": {"application/json": {

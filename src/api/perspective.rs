@@ -3,7 +3,8 @@
 //! so that `google-api-python-client` and npm `perspective-api-client` work against modgate
 //! with only DNS changed. (Google shuts Perspective down at the end of 2026.)
 //!
-//! - The key comes as `?key=`, as Perspective takes it (a header key works too).
+//! - The key comes as `?key=`, as Perspective takes it, or in Google's `X-Goog-Api-Key` header
+//!   (read as `X-Api-Key` by the head parser); modgate's own headers work too.
 //! - `comment.text` is checked by the shipped `perspective` workflow: the linear profanity
 //!   model and tox-block. Each requested attribute is read from the modgate category of the
 //!   same meaning ([`ATTRIBUTE_MAP`]); an attribute no model here measures is refused with 400

@@ -122,6 +122,12 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
         ALTER COLUMN request_id TYPE text COLLATE \"C\",
         ALTER COLUMN org TYPE text COLLATE \"C\";",
     ),
+    (
+        6,
+        // A quota grant sums every node's `spent` of one organization and month: without an
+        // index that is a scan of the whole table (a row per node, organization and month).
+        "CREATE INDEX quota_leases_org_month ON quota_leases (org, month);",
+    ),
 ];
 
 /// The schema version this build reads and writes.

@@ -236,12 +236,29 @@ pub fn ship_left_journals(
 ) -> anyhow::Result<()> {
     let mut opened = Vec::with_capacity(journals.len());
     for (shard, dir) in journals {
-        let (env, records) = crate::journal::open_env(&dir, map_bytes, true)?;
-        let now_ms = crate::clock::Clock::System.now_ms();
-        let (index, _) = crate::journal::shipping::ShipIndex::open(&env, records, now_ms)?;
-        let charges = index.unshipped_charges(&env, records, super::quota::BACKLOG_IDS_MAX);
-        shipper.backlog.report(charges.ok().flatten());
-        opened.push((shard, env, records, index));
+        let open = || -> anyhow::Result<_> {
+            let (env, records) = crate::journal::open_env(&dir, map_bytes, true)?;
+            let now_ms = crate::clock::Clock::System.now_ms();
+            let (index, _) = crate::journal::shipping::ShipIndex::open(&env, records, now_ms)?;
+            Ok((env, records, index))
+        };
+        match open() {
+            Ok((env, records, index)) => {
+                let charges = index.unshipped_charges(&env, records, super::quota::BACKLOG_IDS_MAX);
+                shipper.backlog.report(charges.ok().flatten());
+                opened.push((shard, env, records, index));
+            }
+            // The node serves all the same; the quota's reconciliation, not knowing what
+            // this journal holds, is left out (stricter, never looser).
+            Err(error) => {
+                tracing::error!(
+                    shard,
+                    error = format!("{error:#}"),
+                    "the journal of a shard this run does not have cannot be opened: what it did not ship stays there"
+                );
+                shipper.backlog.report(None);
+            }
+        }
     }
     if opened.is_empty() {
         return Ok(());

@@ -566,8 +566,8 @@ enum HeadRead {
     Head(RequestHead),
     /// End of the connection without an answer (EOF, idle timeout, stop, I/O error).
     Close,
-    /// Answer with this error, then close. The path is known when the request line was read.
-    Refuse(ApiError, String),
+    /// Answer with this error, then close. What the request line said, as far as it was read.
+    Refuse(ApiError, LineHint),
 }
 
 /// Serves requests on one connection until it closes, handing each to `handler`. `slot`
@@ -592,16 +592,17 @@ pub async fn serve_connection<S, H, A>(
         let head = match read_head(&mut io, host, slot, &config, first.take()).await {
             HeadRead::Head(head) => head,
             HeadRead::Close => break,
-            HeadRead::Refuse(error, path) => {
+            HeadRead::Refuse(error, hint) => {
                 let request_id = host.next_request_id();
-                let response = handler.refuse_head(&error, &path, &request_id).await;
+                let response = handler.refuse_head(&error, &hint.path, &request_id).await;
+                // A HEAD request's answer has no content, refused or not (RFC 9110 9.3.2).
                 write_response(
                     &mut io,
                     host,
                     &response,
                     &request_id,
                     ConnectionHeader::Close,
-                    false,
+                    hint.head,
                 );
                 if io.flush().await.is_ok() {
                     linger(&mut io).await;
@@ -718,7 +719,7 @@ where
                     return HeadRead::Head(head);
                 }
                 Ok(None) => {}
-                Err(error) => return HeadRead::Refuse(head_error(error), path_hint(io.buffered())),
+                Err(error) => return HeadRead::Refuse(head_error(error), line_hint(io.buffered())),
             }
             // Part of a head is in: the connection is no longer idle (and no longer sees a
             // stop or an eviction until this request is answered).
@@ -742,7 +743,7 @@ where
                         ErrorKind::RequestTimeout,
                         "the request head did not arrive in time",
                     ),
-                    path_hint(io.buffered()),
+                    line_hint(io.buffered()),
                 )
             }
             Err(_) => return HeadRead::Close,
@@ -750,17 +751,31 @@ where
     }
 }
 
-/// The path of a request line that may be incomplete, to pick the error envelope.
-fn path_hint(buf: &[u8]) -> String {
-    let line = buf
+/// What a request line that may be incomplete says: its path, to pick the error envelope, and
+/// whether its method is HEAD, whose answer carries no content.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct LineHint {
+    path: String,
+    head: bool,
+}
+
+fn line_hint(buf: &[u8]) -> LineHint {
+    let Some(line) = buf
         .split(|&b| b == b'\n')
-        .find(|line| !line.is_empty() && *line != b"\r");
-    line.and_then(|line| line.split(|&b| b == b' ').nth(1))
+        .find(|line| !line.is_empty() && *line != b"\r")
+    else {
+        return LineHint::default();
+    };
+    let mut words = line.split(|&b| b == b' ');
+    let head = words.next() == Some(b"HEAD");
+    let path = words
+        .next()
         .map(|target| {
             let path = target.split(|&b| b == b'?').next().unwrap_or(target);
             String::from_utf8_lossy(&path[..path.len().min(64)]).into_owned()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    LineHint { path, head }
 }
 
 /// The only mapping of head errors to answers.
@@ -1106,12 +1121,23 @@ mod tests {
     }
 
     #[test]
-    fn path_hints() {
+    fn line_hints() {
+        let hint = |path: &str, head| LineHint {
+            path: path.to_owned(),
+            head,
+        };
         assert_eq!(
-            path_hint(b"POST /1.0/check-workflow.json?x HTTP/1.1\r\n"),
-            "/1.0/check-workflow.json"
+            line_hint(b"POST /1.0/check-workflow.json?x HTTP/1.1\r\n"),
+            hint("/1.0/check-workflow.json", false)
         );
-        assert_eq!(path_hint(b"\r\nGET /v1/text"), "/v1/text");
-        assert_eq!(path_hint(b"GARBAGE"), "");
+        assert_eq!(line_hint(b"\r\nGET /v1/text"), hint("/v1/text", false));
+        assert_eq!(
+            line_hint(b"HEAD /health HTTP/1.1\r\nX: \x01"),
+            hint("/health", true)
+        );
+        assert_eq!(line_hint(b"HEAD"), hint("", true));
+        assert_eq!(line_hint(b"head /health"), hint("/health", false));
+        assert_eq!(line_hint(b"GARBAGE"), hint("", false));
+        assert_eq!(line_hint(b""), hint("", false));
     }
 }

@@ -140,7 +140,7 @@ impl RequestHead {
         self.authorization.map(|span| self.at(span))
     }
 
-    /// Value of `X-Api-Key`, if sent once.
+    /// Value of `X-Api-Key` (or Google's `X-Goog-Api-Key`), if sent once.
     pub fn api_key(&self) -> Option<&str> {
         self.api_key.map(|span| self.at(span))
     }
@@ -502,6 +502,15 @@ fn collect_fields(
             )?;
         } else if name.eq_ignore_ascii_case("x-api-key") {
             set_once(text, &mut out.api_key, value, "repeated X-Api-Key")?;
+        } else if name.eq_ignore_ascii_case("x-goog-api-key") {
+            // Google's header for an API key, which Perspective's callers may send instead of
+            // `?key=`: the same key field, so one of the two at most.
+            set_once(
+                text,
+                &mut out.api_key,
+                value,
+                "X-Goog-Api-Key with another X-Goog-Api-Key or X-Api-Key",
+            )?;
         } else if name.eq_ignore_ascii_case("content-type") {
             set_once(text, &mut out.content_type, value, "repeated Content-Type")?;
         }
@@ -613,6 +622,25 @@ mod tests {
         assert!(head.keep_alive);
         assert_eq!(head.api_key(), Some("k"));
         assert!(!head.has_origin);
+    }
+
+    #[test]
+    fn googles_key_header_is_the_api_key_and_goes_alone() {
+        let head = complete(
+            b"POST /v1alpha1/comments:analyze HTTP/1.1\r\nHost: a\r\nx-goog-api-key:  k \r\n\r\n",
+        );
+        assert_eq!(head.api_key(), Some("k"));
+        for both in [
+            &b"GET / HTTP/1.1\r\nHost: a\r\nX-Goog-Api-Key: k\r\nX-Api-Key: k\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHost: a\r\nX-Api-Key: k\r\nX-Goog-Api-Key: k\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a\r\nX-Goog-Api-Key: k\r\nX-Goog-Api-Key: k\r\n\r\n",
+        ] {
+            assert!(
+                matches!(parse(both), Err(HeadError::Malformed(_))),
+                "{}",
+                String::from_utf8_lossy(both)
+            );
+        }
     }
 
     #[test]

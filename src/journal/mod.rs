@@ -210,6 +210,8 @@ pub struct Journal {
     metrics: Rc<Metrics>,
     /// Commits so far; the interval syncer fsyncs only when this moved.
     commits: Cell<u64>,
+    /// Without staging: the interval's last fsync failed ([`Journal::synced`]).
+    sync_failed: Cell<bool>,
     /// In a fleet: the commit-order index and where shipping is.
     ship: Option<ShipState>,
     /// Checks charged to each quota, counted with the records.
@@ -363,6 +365,7 @@ impl Journal {
             committer: RefCell::default(),
             metrics,
             commits: Cell::new(0),
+            sync_failed: Cell::new(false),
         });
         glommio::spawn_local(journal.clone().commit_loop()).detach();
         if let (SyncPolicy::Interval(every), true) =
@@ -374,10 +377,12 @@ impl Journal {
             glommio::spawn_local(async move {
                 let mut synced_commits = 0;
                 loop {
-                    glommio::timer::sleep(every).await;
-                    // Nothing committed since the last fsync: nothing to make durable.
+                    let failed = syncing.sync_failed.get();
+                    glommio::timer::sleep(if failed { PROBE_INTERVAL } else { every }).await;
+                    // Nothing committed since the last fsync: nothing to make durable (after
+                    // a failed one, it is tried again all the same).
                     let commits = syncing.commits.get();
-                    if commits == synced_commits {
+                    if commits == synced_commits && !failed {
                         continue;
                     }
                     synced_commits = commits;
@@ -386,12 +391,7 @@ impl Journal {
                     let synced = glommio::executor()
                         .spawn_blocking(move || env.force_sync())
                         .await;
-                    match synced {
-                        Ok(()) => syncing
-                            .metrics
-                            .journal_fsync(started.elapsed().as_micros() as u64),
-                        Err(error) => tracing::error!(%error, "journal fsync failed"),
-                    }
+                    syncing.synced(synced, started.elapsed());
                 }
             })
             .detach();
@@ -402,8 +402,9 @@ impl Journal {
     /// Appends `record` and returns once it is committed.
     pub async fn append(&self, record: &JournalRecord<'_>) -> Result<(), JournalError> {
         // Staging takes records while the disk journal cannot: refuse, as a failing journal
-        // does, rather than let staging hold what the disk may never take.
-        if self.staging.is_some() && self.failing.get() {
+        // does, rather than let staging hold what the disk may never take. Nor is a check
+        // answered while the interval's fsync fails.
+        if (self.staging.is_some() && self.failing.get()) || self.sync_failed.get() {
             return Err(JournalError);
         }
         // Records are encoded here, on the shard, so the blocking commit only copies bytes.
@@ -456,6 +457,12 @@ impl Journal {
     fn commits_inline(&self) -> bool {
         matches!(self.config.sync, SyncPolicy::Interval(_))
             && !self.failing.get()
+            // Past a full staging, commits go to the disk, which may be slow (see
+            // [`Journal::staging_full`]).
+            && !self
+                .staging
+                .as_ref()
+                .is_some_and(|staging| staging.overflowed.get())
             && self
                 .inline_paused_until
                 .get()
@@ -578,7 +585,8 @@ impl Journal {
                 Ok(Committed::Disk { next_order }) => {
                     self.commits.set(self.commits.get() + 1);
                     if let (Some(ship), Some(next)) = (&self.ship, next_order) {
-                        ship.next.set(next);
+                        // A move may have numbered later records and reported first.
+                        ship.next.set(ship.next.get().max(next));
                     }
                     if self.staging.is_some() {
                         self.staging_full(count);
@@ -642,8 +650,14 @@ impl Journal {
                     if moved_any {
                         self.metrics
                             .journal_fsync(started.elapsed().as_micros() as u64);
+                        self.recovered();
+                    } else if failing {
+                        // Nothing staged to move: a commit into the disk journal failed (one
+                        // past a full staging). Only a write there tells it takes them again.
+                        self.probe().await;
+                    } else {
+                        self.recovered();
                     }
-                    self.recovered();
                 }
                 Err(error) => self.failed(&error, staging.unmoved.get() as usize),
             }
@@ -698,7 +712,8 @@ impl Journal {
             };
             *slice_max = (max * 2).min(staging::MOVE_SLICE_RECORDS);
             if let (Some(ship), Some(next)) = (&self.ship, moved.next_order) {
-                ship.next.set(next);
+                // A commit past a full staging may have numbered later records.
+                ship.next.set(ship.next.get().max(next));
             }
             if moved.taken == 0 {
                 staging.unmoved.set(0);
@@ -808,7 +823,32 @@ impl Journal {
         }
     }
 
+    /// The interval's fsync without staging ended with `outcome`. A failed one makes the
+    /// journal fail (checks 503, `/health` 503) until an fsync succeeds: the records
+    /// committed since the last good one may not be on the disk, and the kernel may have
+    /// dropped them, so no answer is given on a journal that cannot make records durable.
+    fn synced(&self, outcome: heed::Result<()>, took: Duration) {
+        match outcome {
+            Ok(()) => {
+                self.metrics.journal_fsync(took.as_micros() as u64);
+                if self.sync_failed.replace(false) {
+                    self.recovered();
+                }
+            }
+            Err(error) => {
+                if !self.sync_failed.replace(true) {
+                    tracing::error!(%error, "journal fsync failed: the records of the last interval may be lost; checks are refused with 503 until an fsync succeeds");
+                }
+                self.failed(&error, 0);
+            }
+        }
+    }
+
     fn recovered(&self) {
+        // Only a good fsync ends a failed one's refusals (a commit or probe does not).
+        if self.sync_failed.get() {
+            return;
+        }
         if self.failing.replace(false) {
             if let Some(counter) = self.failing_shards.get() {
                 counter.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
@@ -1148,6 +1188,34 @@ mod tests {
                 journal.sync_blocking();
                 assert_eq!(on_disk(), 101, "moved at the stop");
                 assert!(!root.join("shard-0").exists(), "no staging left behind");
+                drop(dir);
+            })
+            .expect("executor")
+            .join()
+            .expect("test");
+    }
+
+    /// Without staging, a failed fsync of the interval: checks are refused and the journal
+    /// says it fails until an fsync succeeds; a commit or probe meanwhile does not end it.
+    #[test]
+    fn a_failed_interval_fsync_refuses_checks_until_one_succeeds() {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let config = config(SyncPolicy::Interval(Duration::from_secs(3_600)), None);
+                let journal =
+                    Journal::start(dir.path(), 0, config, Metrics::new(true)).expect("journal");
+                journal.append(&record("00001")).await.expect("committed");
+                let eio = || heed::Error::Io(std::io::Error::from_raw_os_error(libc::EIO));
+                journal.synced(Err(eio()), Duration::ZERO);
+                assert!(journal.is_failing());
+                assert!(journal.append(&record("00002")).await.is_err());
+                journal.probe().await;
+                journal.recovered();
+                assert!(journal.is_failing(), "only an fsync ends it");
+                journal.synced(Ok(()), Duration::ZERO);
+                assert!(!journal.is_failing());
+                journal.append(&record("00003")).await.expect("committed");
                 drop(dir);
             })
             .expect("executor")

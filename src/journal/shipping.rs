@@ -187,6 +187,8 @@ impl ShipIndex {
         let txn = env.read_txn()?;
         let order = env.open_database(&txn, Some("commit_order"))?;
         let meta = env.open_database(&txn, Some("shipping"))?;
+        // Committed, not dropped: LMDB closes the handles a transaction opened if it aborts.
+        txn.commit()?;
         Ok(order
             .zip(meta)
             .map(|(order, meta)| ShipIndex { order, meta }))

@@ -161,12 +161,34 @@ pub const DELETE_RESERVE_BYTES: u64 = 1 << 20;
 /// Staged entries one delete transaction takes at most; halved, down to one, while the
 /// filesystem has no room for it ([`delete_through`]).
 const DELETE_SLICE_RECORDS: usize = MOVE_SLICE_RECORDS;
+/// The lock file's blocks allocated before LMDB maps it (its 126 reader slots of 64 bytes and
+/// a header take about 8 KiB).
+const LOCK_FILE_BYTES: libc::off_t = 64 << 10;
 /// Allocated when the environment opens, before its first transaction (bytes: 64 pages).
 const OPEN_BYTES: u64 = 64 << 12;
 
 /// Opens (creating) the staging environment in `dir`.
 pub fn open(dir: &Path, journal_map_bytes: usize) -> anyhow::Result<Staged> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    // LMDB sizes its lock file and writes it through a map too: its blocks first, so that a
+    // full tmpfs fails this open instead of raising SIGBUS at the first reader.
+    {
+        use std::os::fd::AsRawFd;
+        let lock = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join("lock.mdb"))
+            .with_context(|| format!("creating the lock file in {}", dir.display()))?;
+        // SAFETY: an FFI call on a descriptor owned by `lock`, open for the call, with two
+        // integers; no memory is passed.
+        let error = unsafe { libc::posix_fallocate(lock.as_raw_fd(), 0, LOCK_FILE_BYTES) };
+        if error != 0 {
+            return Err(std::io::Error::from_raw_os_error(error))
+                .with_context(|| format!("allocating the lock file in {}", dir.display()));
+        }
+    }
     let mut options = EnvOpenOptions::new();
     options
         .map_size(journal_map_bytes.min(STAGING_MAP_BYTES))
@@ -251,11 +273,17 @@ impl Staged {
         room: u64,
     ) -> heed::Result<()> {
         let info = self.env.info();
+        let map_size = info.map_size as u64;
         let page = self.blocks.page;
         let pages = 4 * ((bytes as u64).div_ceil(page) + records as u64) + 64;
-        let needed =
-            ((info.last_page_number as u64 + 1 + pages) * page + room).min(info.map_size as u64);
-        self.blocks.allocate(needed, info.map_size as u64)
+        let needed = (info.last_page_number as u64 + 1 + pages) * page;
+        // The room is kept in the map too: a commit that would leave less of it is refused as
+        // a full map is, so that deletes always find pages.
+        if room > 0 && needed + room > map_size {
+            return Err(heed::Error::Mdb(heed::MdbError::MapFull));
+        }
+        self.blocks
+            .allocate((needed + room).min(map_size), map_size)
     }
 }
 
@@ -428,8 +456,8 @@ pub fn smaller_after(error: &heed::Error, max: usize) -> Option<usize> {
 }
 
 /// Deletes the staged entries up to `seq` (moved already), in transactions of at most
-/// [`DELETE_SLICE_RECORDS`], halved down to one while the filesystem has no room for a
-/// slice (a full tmpfs: see [`DELETE_RESERVE_BYTES`]).
+/// [`DELETE_SLICE_RECORDS`], halved down to one while the filesystem or the map has no room
+/// for a slice (a full staging: see [`DELETE_RESERVE_BYTES`]).
 fn delete_through(staged: &Staged, seq: u64) -> heed::Result<()> {
     if seq == 0 {
         return Ok(());
@@ -439,7 +467,7 @@ fn delete_through(staged: &Staged, seq: u64) -> heed::Result<()> {
         match delete_slice(staged, seq, max) {
             Ok(deleted) if deleted < max => return Ok(()),
             Ok(_) => {}
-            Err(error) if is_no_space(&error) && max > 1 => max /= 2,
+            Err(error) if is_full(&error) && max > 1 => max /= 2,
             Err(error) => return Err(error),
         }
     }
@@ -740,9 +768,19 @@ pub(crate) mod tests {
     /// room, every delete failed with ENOSPC, at every pass and after a restart.
     #[test]
     fn a_tmpfs_filled_by_staged_commits_is_emptied_by_the_move() {
-        for value_bytes in [600, 16 << 10] {
-            let tmpfs = SmallTmpfs::mount(2 << 20);
-            let staged = open(&tmpfs.dir.path().join("shard-0"), 64 << 20).expect("opens");
+        // A full tmpfs (2 MB under a 64 MB map), twice, and a full map (2 MB on a roomy
+        // filesystem), where the room for deletes is kept in the map.
+        for (tmpfs_bytes, map_bytes, value_bytes) in [
+            (Some(2 << 20), 64 << 20, 600),
+            (Some(2 << 20), 64 << 20, 16 << 10),
+            (None, 2 << 20, 600),
+        ] {
+            let tmpfs = tmpfs_bytes.map(SmallTmpfs::mount);
+            let plain = tempfile::tempdir().expect("tempdir");
+            let root = tmpfs
+                .as_ref()
+                .map_or(plain.path(), |tmpfs| tmpfs.dir.path());
+            let staged = open(&root.join("shard-0"), map_bytes).expect("opens");
             let value = vec![7u8; value_bytes];
             let stage_one = |seq: u64| {
                 let records = [(format!("r{seq:06}"), value.clone(), Some("acme".to_owned()))];
@@ -755,7 +793,8 @@ pub(crate) mod tests {
                     Err(error) => break error,
                 }
             };
-            assert!(is_no_space(&error), "{error}");
+            assert_eq!(is_no_space(&error), tmpfs.is_some(), "{error}");
+            assert!(is_full(&error), "{error}");
             assert!(
                 seq > 10,
                 "the first records fit ({seq} of {value_bytes} bytes)"
