@@ -44,7 +44,7 @@ use anyhow::Context as _;
 
 use super::follower::ControlPlaneStatus;
 use crate::config::ClusterConfig;
-use crate::limits::lease::{lock, QuotaGrant, QuotaSource};
+use crate::limits::lease::{lock, AwaitedGrant, QuotaGrant, QuotaSource};
 use crate::store::records::EngineDown;
 
 /// How long a node waits at start for its shards to read their unshipped records before it
@@ -150,7 +150,7 @@ enum Request {
         month: u32,
         limit: u64,
         want: u64,
-        reply: std::sync::mpsc::SyncSender<anyhow::Result<QuotaGrant>>,
+        reply: TakeReply,
     },
     /// Not answered: the thread writes it, now or once the ledger answers again.
     Return { org: String, month: u32, units: u64 },
@@ -159,6 +159,27 @@ enum Request {
         reply: std::sync::mpsc::SyncSender<anyhow::Result<()>>,
     },
 }
+
+/// Where a grant's answer goes: a thread blocked on it, or a shard awaiting it.
+enum TakeReply {
+    Blocking(std::sync::mpsc::SyncSender<anyhow::Result<QuotaGrant>>),
+    Awaited(futures_channel::oneshot::Sender<anyhow::Result<QuotaGrant>>),
+}
+
+impl TakeReply {
+    /// Sends `result`; gives it back when nobody waits for it any more.
+    fn send(self, result: anyhow::Result<QuotaGrant>) -> Result<(), anyhow::Result<QuotaGrant>> {
+        match self {
+            TakeReply::Blocking(reply) => reply.send(result).map_err(|unsent| unsent.0),
+            TakeReply::Awaited(reply) => reply.send(result),
+        }
+    }
+}
+
+/// How long an answer of the quota thread may take: two rounds with PostgreSQL and a
+/// connection.
+const ANSWER_WAIT: Duration =
+    Duration::from_secs(super::ROUND_TIMEOUT.as_secs() * 2 + super::CONNECT_TIMEOUT.as_secs());
 
 /// The quota on PostgreSQL.
 pub struct PgQuota {
@@ -228,7 +249,7 @@ impl PgQuota {
             .send(make(reply))
             .map_err(|_| anyhow::anyhow!("the quota thread has stopped"))?;
         answer
-            .recv_timeout(super::ROUND_TIMEOUT * 2 + super::CONNECT_TIMEOUT)
+            .recv_timeout(ANSWER_WAIT)
             .map_err(|_| anyhow::anyhow!("the quota ledger did not answer in time"))?
     }
 
@@ -423,7 +444,7 @@ impl Ledger {
                         .used
                         .insert((org.clone(), month), grant.used);
                 }
-                if let Err(std::sync::mpsc::SendError(Ok(grant))) = reply.send(result) {
+                if let Err(Ok(grant)) = reply.send(result) {
                     // The shard stopped waiting: the units it never got go back.
                     owe(&self.known, org, month, -(grant.units as i64));
                 }
@@ -654,13 +675,48 @@ impl QuotaSource for PgQuota {
         want: u64,
         engine_down: EngineDown,
     ) -> anyhow::Result<QuotaGrant> {
-        let grant = match self.ask(|reply| Request::Take {
+        let answer = self.ask(|reply| Request::Take {
             org: org.to_owned(),
             month,
             limit,
             want,
-            reply,
-        }) {
+            reply: TakeReply::Blocking(reply),
+        });
+        self.settle_take_quota(org, month, limit, want, engine_down, answer)
+    }
+
+    fn send_take_quota(
+        &self,
+        org: &str,
+        month: u32,
+        limit: u64,
+        want: u64,
+    ) -> Option<AwaitedGrant> {
+        let (reply, answer) = futures_channel::oneshot::channel();
+        // A send that fails drops `reply`: the answer is then "canceled", a failed grant.
+        let _ = self.requests.send(Request::Take {
+            org: org.to_owned(),
+            month,
+            limit,
+            want,
+            reply: TakeReply::Awaited(reply),
+        });
+        Some(AwaitedGrant {
+            answer,
+            wait: ANSWER_WAIT,
+        })
+    }
+
+    fn settle_take_quota(
+        &self,
+        org: &str,
+        month: u32,
+        limit: u64,
+        want: u64,
+        engine_down: EngineDown,
+        answer: anyhow::Result<QuotaGrant>,
+    ) -> anyhow::Result<QuotaGrant> {
+        let grant = match answer {
             Ok(grant) => grant,
             Err(error) if engine_down == EngineDown::Open => self
                 .fallback(org, month, limit, want)
@@ -674,6 +730,11 @@ impl QuotaSource for PgQuota {
             spent: *count,
             ..grant
         })
+    }
+
+    /// Does not block either: no blocking thread is needed.
+    fn try_return_quota(&self, org: &str, month: u32, units: u64) -> Option<anyhow::Result<()>> {
+        Some(self.return_quota(org, month, units))
     }
 
     /// Does not wait: the ledger thread writes the return, now or once PostgreSQL answers

@@ -501,7 +501,12 @@ fn collect_fields(
                 "repeated Authorization",
             )?;
         } else if name.eq_ignore_ascii_case("x-api-key") {
-            set_once(text, &mut out.api_key, value, "repeated X-Api-Key")?;
+            set_once(
+                text,
+                &mut out.api_key,
+                value,
+                "X-Api-Key with another X-Api-Key or X-Goog-Api-Key",
+            )?;
         } else if name.eq_ignore_ascii_case("x-goog-api-key") {
             // Google's header for an API key, which Perspective's callers may send instead of
             // `?key=`: the same key field, so one of the two at most.
@@ -1032,7 +1037,7 @@ mod tests {
             for name in &names {
                 let lower = name.to_ascii_lowercase();
                 if ["host", "content-length", "transfer-encoding", "expect", "authorization",
-                    "x-api-key", "content-type", "connection"].contains(&lower.as_str()) {
+                    "x-api-key", "x-goog-api-key", "content-type", "connection"].contains(&lower.as_str()) {
                     continue;
                 }
                 text.push_str(&format!("{name}: {}\r\n", value.trim()));

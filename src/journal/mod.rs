@@ -635,30 +635,24 @@ impl Journal {
                 continue;
             }
             let started = Instant::now();
-            let moved = match self.move_slices(staging, &mut slice_max).await {
-                Ok(true) => {
+            match self.move_slices(staging, &mut slice_max).await {
+                // Moved, or an fsync failed before: the fsync decides (only a good one ends a
+                // failed one's refusals).
+                Ok(moved_any) if moved_any || self.sync_failed.get() => {
                     let env = self.env.clone();
                     let synced = glommio::executor()
                         .spawn_blocking(move || env.force_sync())
                         .await;
-                    synced.map(|()| true)
-                }
-                other => other,
-            };
-            match moved {
-                Ok(moved_any) => {
-                    if moved_any {
-                        self.metrics
-                            .journal_fsync(started.elapsed().as_micros() as u64);
-                        self.recovered();
-                    } else if failing {
-                        // Nothing staged to move: a commit into the disk journal failed (one
-                        // past a full staging). Only a write there tells it takes them again.
-                        self.probe().await;
-                    } else {
+                    let ok = synced.is_ok();
+                    self.synced(synced, started.elapsed());
+                    if ok {
                         self.recovered();
                     }
                 }
+                // Nothing staged to move while failing: a commit into the disk journal failed
+                // (one past a full staging). Only a write there tells it takes them again.
+                Ok(_) if self.failing.get() => self.probe().await,
+                Ok(_) => self.recovered(),
                 Err(error) => self.failed(&error, staging.unmoved.get() as usize),
             }
         }
@@ -789,7 +783,7 @@ impl Journal {
             Ok(staged) => {
                 *staging.staged.borrow_mut() = Some(staged);
                 staging.overflowed.set(false);
-                tracing::info!(dir = %staging.dir.display(), "the journal's staging was emptied and made anew: commits are staged again");
+                tracing::debug!(dir = %staging.dir.display(), "the journal's staging was emptied and made anew: commits are staged again");
             }
             Err(error) => tracing::warn!(
                 error = format!("{error:#}"),
@@ -823,7 +817,8 @@ impl Journal {
         }
     }
 
-    /// The interval's fsync without staging ended with `outcome`. A failed one makes the
+    /// The interval's fsync of the disk journal (after the mover's moves, or without staging)
+    /// ended with `outcome`. A failed one makes the
     /// journal fail (checks 503, `/health` 503) until an fsync succeeds: the records
     /// committed since the last good one may not be on the disk, and the kernel may have
     /// dropped them, so no answer is given on a journal that cannot make records durable.

@@ -277,8 +277,10 @@ impl Staged {
         let page = self.blocks.page;
         let pages = 4 * ((bytes as u64).div_ceil(page) + records as u64) + 64;
         let needed = (info.last_page_number as u64 + 1 + pages) * page;
-        // The room is kept in the map too: a commit that would leave less of it is refused as
-        // a full map is, so that deletes always find pages.
+        // The room is kept in the map too (an eighth of it at most, for small maps): a commit
+        // that would leave less of it is refused as a full map is, so that deletes always
+        // find pages.
+        let room = room.min(map_size / 8);
         if room > 0 && needed + room > map_size {
             return Err(heed::Error::Mdb(heed::MdbError::MapFull));
         }
@@ -768,12 +770,14 @@ pub(crate) mod tests {
     /// room, every delete failed with ENOSPC, at every pass and after a restart.
     #[test]
     fn a_tmpfs_filled_by_staged_commits_is_emptied_by_the_move() {
-        // A full tmpfs (2 MB under a 64 MB map), twice, and a full map (2 MB on a roomy
-        // filesystem), where the room for deletes is kept in the map.
+        // A full tmpfs (2 MB under a 64 MB map), twice, and a full map (2 MB and 1 MB on a
+        // roomy filesystem), where the room for deletes is kept in the map.
         for (tmpfs_bytes, map_bytes, value_bytes) in [
             (Some(2 << 20), 64 << 20, 600),
             (Some(2 << 20), 64 << 20, 16 << 10),
             (None, 2 << 20, 600),
+            // The smallest map a configuration may have: the room is an eighth of it.
+            (None, 1 << 20, 600),
         ] {
             let tmpfs = tmpfs_bytes.map(SmallTmpfs::mount);
             let plain = tempfile::tempdir().expect("tempdir");

@@ -144,6 +144,32 @@ pub trait QuotaSource: Send + Sync {
     fn try_return_quota(&self, _org: &str, _month: u32, _units: u64) -> Option<anyhow::Result<()>> {
         None
     }
+    /// As [`Self::take_quota`], from a source that answers from a thread of its own (a
+    /// fleet's ledger): the request is sent, and the answer is to be awaited, at most
+    /// [`AwaitedGrant::wait`], then handed to [`Self::settle_take_quota`]. So no blocking
+    /// thread of the shard (which its journal shares) waits on the ledger. `None`: not such
+    /// a source.
+    fn send_take_quota(
+        &self,
+        _org: &str,
+        _month: u32,
+        _limit: u64,
+        _want: u64,
+    ) -> Option<AwaitedGrant> {
+        None
+    }
+    /// The grant [`Self::send_take_quota`]'s `answer` makes (an error: none came in time).
+    fn settle_take_quota(
+        &self,
+        _org: &str,
+        _month: u32,
+        _limit: u64,
+        _want: u64,
+        _engine_down: EngineDown,
+        answer: anyhow::Result<QuotaGrant>,
+    ) -> anyhow::Result<QuotaGrant> {
+        answer
+    }
     /// The checks `org` is known to have spent in `month` (what [`Self::report_spent`]
     /// returns), for a shard that has no lease of its own yet. Reads the ledger the first time
     /// (a read transaction: no write, no fsync).
@@ -157,6 +183,14 @@ pub trait QuotaSource: Send + Sync {
     /// (`None`: it could not read them). A single node sets its ledger back to them once every
     /// shard has reported; a fleet's ledger settles from its own records.
     fn report_journal_charges(&self, _charges: Option<JournalCharges>) {}
+}
+
+/// A grant asked for and not answered yet ([`QuotaSource::send_take_quota`]). Dropping
+/// `answer` before it comes tells the source nobody waits: the units go back.
+pub struct AwaitedGrant {
+    pub answer: futures_channel::oneshot::Receiver<anyhow::Result<QuotaGrant>>,
+    /// How long the answer may take: past it, the grant has failed.
+    pub wait: std::time::Duration,
 }
 
 /// Where a shard's limits lease from: rate and concurrency, and the quota. The same object

@@ -48,7 +48,7 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 
 use bucket::BucketState;
-use lease::{BucketSpec, LeaseSource, PermitGrant, QuotaGrant, QuotaSource, Sources};
+use lease::{AwaitedGrant, BucketSpec, LeaseSource, PermitGrant, QuotaGrant, QuotaSource, Sources};
 
 use crate::auth::Caller;
 use crate::clock::{month_of, ms_until_next_month};
@@ -679,12 +679,36 @@ impl ShardLimits {
             refill.clone(),
         );
         glommio::spawn_local(async move {
+            // glommio runs a task it spawns at once, inside the caller, which holds the
+            // shard's quota leases: an answer already in would borrow them again below.
+            glommio::executor().yield_now().await;
             let ledger_org = owned_org.clone();
-            let grant = glommio::executor()
-                .spawn_blocking(move || {
-                    source.take_quota(&ledger_org, month, limit, want, engine_down)
-                })
-                .await;
+            let grant = match source.send_take_quota(&ledger_org, month, limit, want) {
+                // A fleet's ledger answers from its own thread: awaited, no blocking thread
+                // of the shard (which its journal shares) waits on PostgreSQL.
+                Some(AwaitedGrant { answer, wait }) => {
+                    let answer = futures_lite::future::or(
+                        async {
+                            answer.await.unwrap_or_else(|_| {
+                                Err(anyhow::anyhow!("the quota thread has stopped"))
+                            })
+                        },
+                        async {
+                            glommio::timer::sleep(wait).await;
+                            Err(anyhow::anyhow!("the quota ledger did not answer in time"))
+                        },
+                    )
+                    .await;
+                    source.settle_take_quota(&ledger_org, month, limit, want, engine_down, answer)
+                }
+                None => {
+                    glommio::executor()
+                        .spawn_blocking(move || {
+                            source.take_quota(&ledger_org, month, limit, want, engine_down)
+                        })
+                        .await
+                }
+            };
             let mut quota = inner.quota.borrow_mut();
             let lease = quota.get_mut(&owned_org);
             let outcome = match grant {
