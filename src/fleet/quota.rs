@@ -32,8 +32,9 @@
 //! leased for this month counts as unused: its share is the quota divided by the live nodes.
 //!
 //! How it runs beside glommio: `tokio-postgres` on a thread of its own with a current-thread
-//! runtime, as the follower and the shipper. The shards' quota leases are already taken off
-//! the reactor (on the shards' blocking threads), which here wait for the thread's answer.
+//! runtime, as the follower and the shipper. A shard sends its grant requests and awaits the
+//! answer ([`QuotaSource::send_take_quota`]): none of its blocking threads waits on
+//! PostgreSQL; only a graceful stop's flush blocks.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -210,8 +210,11 @@ pub struct Journal {
     metrics: Rc<Metrics>,
     /// Commits so far; the interval syncer fsyncs only when this moved.
     commits: Cell<u64>,
-    /// Without staging: the interval's last fsync failed ([`Journal::synced`]).
+    /// The interval's last fsync of the disk journal failed ([`Journal::synced`]).
     sync_failed: Cell<bool>,
+    /// With staging: commits into the disk journal (past a full staging) since its last
+    /// fsync, which the mover's next pass fsyncs.
+    disk_commits_unsynced: Cell<u64>,
     /// In a fleet: the commit-order index and where shipping is.
     ship: Option<ShipState>,
     /// Checks charged to each quota, counted with the records.
@@ -366,6 +369,7 @@ impl Journal {
             metrics,
             commits: Cell::new(0),
             sync_failed: Cell::new(false),
+            disk_commits_unsynced: Cell::new(0),
         });
         glommio::spawn_local(journal.clone().commit_loop()).detach();
         if let (SyncPolicy::Interval(every), true) =
@@ -589,6 +593,8 @@ impl Journal {
                         ship.next.set(ship.next.get().max(next));
                     }
                     if self.staging.is_some() {
+                        self.disk_commits_unsynced
+                            .set(self.disk_commits_unsynced.get() + 1);
                         self.staging_full(count);
                     } else {
                         self.recovered();
@@ -631,14 +637,19 @@ impl Journal {
             if staging.overflowed.get() {
                 self.renew_staging(staging);
             }
-            if staging.unmoved.get() == 0 && !failing {
+            if staging.unmoved.get() == 0 && !failing && self.disk_commits_unsynced.get() == 0 {
                 continue;
             }
             let started = Instant::now();
             match self.move_slices(staging, &mut slice_max).await {
                 // Moved, or an fsync failed before: the fsync decides (only a good one ends a
                 // failed one's refusals).
-                Ok(moved_any) if moved_any || self.sync_failed.get() => {
+                Ok(moved_any)
+                    if moved_any
+                        || self.sync_failed.get()
+                        || self.disk_commits_unsynced.get() > 0 =>
+                {
+                    let unsynced = self.disk_commits_unsynced.get();
                     let env = self.env.clone();
                     let synced = glommio::executor()
                         .spawn_blocking(move || env.force_sync())
@@ -646,6 +657,9 @@ impl Journal {
                     let ok = synced.is_ok();
                     self.synced(synced, started.elapsed());
                     if ok {
+                        // Those committed during the fsync wait for the next one.
+                        self.disk_commits_unsynced
+                            .set(self.disk_commits_unsynced.get() - unsynced);
                         self.recovered();
                     }
                 }
@@ -1272,6 +1286,10 @@ mod tests {
                     on_disk()
                 );
                 assert_eq!(first_staged + on_disk(), CHECKS);
+                assert!(
+                    journal.disk_commits_unsynced.get() > 0,
+                    "the mover's next pass fsyncs the commits past the full staging"
+                );
                 // The mover empties the full tmpfs (its deletes fit in the room commits
                 // left), and staging is made anew: the next commit is staged again.
                 let mut slice_max = staging::MOVE_SLICE_RECORDS;

@@ -658,8 +658,9 @@ impl ShardLimits {
         }
     }
 
-    /// Takes a quota lease for `org` in the background (on the shard's blocking threads: the
-    /// source may block); the returned [`Refill`] says when it is in.
+    /// Takes a quota lease for `org` in the background (awaited from a source that answers
+    /// from its own thread, else on the shard's blocking threads: the source may block); the
+    /// returned [`Refill`] says when it is in.
     fn start_refill(
         &self,
         lease: &mut QuotaLease,
@@ -686,19 +687,27 @@ impl ShardLimits {
             let grant = match source.send_take_quota(&ledger_org, month, limit, want) {
                 // A fleet's ledger answers from its own thread: awaited, no blocking thread
                 // of the shard (which its journal shares) waits on PostgreSQL.
-                Some(AwaitedGrant { answer, wait }) => {
-                    let answer = futures_lite::future::or(
-                        async {
-                            answer.await.unwrap_or_else(|_| {
-                                Err(anyhow::anyhow!("the quota thread has stopped"))
-                            })
-                        },
-                        async {
+                Some(AwaitedGrant { mut answer, wait }) => {
+                    let answered =
+                        futures_lite::future::or(async { Some((&mut answer).await) }, async {
                             glommio::timer::sleep(wait).await;
+                            None
+                        })
+                        .await;
+                    let answer = match answered {
+                        Some(answer) => answer.unwrap_or_else(|_| {
+                            Err(anyhow::anyhow!("the quota thread has stopped"))
+                        }),
+                        None => {
+                            // Closed, then a last look: a grant sent meanwhile goes back
+                            // instead of staying counted as leased until the next start.
+                            answer.close();
+                            if let Ok(Some(Ok(late))) = answer.try_recv() {
+                                let _ = source.return_quota(&ledger_org, month, late.units);
+                            }
                             Err(anyhow::anyhow!("the quota ledger did not answer in time"))
-                        },
-                    )
-                    .await;
+                        }
+                    };
                     source.settle_take_quota(&ledger_org, month, limit, want, engine_down, answer)
                 }
                 None => {
