@@ -214,12 +214,7 @@ pub fn left_journals(
     Ok(crate::journal::query::shard_dirs(data_dir)?
         .into_iter()
         .filter_map(|dir| {
-            let shard = dir
-                .file_name()?
-                .to_str()?
-                .strip_prefix("shard-")?
-                .parse()
-                .ok()?;
+            let shard = crate::journal::shard_of_dir(&dir)?;
             (shard >= shards).then_some((shard, dir))
         })
         .collect())

@@ -146,6 +146,15 @@ pub fn shard_dir(data_dir: &Path, shard: usize) -> PathBuf {
     data_dir.join("journal").join(format!("shard-{shard}"))
 }
 
+/// The shard a `shard-N` directory (a journal's or a staging's) belongs to.
+pub fn shard_of_dir(dir: &Path) -> Option<usize> {
+    dir.file_name()?
+        .to_str()?
+        .strip_prefix("shard-")?
+        .parse()
+        .ok()
+}
+
 /// Opens (creating) a journal environment. `no_sync` for the interval policy.
 pub fn open_env(
     path: &Path,
@@ -740,27 +749,21 @@ impl Journal {
         }
     }
 
-    /// A commit went to the disk journal because staging's tmpfs was full: the next ones go
-    /// to the blocking threads for [`INLINE_PAUSE`] (the disk may be slow: that is how staging
-    /// filled), and a warning is logged at most once per [`FAILURE_LOG_INTERVAL`].
+    /// A commit went to the disk journal because staging was full: until staging is made
+    /// anew, commits go to the blocking threads ([`Journal::commits_inline`]: the disk may be
+    /// slow, that is how staging filled), and a warning is logged at most once per
+    /// [`FAILURE_LOG_INTERVAL`].
     fn staging_full(&self, records: usize) {
-        self.inline_paused_until
-            .set(Some(Instant::now() + INLINE_PAUSE));
         let Some(staging) = &self.staging else {
             return;
         };
         staging.overflowed.set(true);
-        let due = staging
-            .full_logged_at
-            .get()
-            .is_none_or(|at| at.elapsed() >= FAILURE_LOG_INTERVAL);
-        if due {
+        if log_due(&staging.full_logged_at) {
             tracing::warn!(
                 records,
                 staging = %staging.dir.display(),
                 "the journal's staging is full: commits go to the disk journal until the mover has emptied it and made it anew"
             );
-            staging.full_logged_at.set(Some(Instant::now()));
         }
     }
 
@@ -813,18 +816,13 @@ impl Journal {
                 counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
-        let due = self
-            .failure_logged_at
-            .get()
-            .is_none_or(|at| at.elapsed() >= FAILURE_LOG_INTERVAL);
-        if due {
+        if log_due(&self.failure_logged_at) {
             tracing::error!(
                 %error,
                 records,
                 failures_since_last_line = self.failures_unlogged.get(),
                 "journal commit failed: checks are refused with 503 until it commits again"
             );
-            self.failure_logged_at.set(Some(Instant::now()));
             self.failures_unlogged.set(0);
         } else {
             self.failures_unlogged.set(self.failures_unlogged.get() + 1);
@@ -1020,6 +1018,18 @@ impl Journal {
             tracing::warn!(%error, dir = %staging.dir.display(), "removing the journal's staging");
         }
     }
+}
+
+/// Whether a line rate-limited by `logged_at` is due (none in the last
+/// [`FAILURE_LOG_INTERVAL`]); if so, it is taken as logged now.
+fn log_due(logged_at: &Cell<Option<Instant>>) -> bool {
+    let due = logged_at
+        .get()
+        .is_none_or(|at| at.elapsed() >= FAILURE_LOG_INTERVAL);
+    if due {
+        logged_at.set(Some(Instant::now()));
+    }
+    due
 }
 
 /// Commits `records` to staging under sequence numbers from `first`.

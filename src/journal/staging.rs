@@ -534,12 +534,7 @@ fn shard_dirs(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
     };
     for entry in entries {
         let path = entry?.path();
-        let shard = path
-            .file_name()
-            .and_then(|name| name.to_str())
-            .and_then(|name| name.strip_prefix("shard-"))
-            .and_then(|n| n.parse::<usize>().ok());
-        if shard.is_some() && path.is_dir() {
+        if super::shard_of_dir(&path).is_some() && path.is_dir() {
             dirs.push(path);
         }
     }
