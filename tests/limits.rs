@@ -258,10 +258,7 @@ fn a_check_across_midnight_is_charged_to_the_month_it_was_admitted_in() {
             ..Options::default()
         })
     };
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now_ms = now_unix_ms();
     // Ten seconds before the month ends (on the server's clock).
     let before_midnight = modgate::clock::ms_until_next_month(now_ms) - 10_000;
     std::fs::write(&offset, before_midnight.to_string()).unwrap();
@@ -370,12 +367,14 @@ fn units_left_on_an_idle_shard_go_back_to_the_ledger() {
     // and then every unit of the 100 is usable.
     let mut second = conn_on_shard(server.addr, 1);
     let mut accepted = 1;
+    let mut refusals = Vec::new();
     for _ in 0..2 {
         loop {
             second.send(&text_request(&key, r#"{"text":"hello"}"#));
             let response = second.read_response().unwrap();
             if response.status != 200 {
                 assert_eq!(response.status, 429);
+                refusals.push(response);
                 break;
             }
             accepted += 1;
@@ -384,6 +383,27 @@ fn units_left_on_an_idle_shard_go_back_to_the_ledger() {
         std::thread::sleep(Duration::from_millis(1500));
     }
     assert_eq!(accepted, 100);
+    // While shard 0 held units, the refusal said to come back in seconds, not next month;
+    // once every unit is spent, it says next month.
+    let (held, spent) = (&refusals[0], &refusals[1]);
+    let body = held.json();
+    assert_eq!(body["error"]["type"], "quota_exceeded", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("not spent yet")),
+        "{body}"
+    );
+    assert_eq!(
+        header_u64(held, "retry-after"),
+        u64::from(modgate::limits::QUOTA_HELD_RETRY_AFTER_S)
+    );
+    let until_next_month = header_u64(spent, "retry-after");
+    let expected = (modgate::clock::ms_until_next_month(now_unix_ms()) + 999) / 1000;
+    assert!(
+        until_next_month.abs_diff(expected as u64) <= 5,
+        "{until_next_month} s against {expected} s to the next month"
+    );
 }
 
 #[test]
@@ -492,4 +512,12 @@ fn a_full_model_queue_answers_503_busy() {
         )
         .unwrap_or(0.0);
     assert_eq!(counted, busy as f64);
+}
+
+/// This machine's wall clock, in Unix milliseconds.
+fn now_unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }

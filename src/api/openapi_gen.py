@@ -825,8 +825,10 @@ def status_429(compat, check=True):
         desc = (
             "`rate_limited`: the key's token bucket is empty (see the `RateLimit-*` headers). "
             "`too_many_concurrent`: the plan's cap on checks in progress at once is reached. "
-            "`quota_exceeded`: the organization's monthly quota (`X-Quota-Limit`) is used up. "
-            "`Retry-After` is sent. Refused requests do not count toward the quota."
+            "`quota_exceeded`: the organization's monthly quota (`X-Quota-Limit`) is used up, "
+            "or all leased with some units not spent yet. "
+            "`Retry-After` is sent: for `quota_exceeded`, until the next UTC month once every "
+            "unit is spent, else 2 seconds. Refused requests do not count toward the quota."
         )
         types = ["rate_limited", "too_many_concurrent", "quota_exceeded"]
     else:

@@ -27,6 +27,8 @@
 //!   [`QUOTA_IDLE_RETURN_MS`] go back to the ledger, and that shard's next check waits for
 //!   them to be in before it leases again; a graceful stop gives them all back; a crash
 //!   loses the units leased and not spent (at most one lease per shard and organization).
+//!   A check refused while the ledger has units leased that no check is known to have spent
+//!   is told to come back in [`QUOTA_HELD_RETRY_AFTER_S`], not next month.
 //!
 //! One keep-alive connection can use a key's whole rate: its shard simply leases again.
 //!
@@ -64,6 +66,9 @@ pub const IDLE_RETURN_MS: i64 = 200;
 /// Quota units idle on a shard for this long go back to the ledger (a durable write, so
 /// less eagerly than rate tokens).
 pub const QUOTA_IDLE_RETURN_MS: i64 = 1_000;
+/// `Retry-After` of a 429 `quota_exceeded` while units of the quota are leased and not spent
+/// yet: idle units come back within [`QUOTA_IDLE_RETURN_MS`] and a janitor tick.
+pub const QUOTA_HELD_RETRY_AFTER_S: u32 = 2;
 /// A shard's first quota lease of an organization, at most.
 pub const QUOTA_LEASE_BASE: u64 = 1000;
 /// The largest quota lease: the base, doubled while leases last less than
@@ -152,6 +157,14 @@ impl QuotaLease {
         used.saturating_add(u64::from(shards).saturating_mul(self.units)) >= self.limit
     }
 
+    /// Units the ledger counts as leased that no check is known to have spent: idle in other
+    /// shards' or nodes' leases, or reserved by checks in progress. Each goes back to the
+    /// ledger once idle (near the end, [`QUOTA_IDLE_RETURN_MS`]) or is spent.
+    fn held_unspent(&self) -> u64 {
+        self.ledger_used
+            .saturating_sub(self.spent_synced + self.spent_unsynced)
+    }
+
     /// Adds a grant from the ledger (of `org`'s quota of `limit`) to the lease.
     fn add_grant(&mut self, grant: &QuotaGrant, limit: u64) {
         self.units += grant.units;
@@ -202,9 +215,22 @@ enum RefillNow {
     NotNow,
 }
 
-/// 429 `quota_exceeded`, with `Retry-After` until the next month.
-fn quota_exceeded(limits: &PlanLimits, now_ms: i64) -> ApiError {
+/// 429 `quota_exceeded`: with `Retry-After` until the next month when every unit of the
+/// quota is spent, or [`QUOTA_HELD_RETRY_AFTER_S`] while `held` units of it are leased and
+/// not known to be spent (they may come back: a client that obeys `Retry-After` must not wait
+/// a month for units another shard holds for a second).
+fn quota_exceeded(limits: &PlanLimits, now_ms: i64, held: u64) -> ApiError {
     let (limit, unit) = (limits.quota_per_month, limits.quota_counts.unit_name());
+    if held > 0 {
+        return ApiError::new(
+            ErrorKind::QuotaExceeded,
+            format!(
+                "the monthly quota of {limit} {unit} is all leased: {held} of them are held by \
+                 other shards, nodes or checks in progress and not spent yet; retry shortly"
+            ),
+        )
+        .with_retry_after(QUOTA_HELD_RETRY_AFTER_S);
+    }
     let retry_s = (ms_until_next_month(now_ms) + 999) / 1000;
     ApiError::new(
         ErrorKind::QuotaExceeded,
@@ -589,7 +615,9 @@ impl ShardLimits {
                 if lease.returning.is_none() {
                     match self.refill_now(lease, org, month, limits, now_ms) {
                         RefillNow::Granted => continue,
-                        RefillNow::QuotaUsedUp => return Err(quota_exceeded(limits, now_ms)),
+                        RefillNow::QuotaUsedUp => {
+                            return Err(quota_exceeded(limits, now_ms, lease.held_unspent()))
+                        }
                         RefillNow::Failed => {
                             return Err(ApiError::internal("the quota ledger could not be updated"))
                         }
@@ -612,7 +640,16 @@ impl ShardLimits {
                 continue;
             }
             match refill.wait().await {
-                Ok(0) => return Err(quota_exceeded(limits, now_ms)),
+                Ok(0) => {
+                    let held = self.inner.quota.borrow().get(org).map_or(0, |lease| {
+                        if lease.month == month {
+                            lease.held_unspent()
+                        } else {
+                            0
+                        }
+                    });
+                    return Err(quota_exceeded(limits, now_ms, held));
+                }
                 Ok(_) => {} // units arrived: take one (unless others took them all first)
                 Err(()) if self.quota.quota_ledger_down() => {
                     // A fleet's ledger (PostgreSQL) cannot be reached, and the plan refuses
