@@ -169,6 +169,21 @@ pub struct ApiError {
     pub retry_after_s: Option<u32>,
     /// The `Allow` header of a 405.
     pub allow: Option<&'static str>,
+    /// What a compatible API's envelope says beyond the message, where it has a field for it.
+    pub detail: Option<Box<ErrorDetail>>,
+}
+
+/// An error's cause in the terms of a compatible API's envelope (Perspective's
+/// `error.details[].errorType`, which its clients branch on).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ErrorDetail {
+    /// `attribute` does not read the comment's language: the one the request named
+    /// (`requested`), or the one found in the text (`detected`).
+    LanguageNotSupported {
+        attribute: &'static str,
+        requested: Vec<String>,
+        detected: Vec<&'static str>,
+    },
 }
 
 impl ApiError {
@@ -178,7 +193,13 @@ impl ApiError {
             message: message.into(),
             retry_after_s: None,
             allow: None,
+            detail: None,
         }
+    }
+
+    pub fn with_detail(mut self, detail: ErrorDetail) -> Self {
+        self.detail = Some(Box::new(detail));
+        self
     }
 
     pub fn with_retry_after(mut self, seconds: u32) -> Self {

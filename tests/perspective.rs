@@ -101,3 +101,62 @@ fn comments_are_analyzed_in_perspectives_shape() {
     assert_eq!(records.iter().filter(|r| r["status"] == 200).count(), 2);
     assert_eq!(records.len(), 7, "{journal}");
 }
+
+/// Without `languages`, the text's language is detected, as Perspective detects it: a comment
+/// surely in another language is refused before any model runs, with the detail Google's
+/// clients branch on; a short one is scored as English, where the detector is often wrong.
+#[test]
+fn a_comment_found_in_another_language_is_refused_as_perspective_refuses_it() {
+    let server = Server::start();
+    let query = format!("?key={}", server.demo_key.clone().unwrap());
+    let comment =
+        |text: &str| json!({"comment": {"text": text}, "requestedAttributes": {"INSULT": {}}});
+
+    let german = "Ich habe heute keine Zeit, weil ich den ganzen Tag arbeiten muss.";
+    let (status, answer) = analyze(&server, &query, &comment(german));
+    assert_google_error(status, &answer, 400, "INVALID_ARGUMENT");
+    assert_eq!(
+        answer["error"]["message"],
+        "Attribute INSULT does not support request languages: de"
+    );
+    assert_eq!(
+        answer["error"]["details"],
+        json!([{
+            "@type": "type.googleapis.com/google.commentanalyzer.v1alpha1.Error",
+            "errorType": "LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE",
+            "languageNotSupportedByAttributeError": {"attribute": "INSULT", "detectedLanguages": ["de"]},
+        }])
+    );
+
+    // Named in `languages`: the same refusal, naming what was asked.
+    let mut named = comment("x");
+    named["languages"] = json!(["fr"]);
+    let (status, answer) = analyze(&server, &query, &named);
+    assert_google_error(status, &answer, 400, "INVALID_ARGUMENT");
+    assert_eq!(
+        answer["error"]["details"][0]["languageNotSupportedByAttributeError"],
+        json!({"attribute": "INSULT", "requestedLanguages": ["fr"]})
+    );
+
+    // English, found so: scored, and said so.
+    let english = "What a load of rubbish, you people have no idea what you are talking about.";
+    let (status, answer) = analyze(&server, &query, &comment(english));
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("AnalyzeCommentResponse", &answer);
+    assert_eq!(answer["detectedLanguages"], json!(["en"]));
+    // Too short to tell ("lol" reads as Spanish to the detector): scored as English.
+    let (status, answer) = analyze(&server, &query, &comment("lol"));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["languages"], json!(["en"]));
+    assert!(answer.get("detectedLanguages").is_none(), "{answer}");
+
+    // The journal has every answer, the refusals as 400.
+    let journal = server.admin_ok(&["journal", "--json"]);
+    let statuses: Vec<u64> = journal
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|record| record["route"] == "/v1alpha1/comments:analyze")
+        .map(|record| record["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(statuses, [400, 400, 200, 200], "{journal}");
+}

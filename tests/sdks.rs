@@ -333,6 +333,19 @@ fn google_api_python_client_analyzes_comments_unchanged() {
         .as_str()
         .unwrap()
         .contains("Unknown attribute: FLIRTATION"));
+    // A comment found in German: refused with the detail Perspective's clients branch on.
+    let other = &out["other_language"];
+    assert_eq!(other["status"], 400, "{other}");
+    let detail = &other["content"]["error"]["details"][0];
+    assert_eq!(
+        detail["errorType"], "LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE",
+        "{other}"
+    );
+    assert_eq!(
+        detail["languageNotSupportedByAttributeError"]["detectedLanguages"],
+        serde_json::json!(["de"]),
+        "{other}"
+    );
     let journal = on_443.server.admin_ok(&["journal", "--json"]);
     assert!(journal.lines().any(|line| {
         let record: Value = serde_json::from_str(line).unwrap();

@@ -1668,7 +1668,11 @@ schemas["AnalyzeCommentRequest"] = {
         "Perspective's request. Attributes scored: " + ", ".join(PERSPECTIVE_ATTRIBUTES)
         + " (TOXICITY from tox-block's `toxic`, SEVERE_TOXICITY `severe_toxic`, IDENTITY_ATTACK "
         "`identity_hate`, INSULT `insult`, THREAT `threat`; PROFANITY from the linear profanity "
-        "model). Another is 400 `INVALID_ARGUMENT`; so is a language other than `en`. `doNotStore`, "
+        "model). Another is 400 `INVALID_ARGUMENT`; so is a language other than `en` in `languages`. "
+        "Without `languages`, the text's language is detected: one surely found to be another "
+        "language (at least 40 letters in its first 120 characters, confidence 0.99) is 400 "
+        "`INVALID_ARGUMENT` with `LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE` in `error.details`, before any "
+        "model runs; a shorter text is scored as English. `doNotStore`, "
         "`sessionId`, `communityId` are accepted (modgate never stores a text)."
     ),
     "required": ["comment", "requestedAttributes"],
@@ -1707,7 +1711,12 @@ schemas["AnalyzeCommentResponse"] = {
                 },
             },
         },
-        "languages": {"type": "array", "items": {"const": "en"}},
+        "languages": {"type": "array", "items": {"const": "en"},
+                      "description": "The language the text was scored in."},
+        "detectedLanguages": {"type": "array", "items": {"const": "en"}, "maxItems": 1,
+                              "description": "For a request without `languages`, the language "
+                              "found in the text; absent when the text is too short to tell (it "
+                              "is then scored as English)."},
         "clientToken": {"type": "string"},
     },
 }
@@ -1716,6 +1725,24 @@ schemas["GoogleError"] = {
     "properties": {"error": {
         "type": "object", "required": ["code", "message", "status"], "additionalProperties": False,
         "properties": {"code": {"type": "integer"}, "message": {"type": "string"},
+                       "details": {"type": "array", "description": (
+                           "Perspective's error detail, on a language an attribute does not read: "
+                           "`errorType` `LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE`, the attribute, and the "
+                           "languages requested or detected."),
+                           "items": {
+                               "type": "object", "additionalProperties": False,
+                               "required": ["@type", "errorType", "languageNotSupportedByAttributeError"],
+                               "properties": {
+                                   "@type": {"const": "type.googleapis.com/google.commentanalyzer.v1alpha1.Error"},
+                                   "errorType": {"const": "LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE"},
+                                   "languageNotSupportedByAttributeError": {
+                                       "type": "object", "additionalProperties": False,
+                                       "required": ["attribute"],
+                                       "properties": {
+                                           "attribute": {"enum": PERSPECTIVE_ATTRIBUTES},
+                                           "requestedLanguages": {"type": "array", "items": {"type": "string"}},
+                                           "detectedLanguages": {"type": "array", "items": {"type": "string"}},
+                                       }}}}},
                        "status": {"enum": ["INVALID_ARGUMENT", "UNAUTHENTICATED", "PERMISSION_DENIED",
                                            "NOT_FOUND", "UNIMPLEMENTED", "DEADLINE_EXCEEDED",
                                            "RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL",
@@ -1744,7 +1771,8 @@ paths["/v1alpha1/comments:analyze"] = {
             "200": {"description": "The scores.",
                     "content": {"application/json": {"schema": sref("AnalyzeCommentResponse")}}},
             "400": google_error("A malformed request, an attribute not scored here, a language other "
-                                "than `en`, a key that is not valid, a body or text over its limit "
+                                "than `en` named or surely detected (with `error.details`), a key "
+                                "that is not valid, a body or text over its limit "
                                 "or not `application/json` (all `INVALID_ARGUMENT`, as at Google)."),
             "403": google_error("No key (`PERMISSION_DENIED`, as at Google), or the key's scope, "
                                 "workflow list or plan does not allow it."),

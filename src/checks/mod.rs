@@ -367,8 +367,14 @@ impl Engine {
     /// Perspective's per-sentence checks do not pay for it.
     pub fn add_language(&self, board: &mut ScoreBoard, text: &str) {
         if board.language.is_none() {
-            board.language = self.text.langid.as_ref().map(|langid| langid.detect(text));
+            board.language = self.language_of(text);
         }
+    }
+
+    /// `text`'s language by [`crate::text::langid`]: `None` without its profiles, `Some(None)`
+    /// for a text with no letters.
+    pub fn language_of(&self, text: &str) -> Option<Option<crate::text::language::Language>> {
+        self.text.langid.as_ref().map(|langid| langid.detect(text))
     }
 
     /// Runs the image checks of a workflow on the shard's model worker, or takes their result

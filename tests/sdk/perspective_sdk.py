@@ -32,4 +32,13 @@ try:
     out["unknown_attribute"] = "no error"
 except errors.HttpError as error:
     out["unknown_attribute"] = {"status": error.resp.status, "reason": error._get_reason()}
+try:
+    # No `languages`: the language is detected, as Perspective detects it.
+    client.comments().analyze(body={
+        "comment": {"text": "Ich habe heute keine Zeit, weil ich den ganzen Tag arbeiten muss."},
+        "requestedAttributes": {"TOXICITY": {}},
+    }).execute()
+    out["other_language"] = "no error"
+except errors.HttpError as error:
+    out["other_language"] = {"status": error.resp.status, "content": json.loads(error.content)}
 print(json.dumps(out))
