@@ -177,8 +177,8 @@ pub struct ApiError {
 /// `error.details[].errorType`, which its clients branch on).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ErrorDetail {
-    /// `attribute` does not read the comment's language: the one the request named
-    /// (`requested`), or the one found in the text (`detected`).
+    /// `attribute` does not read the comment's language: one of those the request named
+    /// (`requested`, all of them), or the one found in the text (`detected`).
     LanguageNotSupported {
         attribute: &'static str,
         requested: Vec<String>,

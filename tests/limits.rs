@@ -368,6 +368,7 @@ fn units_left_on_an_idle_shard_go_back_to_the_ledger() {
     let mut second = conn_on_shard(server.addr, 1);
     let mut accepted = 1;
     let mut refusals = Vec::new();
+    let mut accepted_in_turn = Vec::new();
     for _ in 0..2 {
         loop {
             second.send(&text_request(&key, r#"{"text":"hello"}"#));
@@ -380,30 +381,36 @@ fn units_left_on_an_idle_shard_go_back_to_the_ledger() {
             accepted += 1;
             assert!(accepted <= 100, "over the quota");
         }
+        accepted_in_turn.push(accepted);
         std::thread::sleep(Duration::from_millis(1500));
     }
     assert_eq!(accepted, 100);
     // While shard 0 held units, the refusal said to come back in seconds, not next month;
-    // once every unit is spent, it says next month.
-    let (held, spent) = (&refusals[0], &refusals[1]);
-    let body = held.json();
-    assert_eq!(body["error"]["type"], "quota_exceeded", "{body}");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .is_some_and(|message| message.contains("not spent yet")),
-        "{body}"
-    );
-    assert_eq!(
-        header_u64(held, "retry-after"),
-        u64::from(modgate::limits::QUOTA_HELD_RETRY_AFTER_S)
-    );
-    let until_next_month = header_u64(spent, "retry-after");
-    let expected = (modgate::clock::ms_until_next_month(now_unix_ms()) + 999) / 1000;
-    assert!(
-        until_next_month.abs_diff(expected as u64) <= 5,
-        "{until_next_month} s against {expected} s to the next month"
-    );
+    // once every unit is spent, it says next month. (On a machine slow enough that shard 0
+    // gave its units back before shard 1 ran out, the first turn took all 100.)
+    let until_next_month = |response: &RawResponse| {
+        let retry = header_u64(response, "retry-after");
+        let expected = (modgate::clock::ms_until_next_month(now_unix_ms()) + 999) / 1000;
+        retry.abs_diff(expected as u64) <= 5
+    };
+    let held = &refusals[0];
+    if accepted_in_turn[0] < 100 {
+        let body = held.json();
+        assert_eq!(body["error"]["type"], "quota_exceeded", "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|message| message.contains("not spent yet")),
+            "{body}"
+        );
+        assert_eq!(
+            header_u64(held, "retry-after"),
+            u64::from(modgate::limits::QUOTA_HELD_RETRY_AFTER_S)
+        );
+    } else {
+        assert!(until_next_month(held));
+    }
+    assert!(until_next_month(&refusals[1]));
 }
 
 #[test]

@@ -107,7 +107,11 @@ fn comments_are_analyzed_in_perspectives_shape() {
 /// clients branch on; a short one is scored as English, where the detector is often wrong.
 #[test]
 fn a_comment_found_in_another_language_is_refused_as_perspective_refuses_it() {
-    let server = Server::start();
+    // One shard: `X-Quota-Used` then counts every check at once.
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        ..Options::default()
+    });
     let query = format!("?key={}", server.demo_key.clone().unwrap());
     let comment =
         |text: &str| json!({"comment": {"text": text}, "requestedAttributes": {"INSULT": {}}});
@@ -150,13 +154,23 @@ fn a_comment_found_in_another_language_is_refused_as_perspective_refuses_it() {
     assert_eq!(answer["languages"], json!(["en"]));
     assert!(answer.get("detectedLanguages").is_none(), "{answer}");
 
-    // The journal has every answer, the refusals as 400.
+    // The journal has every answer, the refusals as 400; they cost no quota.
     let journal = server.admin_ok(&["journal", "--json"]);
-    let statuses: Vec<u64> = journal
+    let records: Vec<Value> = journal
         .lines()
         .map(|line| serde_json::from_str::<Value>(line).unwrap())
         .filter(|record| record["route"] == "/v1alpha1/comments:analyze")
-        .map(|record| record["status"].as_u64().unwrap())
         .collect();
-    assert_eq!(statuses, [400, 400, 200, 200], "{journal}");
+    let count = |status: u64| records.iter().filter(|r| r["status"] == status).count();
+    assert_eq!(
+        (count(400), count(200), records.len()),
+        (2, 2, 4),
+        "{journal}"
+    );
+    let (_, headers, _) = post(
+        &server.url(&format!("/v1alpha1/comments:analyze{query}")),
+        &[("Content-Type", "application/json")],
+        comment(english).to_string().as_bytes(),
+    );
+    assert_eq!(headers.get("x-quota-used"), Some("3"));
 }

@@ -336,7 +336,7 @@ fn google_api_python_client_analyzes_comments_unchanged() {
     // A comment found in German: refused with the detail Perspective's clients branch on.
     let other = &out["other_language"];
     assert_eq!(other["status"], 400, "{other}");
-    let detail = &other["content"]["error"]["details"][0];
+    let detail = &other["details"][0];
     assert_eq!(
         detail["errorType"], "LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE",
         "{other}"

@@ -156,6 +156,7 @@ fn a_plan_counting_operations_charges_each_model_of_a_check() {
     let mut server = start();
     let (key, _) = server.new_key("opsco", "ops", &[]);
     let image = testimage("jpeg_baseline_chelsea_451x300.jpg");
+    let retry_after = std::cell::Cell::new(None);
     let send = |server: &Server, models: &str| -> (u16, Option<String>, Value) {
         let (content_type, body) = image_form(&[("models", models), ("api_secret", &key)], &image);
         let (status, headers, answer) = post(
@@ -164,6 +165,11 @@ fn a_plan_counting_operations_charges_each_model_of_a_check() {
             &body,
         );
         let used = headers.get("x-quota-used").map(str::to_owned);
+        retry_after.set(
+            headers
+                .get("retry-after")
+                .and_then(|s| s.parse::<u64>().ok()),
+        );
         (status, used, answer)
     };
     let (status, used, answer) = send(&server, "nudity,type,properties");
@@ -183,6 +189,14 @@ fn a_plan_counting_operations_charges_each_model_of_a_check() {
         "{answer}"
     );
     assert_eq!(used.as_deref(), Some("6"));
+    // The two units left can never make three this month: not "retry shortly" for the two
+    // the request itself reserved before it was refused.
+    let retry_after = retry_after.get().unwrap();
+    assert!(
+        retry_after > u64::from(modgate::limits::QUOTA_HELD_RETRY_AFTER_S)
+            || modgate::clock::ms_until_next_month(now_unix_ms()) < 10_000,
+        "Retry-After {retry_after}: {answer}"
+    );
     // The journal says what each check cost.
     let journal = server.admin_ok(&["journal", "--json"]);
     let units: Vec<u64> = journal
@@ -407,4 +421,12 @@ fn text_check_json_lists_rule_matches_and_ml_scores() {
         ],
         "{journal}"
     );
+}
+
+/// This machine's wall clock, in Unix milliseconds.
+fn now_unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }

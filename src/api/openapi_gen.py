@@ -1714,9 +1714,9 @@ schemas["AnalyzeCommentResponse"] = {
         "languages": {"type": "array", "items": {"const": "en"},
                       "description": "The language the text was scored in."},
         "detectedLanguages": {"type": "array", "items": {"const": "en"}, "maxItems": 1,
-                              "description": "For a request without `languages`, the language "
-                              "found in the text; absent when the text is too short to tell (it "
-                              "is then scored as English)."},
+                              "description": "For a request without `languages`, present when "
+                              "the text was surely found to be English; absent when nothing sure "
+                              "was found (a short text, say): it is scored as English all the same."},
         "clientToken": {"type": "string"},
     },
 }

@@ -27,8 +27,8 @@
 //!   [`QUOTA_IDLE_RETURN_MS`] go back to the ledger, and that shard's next check waits for
 //!   them to be in before it leases again; a graceful stop gives them all back; a crash
 //!   loses the units leased and not spent (at most one lease per shard and organization).
-//!   A check refused while the ledger has units leased that no check is known to have spent
-//!   is told to come back in [`QUOTA_HELD_RETRY_AFTER_S`], not next month.
+//!   A check refused while units are leased that no check is known to have spent is told to
+//!   come back in seconds, not next month ([`QuotaLease::refusal`]).
 //!
 //! One keep-alive connection can use a key's whole rate: its shard simply leases again.
 //!
@@ -66,8 +66,9 @@ pub const IDLE_RETURN_MS: i64 = 200;
 /// Quota units idle on a shard for this long go back to the ledger (a durable write, so
 /// less eagerly than rate tokens).
 pub const QUOTA_IDLE_RETURN_MS: i64 = 1_000;
-/// `Retry-After` of a 429 `quota_exceeded` while units of the quota are leased and not spent
-/// yet: idle units come back within [`QUOTA_IDLE_RETURN_MS`] and a janitor tick.
+/// `Retry-After` of a first 429 `quota_exceeded` while units of the quota are leased and not
+/// spent yet: an idle shard near the end of the quota gives them back within
+/// [`QUOTA_IDLE_RETURN_MS`] and a janitor tick ([`QuotaLease::refusal`]).
 pub const QUOTA_HELD_RETRY_AFTER_S: u32 = 2;
 /// A shard's first quota lease of an organization, at most.
 pub const QUOTA_LEASE_BASE: u64 = 1000;
@@ -125,6 +126,9 @@ struct QuotaLease {
     /// The organization's quota as of the last grant.
     limit: u64,
     touched_ms: i64,
+    /// When this shard first refused a check while units were held unspent elsewhere (0:
+    /// not since the last grant of units): see [`QuotaLease::refusal`].
+    held_since_ms: i64,
 }
 
 impl QuotaLease {
@@ -142,6 +146,7 @@ impl QuotaLease {
             returning: None,
             limit: 0,
             touched_ms: now_ms,
+            held_since_ms: 0,
         }
     }
 
@@ -157,16 +162,41 @@ impl QuotaLease {
         used.saturating_add(u64::from(shards).saturating_mul(self.units)) >= self.limit
     }
 
-    /// Units the ledger counts as leased that no check is known to have spent: idle in other
-    /// shards' or nodes' leases, or reserved by checks in progress. Each goes back to the
-    /// ledger once idle (near the end, [`QUOTA_IDLE_RETURN_MS`]) or is spent.
-    fn held_unspent(&self) -> u64 {
-        self.ledger_used
-            .saturating_sub(self.spent_synced + self.spent_unsynced)
+    /// The 429 `quota_exceeded` of a check that found the ledger empty, holding `reserved`
+    /// units of the `cost` it needs (a plan counting operations reserves them one at a time).
+    ///
+    /// Units the ledger counts as leased that no check is known to have spent (idle in other
+    /// shards' or nodes' leases, or reserved by other checks in progress) may come back: an
+    /// idle shard near the end of the quota returns them after [`QUOTA_IDLE_RETURN_MS`]. While
+    /// some are, and the check would fit in what is not spent, the refusal says to retry in
+    /// [`QUOTA_HELD_RETRY_AFTER_S`], then, as refusals go on, in as long as units have been
+    /// held since this shard's first such refusal (units a crashed fleet node held come back
+    /// only when it starts again, and a fleet's counts of spent checks lag their shipping):
+    /// retries stay few, and a client that obeys `Retry-After` never waits a month for units
+    /// that came back in a second. Otherwise, the next month.
+    fn refusal(&mut self, limits: &PlanLimits, now_ms: i64, reserved: u32, cost: u32) -> ApiError {
+        let spent = self.spent_synced + self.spent_unsynced;
+        let held = self
+            .ledger_used
+            .saturating_sub(spent)
+            .saturating_sub(u64::from(reserved));
+        let fits = limits.quota_per_month.saturating_sub(spent) >= u64::from(cost);
+        if held == 0 || !fits {
+            self.held_since_ms = 0;
+            return quota_exceeded(limits, now_ms, None);
+        }
+        if self.held_since_ms == 0 {
+            self.held_since_ms = now_ms;
+        }
+        let waited_s = (now_ms - self.held_since_ms) / 1000;
+        quota_exceeded(limits, now_ms, Some((held, waited_s)))
     }
 
     /// Adds a grant from the ledger (of `org`'s quota of `limit`) to the lease.
     fn add_grant(&mut self, grant: &QuotaGrant, limit: u64) {
+        if grant.units > 0 {
+            self.held_since_ms = 0;
+        }
         self.units += grant.units;
         self.ledger_used = grant.used;
         self.spent_synced = self.spent_synced.max(grant.spent);
@@ -215,28 +245,30 @@ enum RefillNow {
     NotNow,
 }
 
-/// 429 `quota_exceeded`: with `Retry-After` until the next month when every unit of the
-/// quota is spent, or [`QUOTA_HELD_RETRY_AFTER_S`] while `held` units of it are leased and
-/// not known to be spent (they may come back: a client that obeys `Retry-After` must not wait
-/// a month for units another shard holds for a second).
-fn quota_exceeded(limits: &PlanLimits, now_ms: i64, held: u64) -> ApiError {
+/// 429 `quota_exceeded`, with `Retry-After` until the next month, or, while `held` units of
+/// the quota are leased and not known to be spent (first refused for that `waited_s` ago), in
+/// [`QUOTA_HELD_RETRY_AFTER_S`] or `waited_s`, whichever is longer (see
+/// [`QuotaLease::refusal`]).
+fn quota_exceeded(limits: &PlanLimits, now_ms: i64, held: Option<(u64, i64)>) -> ApiError {
     let (limit, unit) = (limits.quota_per_month, limits.quota_counts.unit_name());
-    if held > 0 {
-        return ApiError::new(
-            ErrorKind::QuotaExceeded,
+    let month_s = (ms_until_next_month(now_ms) + 999) / 1000;
+    let (message, retry_s) = match held {
+        Some((held, waited_s)) => (
             format!(
                 "the monthly quota of {limit} {unit} is all leased: {held} of them are held by \
                  other shards, nodes or checks in progress and not spent yet; retry shortly"
             ),
-        )
-        .with_retry_after(QUOTA_HELD_RETRY_AFTER_S);
-    }
-    let retry_s = (ms_until_next_month(now_ms) + 999) / 1000;
-    ApiError::new(
-        ErrorKind::QuotaExceeded,
-        format!("the monthly quota of {limit} {unit} is used up"),
-    )
-    .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32)
+            waited_s
+                .max(i64::from(QUOTA_HELD_RETRY_AFTER_S))
+                .min(month_s),
+        ),
+        None => (
+            format!("the monthly quota of {limit} {unit} is used up"),
+            month_s,
+        ),
+    };
+    ApiError::new(ErrorKind::QuotaExceeded, message)
+        .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32)
 }
 
 /// A quota refill in flight, and the checks waiting for it.
@@ -467,7 +499,7 @@ impl ShardLimits {
         self.take_permit(caller, &org, now_ms).await?;
         let month = month_of(now_ms);
         if let Err(error) = self
-            .reserve_quota(&org, month, &caller.org.limits, now_ms)
+            .reserve_quota(&org, month, &caller.org.limits, now_ms, (0, 1))
             .await
         {
             self.release_permit(&org, now_ms);
@@ -502,7 +534,8 @@ impl ShardLimits {
             return Ok(());
         }
         while admission.units < units {
-            self.reserve_quota(&admission.org, admission.month, limits, now_ms)
+            let need = (admission.units, units);
+            self.reserve_quota(&admission.org, admission.month, limits, now_ms, need)
                 .await?;
             admission.units += 1;
         }
@@ -583,13 +616,17 @@ impl ShardLimits {
         }
     }
 
+    /// Reserves one quota unit of `org` for a check that holds `reserved` units of the `cost`
+    /// it needs (`need`; `(0, 1)` for an admission).
     async fn reserve_quota(
         &self,
         org: &str,
         month: u32,
         limits: &PlanLimits,
         now_ms: i64,
+        need: (u32, u32),
     ) -> ApiResult<()> {
+        let (reserved, cost) = need;
         loop {
             // What to wait for: a refill, or (`true`) units on their way back to the ledger.
             let (refill, returning) = {
@@ -616,7 +653,7 @@ impl ShardLimits {
                     match self.refill_now(lease, org, month, limits, now_ms) {
                         RefillNow::Granted => continue,
                         RefillNow::QuotaUsedUp => {
-                            return Err(quota_exceeded(limits, now_ms, lease.held_unspent()))
+                            return Err(lease.refusal(limits, now_ms, reserved, cost))
                         }
                         RefillNow::Failed => {
                             return Err(ApiError::internal("the quota ledger could not be updated"))
@@ -641,14 +678,11 @@ impl ShardLimits {
             }
             match refill.wait().await {
                 Ok(0) => {
-                    let held = self.inner.quota.borrow().get(org).map_or(0, |lease| {
-                        if lease.month == month {
-                            lease.held_unspent()
-                        } else {
-                            0
-                        }
+                    let mut quota = self.inner.quota.borrow_mut();
+                    return Err(match quota.get_mut(org).filter(|l| l.month == month) {
+                        Some(lease) => lease.refusal(limits, now_ms, reserved, cost),
+                        None => quota_exceeded(limits, now_ms, None),
                     });
-                    return Err(quota_exceeded(limits, now_ms, held));
                 }
                 Ok(_) => {} // units arrived: take one (unless others took them all first)
                 Err(()) if self.quota.quota_ledger_down() => {
@@ -973,6 +1007,78 @@ impl ShardLimits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn plan(quota_per_month: u64) -> PlanLimits {
+        PlanLimits {
+            text_chars_max: 1_000,
+            image_pixels_max: 1_000_000,
+            rate_per_s: 10,
+            rate_burst: 10,
+            concurrent_max: 10,
+            quota_per_month,
+            keys_max: 10,
+            paid: false,
+            engine_down: EngineDown::Open,
+            quota_counts: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_refusal_says_next_month_only_once_no_unit_can_come_back() {
+        let limits = plan(100);
+        // 2026-11-10: the month ends in about 20 days.
+        let now = 1_794_268_800_000;
+        let month_s = ((ms_until_next_month(now) + 999) / 1000) as u32;
+        let mut lease = QuotaLease::new(month_of(now), now);
+        lease.add_grant(
+            &QuotaGrant {
+                units: 0,
+                used: 100,
+                spent: 90,
+            },
+            100,
+        );
+        // 10 units leased and not spent: seconds, growing with how long they have been held.
+        let first = lease.refusal(&limits, now, 0, 1);
+        assert_eq!(first.kind, ErrorKind::QuotaExceeded);
+        assert_eq!(first.retry_after_s, Some(QUOTA_HELD_RETRY_AFTER_S));
+        assert!(
+            first.message.contains("10 of them are held"),
+            "{}",
+            first.message
+        );
+        let later = lease.refusal(&limits, now + 60_000, 0, 1);
+        assert_eq!(later.retry_after_s, Some(60));
+        // Units granted again: the next wait starts from 2 s.
+        lease.add_grant(
+            &QuotaGrant {
+                units: 1,
+                used: 100,
+                spent: 90,
+            },
+            100,
+        );
+        lease.units = 0;
+        let again = lease.refusal(&limits, now + 120_000, 0, 1);
+        assert_eq!(again.retry_after_s, Some(QUOTA_HELD_RETRY_AFTER_S));
+        // The check's own reserved units are not held elsewhere.
+        let own = lease.refusal(&limits, now + 120_000, 10, 11);
+        assert_eq!(own.retry_after_s, Some(month_s - 120));
+        // Nor does a check wait for units it could not fit in: 10 unspent, a cost of 11.
+        let too_dear = lease.refusal(&limits, now + 120_000, 0, 11);
+        assert_eq!(too_dear.retry_after_s, Some(month_s - 120));
+        // Every unit spent: the next month.
+        lease.spent_synced = 100;
+        let spent = lease.refusal(&limits, now + 120_000, 0, 1);
+        assert_eq!(spent.retry_after_s, Some(month_s - 120));
+        assert!(spent.message.contains("used up"), "{}", spent.message);
+        // Held for longer than the month has left: the month's end.
+        lease.spent_synced = 90;
+        let end = ms_until_next_month(now) - 5_000;
+        let _ = lease.refusal(&limits, now + 120_000, 0, 1);
+        let last = lease.refusal(&limits, now + end, 0, 1);
+        assert_eq!(last.retry_after_s, Some(5));
+    }
 
     #[test]
     fn a_quota_lease_grows_while_leases_go_fast_and_shrinks_when_they_last() {

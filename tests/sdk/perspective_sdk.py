@@ -40,5 +40,6 @@ try:
     }).execute()
     out["other_language"] = "no error"
 except errors.HttpError as error:
-    out["other_language"] = {"status": error.resp.status, "content": json.loads(error.content)}
+    # The client's own reading of Google's `error.details`.
+    out["other_language"] = {"status": error.resp.status, "details": error.error_details}
 print(json.dumps(out))
