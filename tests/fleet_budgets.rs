@@ -782,3 +782,36 @@ fn a_fleet_charges_each_operation_under_a_plan_that_counts_them() {
     }
     assert_eq!(send(&a, "properties"), 429);
 }
+
+/// Units a node holds after the traffic moved to another node go back near the end of the
+/// quota: the idle node reads the fleet's checks spent (`SPENT_REFRESH_EVERY`), sees the end
+/// near, and gives back what has been idle for a second, so the other node spends the whole
+/// quota. (Before, a node learned of the others' checks only at its own grants: node a kept
+/// its units all month.)
+#[test]
+fn units_left_on_a_node_the_traffic_moved_away_from_come_back() {
+    const QUOTA: usize = 100;
+    let fleet = Fleet::start();
+    let a = fleet.node("node-a");
+    let b = fleet.node("node-b");
+    let key = quota_key(&fleet, QUOTA);
+    // Node a's shard leases 100 / (4 × 2) = 12 units, spends one and holds the rest.
+    assert_eq!(check(&a, &key), (200, String::new()));
+    let mut answered = 1;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while answered < QUOTA {
+        assert!(
+            Instant::now() < deadline,
+            "only {answered} of a quota of {QUOTA} could be spent"
+        );
+        match check(&b, &key) {
+            (200, _) => answered += 1,
+            (429, kind) if kind == "quota_exceeded" => {
+                std::thread::sleep(Duration::from_millis(200))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(check(&b, &key), (429, "quota_exceeded".to_owned()));
+    assert_eq!(check(&a, &key), (429, "quota_exceeded".to_owned()));
+}

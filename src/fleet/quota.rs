@@ -31,6 +31,11 @@
 //! (before, each outage could take a whole share again). An organization the node has not
 //! leased for this month counts as unused: its share is the quota divided by the live nodes.
 //!
+//! Every [`SPENT_REFRESH_EVERY`] the node reads the fleet's checks spent by the organizations
+//! it leased units of this month ([`Ledger::refresh_spent`]): its shards judge from them when
+//! the quota nears its end and their idle units should go back, whichever node serves the
+//! organization now.
+//!
 //! How it runs beside glommio: `tokio-postgres` on a thread of its own with a current-thread
 //! runtime, as the follower and the shipper. A shard sends its grant requests and awaits the
 //! answer ([`QuotaSource::send_take_quota`]): none of its blocking threads waits on
@@ -58,6 +63,9 @@ pub const BACKLOG_IDS_MAX: usize = 250_000;
 const LOOKUP_CHUNK: usize = 10_000;
 /// How often the ledger thread retries writing fallback units while PostgreSQL is down.
 const SETTLE_EVERY: Duration = Duration::from_secs(1);
+/// How often the ledger thread reads the fleet's checks spent by the organizations this node
+/// leased units of this month ([`Ledger::refresh_spent`]).
+pub const SPENT_REFRESH_EVERY: Duration = Duration::from_secs(1);
 /// After a failed connection or request, requests are refused at once for this long (the
 /// node's share answers them) before the ledger thread connects again.
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
@@ -211,25 +219,32 @@ impl PgQuota {
                 known: thread_known,
                 status: thread_status,
                 retry_at: tokio::time::Instant::now(),
+                refreshed_at: tokio::time::Instant::now(),
             };
             loop {
-                let request = match tokio::time::timeout(SETTLE_EVERY, queue.recv()).await {
+                let wait = SETTLE_EVERY.min(SPENT_REFRESH_EVERY);
+                let request = match tokio::time::timeout(wait, queue.recv()).await {
                     Ok(Some(request)) => Some(request),
                     Ok(None) => break,
                     Err(_) => None,
                 };
+                let refresh = ledger.refresh_due();
                 let ready = match &request {
                     Some(_) => ledger.ready(&cluster).await,
                     // Idle: only worth a connection if units granted on the node's own are
-                    // still to be written.
-                    None if ledger.owes() => ledger.ready(&cluster).await,
+                    // still to be written, or the fleet's counts are to be read.
+                    None if ledger.owes() || refresh => ledger.ready(&cluster).await,
                     None => continue,
                 };
-                let Some(request) = request else { continue };
-                if ready {
-                    ledger.serve(request).await;
-                } else {
-                    ledger.refuse(request);
+                if let Some(request) = request {
+                    if ready {
+                        ledger.serve(request).await;
+                    } else {
+                        ledger.refuse(request);
+                    }
+                }
+                if ready && refresh {
+                    ledger.refresh_spent().await;
                 }
             }
         })?;
@@ -337,9 +352,62 @@ struct Ledger {
     status: Arc<QuotaStatus>,
     /// No connection attempt before this.
     retry_at: tokio::time::Instant,
+    /// When the fleet's counts of checks spent were last read.
+    refreshed_at: tokio::time::Instant,
 }
 
 impl Ledger {
+    /// Whether [`Self::refresh_spent`] is due: [`SPENT_REFRESH_EVERY`] since the last, and
+    /// this node leased units of some organization.
+    fn refresh_due(&self) -> bool {
+        self.refreshed_at.elapsed() >= SPENT_REFRESH_EVERY && !lock(&self.known).used.is_empty()
+    }
+
+    /// Reads the fleet's checks spent by each organization this node leased units of in the
+    /// latest month it leased in, into what the shards' reports return
+    /// ([`QuotaSource::report_spent`]). A shard judges from them whether the quota is near its
+    /// end, when it gives back units idle for a second; without this read, a node learned of
+    /// the other nodes' checks only at its own grants, so units left on a node the traffic
+    /// had moved away from stayed there all month while other nodes refused checks.
+    async fn refresh_spent(&mut self) {
+        self.refreshed_at = tokio::time::Instant::now();
+        let Some(client) = self.client.as_ref() else {
+            return;
+        };
+        let (month, orgs) = {
+            let known = lock(&self.known);
+            let Some(month) = known.used.keys().map(|(_, month)| *month).max() else {
+                return;
+            };
+            let orgs: Vec<String> = known
+                .used
+                .keys()
+                .filter(|(_, m)| *m == month)
+                .map(|(org, _)| org.clone())
+                .collect();
+            (month, orgs)
+        };
+        for chunk in orgs.chunks(LOOKUP_CHUNK) {
+            match bounded(fleet_spent(client, month, chunk)).await {
+                Ok(counts) => {
+                    let mut known = lock(&self.known);
+                    for (org, spent) in counts {
+                        let count = known.spent.entry((org, month)).or_default();
+                        *count = (*count).max(spent);
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        error = format!("{error:#}"),
+                        "reading the fleet's checks spent failed; retried"
+                    );
+                    self.failed();
+                    return;
+                }
+            }
+        }
+    }
+
     fn owes(&self) -> bool {
         lock(&self.known).owed.values().any(|&units| units != 0)
     }
@@ -509,6 +577,25 @@ async fn take(
         used: used + units,
         spent: spent.max(0) as u64,
     })
+}
+
+/// The checks spent in `month` by each of `orgs`, over every node (as shipped).
+async fn fleet_spent(
+    client: &tokio_postgres::Client,
+    month: u32,
+    orgs: &[String],
+) -> anyhow::Result<Vec<(String, u64)>> {
+    let rows = client
+        .query(
+            "SELECT org, coalesce(sum(spent), 0)::bigint FROM quota_leases
+             WHERE month = $1 AND org = ANY($2) GROUP BY org",
+            &[&(month as i32), &orgs],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| (row.get(0), row.get::<_, i64>(1).max(0) as u64))
+        .collect())
 }
 
 /// Counts `units` in the ledger's `used` and in what `node_id` leased.
