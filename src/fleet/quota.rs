@@ -32,7 +32,7 @@
 //! leased for this month counts as unused: its share is the quota divided by the live nodes.
 //!
 //! Every [`SPENT_REFRESH_EVERY`] the node reads the fleet's checks spent by the organizations
-//! it leased units of this month ([`Ledger::refresh_spent`]): its shards judge from them when
+//! it leased units of this month (`Ledger::refresh_spent`): its shards judge from them when
 //! the quota nears its end and their idle units should go back, whichever node serves the
 //! organization now.
 //!
@@ -64,7 +64,7 @@ const LOOKUP_CHUNK: usize = 10_000;
 /// How often the ledger thread retries writing fallback units while PostgreSQL is down.
 const SETTLE_EVERY: Duration = Duration::from_secs(1);
 /// How often the ledger thread reads the fleet's checks spent by the organizations this node
-/// leased units of this month ([`Ledger::refresh_spent`]).
+/// leased units of this month (`Ledger::refresh_spent`).
 pub const SPENT_REFRESH_EVERY: Duration = Duration::from_secs(1);
 /// After a failed connection or request, requests are refused at once for this long (the
 /// node's share answers them) before the ledger thread connects again.

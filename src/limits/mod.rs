@@ -28,7 +28,7 @@
 //!   them to be in before it leases again; a graceful stop gives them all back; a crash
 //!   loses the units leased and not spent (at most one lease per shard and organization).
 //!   A check refused while units are leased that no check is known to have spent is told to
-//!   come back in seconds, not next month ([`QuotaLease::refusal`]).
+//!   come back in seconds, not next month (`QuotaLease::refusal`).
 //!
 //! One keep-alive connection can use a key's whole rate: its shard simply leases again.
 //!
@@ -68,7 +68,7 @@ pub const IDLE_RETURN_MS: i64 = 200;
 pub const QUOTA_IDLE_RETURN_MS: i64 = 1_000;
 /// `Retry-After` of a first 429 `quota_exceeded` while units of the quota are leased and not
 /// spent yet: an idle shard near the end of the quota gives them back within
-/// [`QUOTA_IDLE_RETURN_MS`] and a janitor tick ([`QuotaLease::refusal`]).
+/// [`QUOTA_IDLE_RETURN_MS`] and a janitor tick (`QuotaLease::refusal`).
 pub const QUOTA_HELD_RETRY_AFTER_S: u32 = 2;
 /// A shard's first quota lease of an organization, at most.
 pub const QUOTA_LEASE_BASE: u64 = 1000;
