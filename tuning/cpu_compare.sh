@@ -10,7 +10,9 @@
 #                                                         1 KiB of tuning/text_1k.txt)
 #
 # Routes: GET /v1/workflows, POST /v1/text with a 1 KiB text, POST /v1/image with the 1 MP
-# JPEG of the test images. The binaries take turns at running first (`binaries_in_order`).
+# JPEG of the test images, and (only when named in ROUTES) `perspective`: Perspective's
+# POST /v1alpha1/comments:analyze with the same text and TOXICITY, sent without `languages`
+# (the same text every time: after the first, tox-block's windows are kept on the shard). The binaries take turns at running first (`binaries_in_order`).
 # Prints one line per (round, binary, route) with microseconds of server CPU per request, then
 # the median per binary and route and in how many rounds the new binary (the second
 # argument) was the cheaper.
@@ -30,6 +32,8 @@ if sentence:
 else:
     text = open('$root/tuning/text_1k.txt').read()[:1024]
 open('$work/text.json','w').write(json.dumps({'text': text}))
+open('$work/perspective.json','w').write(json.dumps(
+    {'comment': {'text': text}, 'requestedAttributes': {'TOXICITY': {}}}))
 "
 cp "$root/models/image/testimages/jpeg_baseline_retina_1152x864_1mp.jpg" "$work/image.jpg"
 
@@ -40,6 +44,9 @@ measure() { # NAME ROUTE -> us per request
                  -H "X-Api-Key: $key" --pin-wrk 1 --seconds 6 --connections 16) ;;
     text) out=$("$tool" --pid "$pid" --url "http://127.0.0.1:$port/v1/text" --method POST \
                  --body-file "$work/text.json" -H "X-Api-Key: $key" \
+                 -H "Content-Type: application/json" --pin-wrk 1 --seconds 6 --connections 16) ;;
+    perspective) out=$("$tool" --pid "$pid" --url "http://127.0.0.1:$port/v1alpha1/comments:analyze" \
+                 --method POST --body-file "$work/perspective.json" -H "X-Api-Key: $key" \
                  -H "Content-Type: application/json" --pin-wrk 1 --seconds 6 --connections 16) ;;
     image) out=$("$tool" --pid "$pid" --url "http://127.0.0.1:$port/v1/image" --method POST \
                  --body-file "$work/image.jpg" -H "X-Api-Key: $key" --pin-wrk 1 --seconds 8 \
