@@ -787,7 +787,7 @@ fn a_fleet_charges_each_operation_under_a_plan_that_counts_them() {
 /// quota: the idle node reads the fleet's checks spent (`SPENT_REFRESH_EVERY`), sees the end
 /// near, and gives back what has been idle for a second, so the other node spends the whole
 /// quota. (Before, a node learned of the others' checks only at its own grants: node a kept
-/// its units all month.)
+/// its units all month, and node b spent 76 of the 100.)
 #[test]
 fn units_left_on_a_node_the_traffic_moved_away_from_come_back() {
     const QUOTA: usize = 100;
@@ -795,7 +795,7 @@ fn units_left_on_a_node_the_traffic_moved_away_from_come_back() {
     let a = fleet.node("node-a");
     let b = fleet.node("node-b");
     let key = quota_key(&fleet, QUOTA);
-    // Node a's shard leases 100 / (4 × 2) = 12 units, spends one and holds the rest.
+    // Node a's one shard leases 100 / (4 × 1) = 25 units, spends one and holds 24.
     assert_eq!(check(&a, &key), (200, String::new()));
     let mut answered = 1;
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -32,9 +32,11 @@
 //! leased for this month counts as unused: its share is the quota divided by the live nodes.
 //!
 //! Every [`SPENT_REFRESH_EVERY`] the node reads the fleet's checks spent by the organizations
-//! it leased units of this month (`Ledger::refresh_spent`): its shards judge from them when
-//! the quota nears its end and their idle units should go back, whichever node serves the
-//! organization now.
+//! its shards hold units of (`Ledger::refresh_spent`): its shards judge from them when the
+//! quota nears its end and their idle units should go back, whichever node serves the
+//! organization now. The count a shard is told adds the other nodes' shipped checks to the
+//! larger of this node's shipped count and its own reports, so a check is never counted
+//! twice (shipped and reported) and the count never passes the truth.
 //!
 //! How it runs beside glommio: `tokio-postgres` on a thread of its own with a current-thread
 //! runtime, as the follower and the shipper. A shard sends its grant requests and awaits the
@@ -63,9 +65,11 @@ pub const BACKLOG_IDS_MAX: usize = 250_000;
 const LOOKUP_CHUNK: usize = 10_000;
 /// How often the ledger thread retries writing fallback units while PostgreSQL is down.
 const SETTLE_EVERY: Duration = Duration::from_secs(1);
-/// How often the ledger thread reads the fleet's checks spent by the organizations this node
-/// leased units of this month (`Ledger::refresh_spent`).
+/// How often the ledger thread reads the fleet's checks spent by the organizations this
+/// node's shards hold units of (`Ledger::refresh_spent`).
 pub const SPENT_REFRESH_EVERY: Duration = Duration::from_secs(1);
+/// How long that read may take before it is given up (grants wait behind it).
+const SPENT_REFRESH_TIMEOUT: Duration = Duration::from_secs(2);
 /// After a failed connection or request, requests are refused at once for this long (the
 /// node's share answers them) before the ledger thread connects again.
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
@@ -137,9 +141,25 @@ struct Known {
     /// Per (organization, month): units granted from this node's share (positive) or given
     /// back by its shards (negative) while the ledger could not be reached, not written yet.
     owed: HashMap<(String, u32), i64>,
-    /// Checks spent per (organization, month) in the fleet, as of the last grant, plus what
-    /// this node's shards reported since: for `X-Quota-Used`.
+    /// Per (organization, month): the checks the fleet's table counts for the other nodes and
+    /// for this one (earlier runs included), as last read (at a grant, or by
+    /// `Ledger::refresh_spent`). Both lag shipping.
+    shipped: HashMap<(String, u32), Shipped>,
+    /// Per (organization, month): the checks this node's shards reported spent in this run.
+    reported: HashMap<(String, u32), u64>,
+    /// Per (organization, month): the checks the fleet spent as last told to the shards
+    /// ([`Known::spent_now`]): for `X-Quota-Used` and for a shard's judgement of the quota's end.
     spent: HashMap<(String, u32), u64>,
+    /// Per (organization, month), only while above 0: units this node's shards hold (granted,
+    /// less given back and reported spent). The organizations `Ledger::refresh_spent` reads.
+    held: HashMap<(String, u32), u64>,
+}
+
+/// Checks counted in the fleet's table for one organization and month.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Shipped {
+    others: u64,
+    own: u64,
 }
 
 /// The quota ledger as a node sees it, for `/metrics`.
@@ -220,6 +240,7 @@ impl PgQuota {
                 status: thread_status,
                 retry_at: tokio::time::Instant::now(),
                 refreshed_at: tokio::time::Instant::now(),
+                refresh_from: 0,
             };
             loop {
                 let wait = SETTLE_EVERY.min(SPENT_REFRESH_EVERY);
@@ -282,6 +303,39 @@ impl PgQuota {
 }
 
 impl Known {
+    /// The checks the fleet spent for `key`, as well as this node knows without counting one
+    /// twice: the other nodes' as shipped, and this node's own, the larger of its shipped count
+    /// (earlier runs included) and what its shards reported in this run. Each part is at most
+    /// the truth, so the count never passes it; it never goes down.
+    fn spent_now(&mut self, key: &(String, u32)) -> u64 {
+        let shipped = self.shipped.get(key).copied().unwrap_or_default();
+        let reported = self.reported.get(key).copied().unwrap_or(0);
+        let count = shipped.others + shipped.own.max(reported);
+        let spent = self.spent.entry(key.clone()).or_default();
+        *spent = (*spent).max(count);
+        *spent
+    }
+
+    /// `units` more held by this node's shards (negative: fewer).
+    fn hold(&mut self, key: (String, u32), units: i64) {
+        let held = self.held.get(&key).copied().unwrap_or(0);
+        match held.saturating_add_signed(units) {
+            0 => self.held.remove(&key),
+            held => self.held.insert(key, held),
+        };
+    }
+
+    /// Forgets what is kept of months before `month - 1` (nothing is asked of them any more),
+    /// but units owed to the ledger.
+    fn forget_before(&mut self, month: u32) {
+        let recent = |key: &(String, u32)| key.1 + 1 >= month;
+        self.used.retain(|key, _| recent(key));
+        self.shipped.retain(|key, _| recent(key));
+        self.reported.retain(|key, _| recent(key));
+        self.spent.retain(|key, _| recent(key));
+        self.held.retain(|key, _| recent(key));
+    }
+
     /// Up to `want` units of this node's share (of `live` nodes) of what the ledger had left
     /// as this node last knew it, less what it granted since (`None`: the share is spent).
     fn fallback(
@@ -354,58 +408,77 @@ struct Ledger {
     retry_at: tokio::time::Instant,
     /// When the fleet's counts of checks spent were last read.
     refreshed_at: tokio::time::Instant,
+    /// Where the next read of them starts among the organizations (see `refresh_spent`).
+    refresh_from: usize,
 }
 
 impl Ledger {
     /// Whether [`Self::refresh_spent`] is due: [`SPENT_REFRESH_EVERY`] since the last, and
-    /// this node leased units of some organization.
+    /// this node's shards hold units of some organization.
     fn refresh_due(&self) -> bool {
-        self.refreshed_at.elapsed() >= SPENT_REFRESH_EVERY && !lock(&self.known).used.is_empty()
+        self.refreshed_at.elapsed() >= SPENT_REFRESH_EVERY && !lock(&self.known).held.is_empty()
     }
 
-    /// Reads the fleet's checks spent by each organization this node leased units of in the
-    /// latest month it leased in, into what the shards' reports return
-    /// ([`QuotaSource::report_spent`]). A shard judges from them whether the quota is near its
-    /// end, when it gives back units idle for a second; without this read, a node learned of
-    /// the other nodes' checks only at its own grants, so units left on a node the traffic
-    /// had moved away from stayed there all month while other nodes refused checks.
+    /// Reads the fleet's checks spent by the organizations this node's shards hold units of
+    /// (in the latest month they hold units of; at most [`LOOKUP_CHUNK`] a pass, in turn),
+    /// into what the shards' reports return ([`QuotaSource::report_spent`]). A shard judges
+    /// from them whether the quota is near its end, when it gives back units idle for a
+    /// second; without this read, a node learned of the other nodes' checks only at its own
+    /// grants, so units left on a node the traffic had moved away from stayed there all month
+    /// while other nodes refused checks. A read that fails or takes over
+    /// [`SPENT_REFRESH_TIMEOUT`] drops the connection (the next request connects again) and
+    /// nothing else: it only helps.
     async fn refresh_spent(&mut self) {
-        self.refreshed_at = tokio::time::Instant::now();
         let Some(client) = self.client.as_ref() else {
             return;
         };
         let (month, orgs) = {
             let known = lock(&self.known);
-            let Some(month) = known.used.keys().map(|(_, month)| *month).max() else {
+            let Some(month) = known.held.keys().map(|(_, month)| *month).max() else {
                 return;
             };
-            let orgs: Vec<String> = known
-                .used
+            let mut orgs: Vec<&String> = known
+                .held
                 .keys()
                 .filter(|(_, m)| *m == month)
-                .map(|(org, _)| org.clone())
+                .map(|(org, _)| org)
                 .collect();
-            (month, orgs)
+            orgs.sort_unstable();
+            let from = self.refresh_from % orgs.len().max(1);
+            let chunk: Vec<String> = orgs
+                .iter()
+                .cycle()
+                .skip(from)
+                .take(orgs.len().min(LOOKUP_CHUNK))
+                .map(|org| (*org).clone())
+                .collect();
+            self.refresh_from = from + chunk.len();
+            (month, chunk)
         };
-        for chunk in orgs.chunks(LOOKUP_CHUNK) {
-            match bounded(fleet_spent(client, month, chunk)).await {
-                Ok(counts) => {
-                    let mut known = lock(&self.known);
-                    for (org, spent) in counts {
-                        let count = known.spent.entry((org, month)).or_default();
-                        *count = (*count).max(spent);
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(
-                        error = format!("{error:#}"),
-                        "reading the fleet's checks spent failed; retried"
-                    );
-                    self.failed();
-                    return;
+        let read = tokio::time::timeout(
+            SPENT_REFRESH_TIMEOUT,
+            fleet_spent(client, &self.node_id, month, &orgs),
+        )
+        .await
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("timed out")));
+        match read {
+            Ok(counts) => {
+                let mut known = lock(&self.known);
+                for (org, shipped) in counts {
+                    let key = (org, month);
+                    known.shipped.insert(key.clone(), shipped);
+                    known.spent_now(&key);
                 }
             }
+            Err(error) => {
+                tracing::warn!(
+                    error = format!("{error:#}"),
+                    "reading the fleet's checks spent failed; read again in a second"
+                );
+                self.client = None;
+            }
         }
+        self.refreshed_at = tokio::time::Instant::now();
     }
 
     fn owes(&self) -> bool {
@@ -508,11 +581,15 @@ impl Ledger {
                 let ok = result.is_ok();
                 // Before the answer: a shard told of a failure asks whether the ledger is down.
                 self.status.ledger_up.store(ok, Ordering::Relaxed);
-                if let Ok(grant) = &result {
-                    lock(&self.known)
-                        .used
-                        .insert((org.clone(), month), grant.used);
-                }
+                let result = result.map(|(grant, shipped)| {
+                    let mut known = lock(&self.known);
+                    if known.used.keys().all(|(_, seen)| *seen < month) {
+                        known.forget_before(month);
+                    }
+                    known.used.insert((org.clone(), month), grant.used);
+                    known.shipped.insert((org.clone(), month), shipped);
+                    grant
+                });
                 if let Err(Ok(grant)) = reply.send(result) {
                     // The shard stopped waiting: the units it never got go back.
                     owe(&self.known, org, month, -(grant.units as i64));
@@ -544,7 +621,7 @@ async fn take(
     month: u32,
     limit: u64,
     want: u64,
-) -> anyhow::Result<QuotaGrant> {
+) -> anyhow::Result<(QuotaGrant, Shipped)> {
     let month = month as i32;
     let tx = client.transaction().await?;
     tx.execute(
@@ -564,37 +641,56 @@ async fn take(
     if units > 0 {
         add_leased(&tx, node_id, org, month, units as i64).await?;
     }
-    let spent: i64 = tx
+    let row = tx
         .query_one(
-            "SELECT coalesce(sum(spent), 0)::bigint FROM quota_leases WHERE org = $1 AND month = $2",
-            &[&org, &month],
+            "SELECT coalesce(sum(spent) FILTER (WHERE node_id <> $3), 0)::bigint,
+                    coalesce(sum(spent) FILTER (WHERE node_id = $3), 0)::bigint
+             FROM quota_leases WHERE org = $1 AND month = $2",
+            &[&org, &month, &node_id],
         )
-        .await?
-        .get(0);
+        .await?;
     tx.commit().await.context("committing a quota lease")?;
-    Ok(QuotaGrant {
-        units,
-        used: used + units,
-        spent: spent.max(0) as u64,
-    })
+    let shipped = Shipped {
+        others: row.get::<_, i64>(0).max(0) as u64,
+        own: row.get::<_, i64>(1).max(0) as u64,
+    };
+    Ok((
+        QuotaGrant {
+            units,
+            used: used + units,
+            spent: shipped.others + shipped.own,
+        },
+        shipped,
+    ))
 }
 
-/// The checks spent in `month` by each of `orgs`, over every node (as shipped).
+/// The checks spent in `month` by each of `orgs` (as shipped): by the nodes other than
+/// `node_id`, and by it.
 async fn fleet_spent(
     client: &tokio_postgres::Client,
+    node_id: &str,
     month: u32,
     orgs: &[String],
-) -> anyhow::Result<Vec<(String, u64)>> {
+) -> anyhow::Result<Vec<(String, Shipped)>> {
     let rows = client
         .query(
-            "SELECT org, coalesce(sum(spent), 0)::bigint FROM quota_leases
-             WHERE month = $1 AND org = ANY($2) GROUP BY org",
-            &[&(month as i32), &orgs],
+            "SELECT org,
+                    coalesce(sum(spent) FILTER (WHERE node_id <> $3), 0)::bigint,
+                    coalesce(sum(spent) FILTER (WHERE node_id = $3), 0)::bigint
+             FROM quota_leases WHERE month = $1 AND org = ANY($2) GROUP BY org",
+            &[&(month as i32), &orgs, &node_id],
         )
         .await?;
     Ok(rows
         .iter()
-        .map(|row| (row.get(0), row.get::<_, i64>(1).max(0) as u64))
+        .map(|row| {
+            let count = |at: usize| row.get::<_, i64>(at).max(0) as u64;
+            let shipped = Shipped {
+                others: count(1),
+                own: count(2),
+            };
+            (row.get(0), shipped)
+        })
         .collect())
 }
 
@@ -812,10 +908,10 @@ impl QuotaSource for PgQuota {
             Err(error) => return Err(error),
         };
         let mut known = lock(&self.known);
-        let count = known.spent.entry((org.to_owned(), month)).or_default();
-        *count = (*count).max(grant.spent);
+        let key = (org.to_owned(), month);
+        known.hold(key.clone(), grant.units as i64);
         Ok(QuotaGrant {
-            spent: *count,
+            spent: known.spent_now(&key),
             ..grant
         })
     }
@@ -828,6 +924,7 @@ impl QuotaSource for PgQuota {
     /// Does not wait: the ledger thread writes the return, now or once PostgreSQL answers
     /// again (if the node stops first, its next start's reconciliation returns the units).
     fn return_quota(&self, org: &str, month: u32, units: u64) -> anyhow::Result<()> {
+        lock(&self.known).hold((org.to_owned(), month), -(units as i64));
         self.requests
             .send(Request::Return {
                 org: org.to_owned(),
@@ -847,9 +944,12 @@ impl QuotaSource for PgQuota {
 
     fn report_spent(&self, org: &str, month: u32, spent: u64) -> u64 {
         let mut known = lock(&self.known);
-        let count = known.spent.entry((org.to_owned(), month)).or_default();
-        *count += spent;
-        *count
+        let key = (org.to_owned(), month);
+        if spent > 0 {
+            *known.reported.entry(key.clone()).or_default() += spent;
+            known.hold(key.clone(), -(spent as i64));
+        }
+        known.spent_now(&key)
     }
 
     /// Waits (bounded) until the returns the shards made at their stop are written.
@@ -866,6 +966,74 @@ impl QuotaSource for PgQuota {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_check_shipped_and_reported_is_counted_once() {
+        let key = ("acme".to_owned(), 7);
+        let mut known = Known::default();
+        // The table: 100 checks of the other nodes, 30 of this node's earlier runs.
+        known.shipped.insert(
+            key.clone(),
+            Shipped {
+                others: 100,
+                own: 30,
+            },
+        );
+        assert_eq!(known.spent_now(&key), 130);
+        // This run's shards report 10 checks, then 5 of them are shipped: 140 at most, never
+        // 145 (the 5 counted as shipped and as reported).
+        known.reported.insert(key.clone(), 10);
+        assert_eq!(known.spent_now(&key), 130);
+        known.shipped.insert(
+            key.clone(),
+            Shipped {
+                others: 100,
+                own: 35,
+            },
+        );
+        assert_eq!(known.spent_now(&key), 135);
+        // In a later run, what this run reported is only in the table.
+        let mut later = Known::default();
+        later.shipped.insert(
+            key.clone(),
+            Shipped {
+                others: 100,
+                own: 40,
+            },
+        );
+        later.reported.insert(key.clone(), 2);
+        assert_eq!(later.spent_now(&key), 140);
+        // A count never goes down (a node forgotten takes its rows with it).
+        later
+            .shipped
+            .insert(key.clone(), Shipped { others: 0, own: 40 });
+        assert_eq!(later.spent_now(&key), 140);
+    }
+
+    #[test]
+    fn units_held_are_kept_while_above_zero_and_old_months_are_forgotten() {
+        let mut known = Known::default();
+        let key = |month| ("acme".to_owned(), month);
+        known.hold(key(7), 12);
+        known.hold(key(7), -11);
+        assert_eq!(known.held.get(&key(7)), Some(&1));
+        known.hold(key(7), -5);
+        assert!(known.held.is_empty(), "not below zero, and gone at zero");
+        for month in [5, 6, 7] {
+            known.hold(key(month), 1);
+            known.used.insert(key(month), 1);
+            known.spent.insert(key(month), 1);
+        }
+        known.forget_before(7);
+        let months = |map: &HashMap<(String, u32), u64>| {
+            let mut months: Vec<u32> = map.keys().map(|(_, month)| *month).collect();
+            months.sort_unstable();
+            months
+        };
+        assert_eq!(months(&known.held), [6, 7]);
+        assert_eq!(months(&known.used), [6, 7]);
+        assert_eq!(months(&known.spent), [6, 7]);
+    }
 
     #[test]
     fn outages_one_after_another_take_shares_of_what_is_left() {

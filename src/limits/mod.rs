@@ -28,7 +28,8 @@
 //!   them to be in before it leases again; a graceful stop gives them all back; a crash
 //!   loses the units leased and not spent (at most one lease per shard and organization).
 //!   A check refused while units are leased that no check is known to have spent is told to
-//!   come back in seconds, not next month (`QuotaLease::refusal`).
+//!   come back in 2 s, then in longer waits as such refusals go on, not next month
+//!   (`QuotaLease::refusal`).
 //!
 //! One keep-alive connection can use a key's whole rate: its shard simply leases again.
 //!
@@ -70,6 +71,9 @@ pub const QUOTA_IDLE_RETURN_MS: i64 = 1_000;
 /// spent yet: an idle shard near the end of the quota gives them back within
 /// [`QUOTA_IDLE_RETURN_MS`] and a janitor tick (`QuotaLease::refusal`).
 pub const QUOTA_HELD_RETRY_AFTER_S: u32 = 2;
+/// Refusals for held units more than this long after the last one's `Retry-After` ended are
+/// a new run of them: their `Retry-After` starts again from [`QUOTA_HELD_RETRY_AFTER_S`].
+pub const QUOTA_HELD_GAP_MS: i64 = 10_000;
 /// A shard's first quota lease of an organization, at most.
 pub const QUOTA_LEASE_BASE: u64 = 1000;
 /// The largest quota lease: the base, doubled while leases last less than
@@ -126,9 +130,11 @@ struct QuotaLease {
     /// The organization's quota as of the last grant.
     limit: u64,
     touched_ms: i64,
-    /// When this shard first refused a check while units were held unspent elsewhere (0:
-    /// not since the last grant of units): see [`QuotaLease::refusal`].
+    /// When this shard first refused a check, in the refusals going on now, while units were
+    /// held unspent elsewhere (0: none going on): see [`QuotaLease::refusal`].
     held_since_ms: i64,
+    /// When the `Retry-After` of the last such refusal ends.
+    held_until_ms: i64,
 }
 
 impl QuotaLease {
@@ -147,6 +153,7 @@ impl QuotaLease {
             limit: 0,
             touched_ms: now_ms,
             held_since_ms: 0,
+            held_until_ms: 0,
         }
     }
 
@@ -169,9 +176,10 @@ impl QuotaLease {
     /// shards' or nodes' leases, or reserved by other checks in progress) may come back: an
     /// idle shard near the end of the quota returns them after [`QUOTA_IDLE_RETURN_MS`]. While
     /// some are, and the check would fit in what is not spent, the refusal says to retry in
-    /// [`QUOTA_HELD_RETRY_AFTER_S`], then, as refusals go on, in as long as units have been
-    /// held since this shard's first such refusal (units a crashed fleet node held come back
-    /// only when it starts again, and a fleet's counts of spent checks lag their shipping):
+    /// [`QUOTA_HELD_RETRY_AFTER_S`]; as such refusals go on (each within
+    /// [`QUOTA_HELD_GAP_MS`] of the last one's `Retry-After`), in as long as they have gone on
+    /// on this shard, at most until the month ends. Units a crashed fleet node held come back
+    /// only when it starts again, and a fleet's counts of spent checks lag their shipping:
     /// retries stay few, and a client that obeys `Retry-After` never waits a month for units
     /// that came back in a second. Otherwise, the next month.
     fn refusal(&mut self, limits: &PlanLimits, now_ms: i64, reserved: u32, cost: u32) -> ApiError {
@@ -180,21 +188,41 @@ impl QuotaLease {
             .ledger_used
             .saturating_sub(spent)
             .saturating_sub(u64::from(reserved));
-        let fits = limits.quota_per_month.saturating_sub(spent) >= u64::from(cost);
-        if held == 0 || !fits {
+        if held == 0 {
             self.held_since_ms = 0;
-            return quota_exceeded(limits, now_ms, None);
+            return quota_used_up(limits, now_ms);
         }
-        if self.held_since_ms == 0 {
+        if limits.quota_per_month.saturating_sub(spent) < u64::from(cost) {
+            // This check could never fit, whatever comes back (the refusals of cheaper
+            // checks meanwhile go on as they were).
+            return quota_used_up(limits, now_ms);
+        }
+        if self.held_since_ms == 0 || now_ms > self.held_until_ms + QUOTA_HELD_GAP_MS {
             self.held_since_ms = now_ms;
         }
         let waited_s = (now_ms - self.held_since_ms) / 1000;
-        quota_exceeded(limits, now_ms, Some((held, waited_s)))
+        let month_s = (ms_until_next_month(now_ms) + 999) / 1000;
+        let retry_s = waited_s
+            .max(i64::from(QUOTA_HELD_RETRY_AFTER_S))
+            .min(month_s)
+            .clamp(1, i64::from(u32::MAX));
+        self.held_until_ms = now_ms + retry_s * 1000;
+        let (limit, unit) = (limits.quota_per_month, limits.quota_counts.unit_name());
+        ApiError::new(
+            ErrorKind::QuotaExceeded,
+            format!(
+                "the monthly quota of {limit} {unit} is all leased: {held} of them are held by \
+                 other shards, nodes or checks in progress and not spent yet; retry after \
+                 Retry-After"
+            ),
+        )
+        .with_retry_after(retry_s as u32)
     }
 
     /// Adds a grant from the ledger (of `org`'s quota of `limit`) to the lease.
     fn add_grant(&mut self, grant: &QuotaGrant, limit: u64) {
         if grant.units > 0 {
+            // Units came: whatever was held is moving.
             self.held_since_ms = 0;
         }
         self.units += grant.units;
@@ -245,30 +273,15 @@ enum RefillNow {
     NotNow,
 }
 
-/// 429 `quota_exceeded`, with `Retry-After` until the next month, or, while `held` units of
-/// the quota are leased and not known to be spent (first refused for that `waited_s` ago), in
-/// [`QUOTA_HELD_RETRY_AFTER_S`] or `waited_s`, whichever is longer (see
-/// [`QuotaLease::refusal`]).
-fn quota_exceeded(limits: &PlanLimits, now_ms: i64, held: Option<(u64, i64)>) -> ApiError {
+/// 429 `quota_exceeded`, with `Retry-After` until the next month.
+fn quota_used_up(limits: &PlanLimits, now_ms: i64) -> ApiError {
     let (limit, unit) = (limits.quota_per_month, limits.quota_counts.unit_name());
-    let month_s = (ms_until_next_month(now_ms) + 999) / 1000;
-    let (message, retry_s) = match held {
-        Some((held, waited_s)) => (
-            format!(
-                "the monthly quota of {limit} {unit} is all leased: {held} of them are held by \
-                 other shards, nodes or checks in progress and not spent yet; retry shortly"
-            ),
-            waited_s
-                .max(i64::from(QUOTA_HELD_RETRY_AFTER_S))
-                .min(month_s),
-        ),
-        None => (
-            format!("the monthly quota of {limit} {unit} is used up"),
-            month_s,
-        ),
-    };
-    ApiError::new(ErrorKind::QuotaExceeded, message)
-        .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32)
+    let retry_s = (ms_until_next_month(now_ms) + 999) / 1000;
+    ApiError::new(
+        ErrorKind::QuotaExceeded,
+        format!("the monthly quota of {limit} {unit} is used up"),
+    )
+    .with_retry_after(retry_s.clamp(1, i64::from(u32::MAX)) as u32)
 }
 
 /// A quota refill in flight, and the checks waiting for it.
@@ -681,7 +694,7 @@ impl ShardLimits {
                     let mut quota = self.inner.quota.borrow_mut();
                     return Err(match quota.get_mut(org).filter(|l| l.month == month) {
                         Some(lease) => lease.refusal(limits, now_ms, reserved, cost),
-                        None => quota_exceeded(limits, now_ms, None),
+                        None => quota_used_up(limits, now_ms),
                     });
                 }
                 Ok(_) => {} // units arrived: take one (unless others took them all first)
@@ -1038,18 +1051,47 @@ mod tests {
             },
             100,
         );
-        // 10 units leased and not spent: seconds, growing with how long they have been held.
+        // 10 units leased and not spent: 2 s, then, to a client that obeys, waits as long as
+        // the refusals have gone on.
         let first = lease.refusal(&limits, now, 0, 1);
         assert_eq!(first.kind, ErrorKind::QuotaExceeded);
-        assert_eq!(first.retry_after_s, Some(QUOTA_HELD_RETRY_AFTER_S));
         assert!(
             first.message.contains("10 of them are held"),
             "{}",
             first.message
         );
-        let later = lease.refusal(&limits, now + 60_000, 0, 1);
-        assert_eq!(later.retry_after_s, Some(60));
-        // Units granted again: the next wait starts from 2 s.
+        let mut at = now;
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            let wait = lease.refusal(&limits, at, 0, 1).retry_after_s.unwrap();
+            waits.push(wait);
+            at += i64::from(wait) * 1000;
+        }
+        assert_eq!(waits, [2, 2, 4, 8, 16, 32]);
+        // A check that could never fit is told next month, and the run goes on for the rest.
+        assert_eq!(
+            lease.refusal(&limits, at, 0, 11).retry_after_s,
+            Some(month_s - 64)
+        );
+        assert_eq!(lease.refusal(&limits, at, 0, 1).retry_after_s, Some(64));
+        // The check's own reserved units are not held elsewhere: next month, and the run ends.
+        assert_eq!(
+            lease.refusal(&limits, at, 10, 11).retry_after_s,
+            Some(month_s - 64)
+        );
+        assert_eq!(lease.refusal(&limits, at, 0, 1).retry_after_s, Some(2));
+        // A refusal long after the last one's wait ended starts a new run.
+        let later = at + 2_000 + QUOTA_HELD_GAP_MS + 1;
+        assert_eq!(lease.refusal(&limits, later, 0, 1).retry_after_s, Some(2));
+        // Units granted: the next run starts from 2 s too.
+        assert_eq!(
+            lease.refusal(&limits, later + 2_000, 0, 1).retry_after_s,
+            Some(2)
+        );
+        assert_eq!(
+            lease.refusal(&limits, later + 4_000, 0, 1).retry_after_s,
+            Some(4)
+        );
         lease.add_grant(
             &QuotaGrant {
                 units: 1,
@@ -1059,25 +1101,20 @@ mod tests {
             100,
         );
         lease.units = 0;
-        let again = lease.refusal(&limits, now + 120_000, 0, 1);
-        assert_eq!(again.retry_after_s, Some(QUOTA_HELD_RETRY_AFTER_S));
-        // The check's own reserved units are not held elsewhere.
-        let own = lease.refusal(&limits, now + 120_000, 10, 11);
-        assert_eq!(own.retry_after_s, Some(month_s - 120));
-        // Nor does a check wait for units it could not fit in: 10 unspent, a cost of 11.
-        let too_dear = lease.refusal(&limits, now + 120_000, 0, 11);
-        assert_eq!(too_dear.retry_after_s, Some(month_s - 120));
+        assert_eq!(
+            lease.refusal(&limits, later + 5_000, 0, 1).retry_after_s,
+            Some(2)
+        );
         // Every unit spent: the next month.
         lease.spent_synced = 100;
         let spent = lease.refusal(&limits, now + 120_000, 0, 1);
         assert_eq!(spent.retry_after_s, Some(month_s - 120));
         assert!(spent.message.contains("used up"), "{}", spent.message);
-        // Held for longer than the month has left: the month's end.
+        // Waits never pass the month's end: a run of an hour, 5 s before it.
         lease.spent_synced = 90;
-        let end = ms_until_next_month(now) - 5_000;
-        let _ = lease.refusal(&limits, now + 120_000, 0, 1);
-        let last = lease.refusal(&limits, now + end, 0, 1);
-        assert_eq!(last.retry_after_s, Some(5));
+        let end = now + ms_until_next_month(now) - 5_000;
+        (lease.held_since_ms, lease.held_until_ms) = (end - 3_600_000, end);
+        assert_eq!(lease.refusal(&limits, end, 0, 1).retry_after_s, Some(5));
     }
 
     #[test]
