@@ -1,6 +1,7 @@
 //! Hash lists: a lookup in a compiled list of 10,000, 100,000 and 1,000,000 PDQ hashes within
 //! PDQ's match distance (31), compiling such a list from its entries (at start, and once per
-//! 4,096 changes), and removing one entry (the rest of the time).
+//! 4,096 changes), and removing one entry (the rest of the time). Text lists: a list of
+//! 100,000 terms (`TEXT_LIST_ENTRIES_MAX`) compiled, and one term added to it or removed.
 //!
 //! The hashes are random, so every bucket of the index is as full as a uniform list makes it;
 //! queries are a listed hash with 20 bits changed (a match) and a random hash (no match,
@@ -96,5 +97,45 @@ fn compiling(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, lookups, compiling);
+/// A term of two to four random lowercase words.
+fn random_term(rng: &mut fastrand::Rng) -> String {
+    let words: Vec<String> = (0..rng.usize(2..=4))
+        .map(|_| (0..rng.usize(3..=9)).map(|_| rng.lowercase()).collect())
+        .collect();
+    words.join(" ")
+}
+
+fn compiling_terms(c: &mut Criterion) {
+    let mut group = c.benchmark_group("lists/compile_terms");
+    group.sample_size(10);
+    let mut rng = fastrand::Rng::with_seed(5);
+    let n = 100_000;
+    let term = |id: u64, rng: &mut fastrand::Rng| Entry {
+        id,
+        hash: EntryHash::term(&random_term(rng)).expect("a valid term"),
+        label: None,
+        caller_id: None,
+        added_ms: 0,
+    };
+    let listed: Vec<Entry> = (1..=n).map(|id| term(id, &mut rng)).collect();
+    group.bench_function(format!("{n}"), |b| {
+        b.iter_batched(
+            || listed.clone(),
+            |listed| CompiledList::new("bench", ListKind::Block, 0, listed),
+            BatchSize::LargeInput,
+        )
+    });
+    // What one change costs the lists follower.
+    let list = CompiledList::new("bench", ListKind::Block, 0, listed);
+    let added = term(n + 1, &mut rng);
+    group.bench_function(format!("add_one/{n}"), |b| {
+        b.iter(|| list.appended(black_box(vec![added.clone()])))
+    });
+    group.bench_function(format!("remove_one/{n}"), |b| {
+        b.iter(|| list.without(black_box(&[n / 2])))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, lookups, compiling, compiling_terms);
 criterion_main!(benches);

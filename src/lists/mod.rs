@@ -8,9 +8,11 @@
 //! from the store by the lists follower and replaced whenever the list changes.
 //!
 //! A compiled list is a base (the entries when it was last built, PDQ hashes in a
-//! [`pdq_index::PdqIndex`], exact hashes in maps) plus the entries appended since (scanned,
-//! at most [`DELTA_MAX`]), so adding one entry to a list of a million costs the follower one
-//! read of the new entry, not a rebuild.
+//! [`pdq_index::PdqIndex`], exact hashes in maps, terms in an Aho-Corasick automaton) plus
+//! the entries appended since (scanned, at most [`DELTA_MAX`]; their terms in an automaton of
+//! their own) and the ids removed since (left out of matches), so adding or removing one
+//! entry of a list of a million hashes or 100,000 terms costs the follower a read of that
+//! entry and at most an automaton of the terms added since, not a rebuild.
 
 pub mod csv;
 pub mod pdq_index;
@@ -288,8 +290,70 @@ struct Base {
     pdq_entries: Vec<u32>,
     md5: FastMap<[u8; 16], u32>,
     sha256: FastMap<[u8; 32], u32>,
-    /// The terms (normalised) and, per pattern, their entry.
-    terms: Option<(AhoCorasick, Vec<u32>)>,
+    /// The terms (none in an image list).
+    terms: Option<Terms>,
+}
+
+/// A list's terms, normalised, in one automaton, with the position of each pattern's entry
+/// among the entries it was built from.
+struct Terms {
+    automaton: AhoCorasick,
+    entries: Vec<u32>,
+}
+
+impl Terms {
+    /// The automaton of the terms among `entries`; none if there are none.
+    fn of(entries: &[Entry]) -> Option<Terms> {
+        let mut patterns = Vec::new();
+        let mut at_entries = Vec::new();
+        for (at, entry) in entries.iter().enumerate() {
+            if let EntryHash::Term(term) = &entry.hash {
+                let normalised = normalised_term(term);
+                if !normalised.is_empty() {
+                    patterns.push(normalised);
+                    at_entries.push(at as u32);
+                }
+            }
+        }
+        if patterns.is_empty() {
+            return None;
+        }
+        match AhoCorasick::builder()
+            .match_kind(MatchKind::Standard)
+            .build(&patterns)
+        {
+            Ok(automaton) => Some(Terms {
+                automaton,
+                entries: at_entries,
+            }),
+            Err(error) => {
+                // Past the automaton's own limits (not reached by the lists' bounds): the
+                // list's terms match nothing, and that must not go unsaid.
+                tracing::error!(%error, terms = patterns.len(), "a text list's terms could not be compiled: they match nothing");
+                None
+            }
+        }
+    }
+
+    /// The whole-word matches in `normalised`, in the order of their ends (overlapping ones
+    /// too): each range, and the position of its entry.
+    fn find<'a>(
+        &'a self,
+        normalised: &'a str,
+    ) -> impl Iterator<Item = (std::ops::Range<usize>, usize)> + 'a {
+        let bytes = normalised.as_bytes();
+        self.automaton
+            .find_overlapping_iter(normalised)
+            .filter(move |found| {
+                let starts_word = found.start() == 0 || bytes[found.start() - 1] == b' ';
+                let ends_word = found.end() == bytes.len() || bytes[found.end()] == b' ';
+                starts_word && ends_word
+            })
+            .map(|found| {
+                let at = self.entries[found.pattern().as_usize()];
+                (found.range(), at as usize)
+            })
+    }
 }
 
 impl Base {
@@ -298,8 +362,6 @@ impl Base {
         let mut pdq_entries = Vec::new();
         let mut md5 = FastMap::default();
         let mut sha256 = FastMap::default();
-        let mut patterns = Vec::new();
-        let mut pattern_entries = Vec::new();
         for (at, entry) in entries.iter().enumerate() {
             let at = at as u32;
             match &entry.hash {
@@ -315,33 +377,10 @@ impl Base {
                 EntryHash::Sha256(hash) => {
                     sha256.insert(*hash, at);
                 }
-                EntryHash::Term(term) => {
-                    let normalised = normalised_term(term);
-                    if !normalised.is_empty() {
-                        patterns.push(normalised);
-                        pattern_entries.push(at);
-                    }
-                }
+                EntryHash::Term(_) => {}
             }
         }
-        // Terms are short and lists of them small next to hash lists: the automaton is
-        // rebuilt whole on every change ([`CompiledList::appended`]).
-        let terms = if patterns.is_empty() {
-            None
-        } else {
-            match AhoCorasick::builder()
-                .match_kind(MatchKind::Standard)
-                .build(&patterns)
-            {
-                Ok(automaton) => Some((automaton, pattern_entries)),
-                Err(error) => {
-                    // Past the automaton's own limits (not reached by the lists' bounds): the
-                    // list's terms match nothing, and that must not go unsaid.
-                    tracing::error!(%error, terms = patterns.len(), "a text list's terms could not be compiled: they match nothing");
-                    None
-                }
-            }
-        };
+        let terms = Terms::of(&entries);
         Base {
             pdq: PdqIndex::new(&pdq_hashes),
             pdq_entries,
@@ -363,6 +402,8 @@ pub struct CompiledList {
     base: Arc<Base>,
     /// Entries appended since `base` was built, in order.
     delta: Vec<Entry>,
+    /// The terms among `delta`.
+    delta_terms: Option<Arc<Terms>>,
     /// Ids of `base`'s entries removed since it was built.
     removed: Arc<IdSet>,
     /// The highest id read, removed or not.
@@ -379,6 +420,7 @@ impl CompiledList {
             read_to: entries.iter().map(|entry| entry.id).max(),
             base: Arc::new(Base::new(entries)),
             delta: Vec::new(),
+            delta_terms: None,
             removed: Arc::default(),
         }
     }
@@ -393,7 +435,7 @@ impl CompiledList {
     }
 
     /// This list without the entries `ids`: left out of `base` by id, rebuilt whole once
-    /// more than [`DELTA_MAX`] are (and for terms, whose automaton is rebuilt on any change).
+    /// more than [`DELTA_MAX`] are.
     pub fn without(&self, ids: &[u64]) -> CompiledList {
         let gone: IdSet = ids.iter().copied().collect();
         let mut removed = (*self.removed).clone();
@@ -405,7 +447,7 @@ impl CompiledList {
                 .is_ok()
         };
         removed.extend(ids.iter().filter(in_base).copied());
-        if removed.len() > DELTA_MAX || self.base.terms.is_some() {
+        if removed.len() > DELTA_MAX {
             let entries = self
                 .live_entries()
                 .filter(|entry| !gone.contains(&entry.id))
@@ -417,18 +459,24 @@ impl CompiledList {
                 ..rebuilt
             };
         }
-        let delta = self
+        let delta: Vec<Entry> = self
             .delta
             .iter()
             .filter(|entry| !gone.contains(&entry.id))
             .cloned()
             .collect();
+        let delta_terms = if delta.len() == self.delta.len() {
+            self.delta_terms.clone()
+        } else {
+            Terms::of(&delta).map(Arc::new)
+        };
         CompiledList {
             name: self.name.clone(),
             kind: self.kind,
             distance_max: self.distance_max,
             base: self.base.clone(),
             delta,
+            delta_terms,
             removed: Arc::new(removed),
             read_to: self.read_to,
         }
@@ -445,19 +493,25 @@ impl CompiledList {
         let terms = appended
             .iter()
             .any(|entry| entry.hash.content() == ListContent::Text);
-        if self.delta.len() + appended.len() > DELTA_MAX || terms {
+        if self.delta.len() + appended.len() > DELTA_MAX {
             let entries = self.live_entries().cloned().chain(appended).collect();
             let rebuilt = CompiledList::new(&self.name, self.kind, self.distance_max, entries);
             return CompiledList { read_to, ..rebuilt };
         }
         let mut delta = self.delta.clone();
         delta.extend(appended);
+        let delta_terms = if terms {
+            Terms::of(&delta).map(Arc::new)
+        } else {
+            self.delta_terms.clone()
+        };
         CompiledList {
             name: self.name.clone(),
             kind: self.kind,
             distance_max: self.distance_max,
             base: self.base.clone(),
             delta,
+            delta_terms,
             removed: self.removed.clone(),
             read_to,
         }
@@ -525,30 +579,25 @@ impl CompiledList {
     }
 
     /// The whole-word matches of the list's terms in `normalised` (a text after the word
-    /// list's normalisation), as byte ranges there, with what each reports; in the order of
-    /// their ends, overlapping ones too.
+    /// list's normalisation), as byte ranges there, with what each reports: those of the
+    /// terms in the base (less the removed) in the order of their ends, overlapping ones too,
+    /// then those of the terms appended since, in the same order.
     pub fn terms_in<'a>(
         &'a self,
         normalised: &'a str,
     ) -> impl Iterator<Item = (std::ops::Range<usize>, ListMatch)> + 'a {
-        let bytes = normalised.as_bytes();
-        self.base
-            .terms
-            .iter()
-            .flat_map(move |(automaton, entries)| {
-                automaton
-                    .find_overlapping_iter(normalised)
-                    .filter(move |found| {
-                        let starts_word = found.start() == 0 || bytes[found.start() - 1] == b' ';
-                        let ends_word = found.end() == bytes.len() || bytes[found.end()] == b' ';
-                        starts_word && ends_word
-                    })
-                    .map(move |found| {
-                        let entry =
-                            &self.base.entries[entries[found.pattern().as_usize()] as usize];
-                        (found.range(), self.reported(entry, 0))
-                    })
+        let in_base = self.base.terms.iter().flat_map(move |terms| {
+            terms.find(normalised).filter_map(move |(range, at)| {
+                let entry = &self.base.entries[at];
+                (!self.removed.contains(&entry.id)).then(|| (range, self.reported(entry, 0)))
             })
+        });
+        let in_delta = self.delta_terms.iter().flat_map(move |terms| {
+            terms
+                .find(normalised)
+                .map(move |(range, at)| (range, self.reported(&self.delta[at], 0)))
+        });
+        in_base.chain(in_delta)
     }
 
     /// The entry whose PDQ hash is nearest `query` within the list's distance.
@@ -726,6 +775,68 @@ mod tests {
         assert_eq!(list.lookup(&hashes(Pdq([0; 32]), 100)), None);
         let list = list.appended(vec![term(3, "melon")]);
         assert_eq!(list.terms_in("a melon").count(), 1);
+    }
+
+    #[test]
+    fn terms_added_and_removed_since_the_base_match_without_a_rebuild() {
+        let term = |id: u64, text: &str| entry(id, EntryHash::term(text).unwrap());
+        let list = CompiledList::new(
+            "l",
+            ListKind::Block,
+            0,
+            vec![term(1, "grapefruit"), term(2, "melon")],
+        );
+        let ids = |list: &CompiledList, text: &str| -> Vec<u64> {
+            list.terms_in(&normalised_term(text))
+                .map(|(_, found)| found.entry_id)
+                .collect()
+        };
+        let text = "grapefruit melon kiwi";
+        let fewer = list.without(&[2]);
+        assert!(Arc::ptr_eq(&list.base, &fewer.base), "not rebuilt");
+        assert_eq!(ids(&fewer, text), [1]);
+        // Added since: matched after the base's, in the order of their ends.
+        let more = fewer.appended(vec![term(3, "kiwi"), term(4, "melon")]);
+        assert!(Arc::ptr_eq(&list.base, &more.base), "not rebuilt");
+        assert_eq!(ids(&more, text), [1, 4, 3]);
+        assert_eq!(ids(&more.without(&[3]), text), [1, 4]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn terms_changed_in_steps_match_as_the_list_built_whole(
+            changes in proptest::collection::vec((proptest::bool::ANY, 0usize..6), 1..40)
+        ) {
+            const TERMS: [&str; 6] = ["apple", "pear", "plum pie", "fig", "apple pear", "kiwi"];
+            let text = normalised_term("apple pear plum pie, fig kiwi apple");
+            let hash = |at: usize| EntryHash::term(TERMS[at]).unwrap();
+            let mut live: Vec<Entry> = (0..TERMS.len())
+                .map(|at| entry(at as u64 + 1, hash(at)))
+                .collect();
+            let mut list = CompiledList::new("l", ListKind::Allow, 0, live.clone());
+            let mut next_id = live.len() as u64 + 1;
+            let found = |list: &CompiledList| {
+                let mut found: Vec<(usize, usize, u64)> = list
+                    .terms_in(&text)
+                    .map(|(range, m)| (range.start, range.end, m.entry_id))
+                    .collect();
+                found.sort_unstable();
+                found
+            };
+            for (add, at) in changes {
+                if add {
+                    let added = entry(next_id, hash(at));
+                    next_id += 1;
+                    live.push(added.clone());
+                    list = list.appended(vec![added]);
+                } else if let Some(gone) = live.iter().position(|e| e.hash == hash(at)) {
+                    let gone = live.remove(gone);
+                    list = list.without(&[gone.id]);
+                }
+                let whole = CompiledList::new("l", ListKind::Allow, 0, live.clone());
+                proptest::prop_assert_eq!(found(&list), found(&whole));
+            }
+        }
     }
 
     #[test]
