@@ -1,7 +1,8 @@
 //! Hash lists: a lookup in a compiled list of 10,000, 100,000 and 1,000,000 PDQ hashes within
 //! PDQ's match distance (31), compiling such a list from its entries (at start, and once per
 //! 4,096 changes), and removing one entry (the rest of the time). Text lists: a list of
-//! 100,000 terms (`TEXT_LIST_ENTRIES_MAX`) compiled, and one term added to it or removed.
+//! 100,000 terms (`TEXT_LIST_ENTRIES_MAX`) compiled, one term added to it or removed, and one
+//! added once 4,000 were added since it was compiled.
 //!
 //! The hashes are random, so every bucket of the index is as full as a uniform list makes it;
 //! queries are a listed hash with 20 bits changed (a match) and a random hash (no match,
@@ -133,6 +134,14 @@ fn compiling_terms(c: &mut Criterion) {
     });
     group.bench_function(format!("remove_one/{n}"), |b| {
         b.iter(|| list.without(black_box(&[n / 2])))
+    });
+    // The same once 4,000 terms were added since the list was compiled: each change
+    // compiles the terms added since again (the base is compiled anew after 4,096).
+    let since: Vec<Entry> = (n + 2..n + 4002).map(|id| term(id, &mut rng)).collect();
+    let list = list.appended(since);
+    let added = term(n + 4002, &mut rng);
+    group.bench_function(format!("add_one_after_4000/{n}"), |b| {
+        b.iter(|| list.appended(black_box(vec![added.clone()])))
     });
     group.finish();
 }

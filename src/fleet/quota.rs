@@ -147,6 +147,13 @@ struct Known {
     shipped: HashMap<(String, u32), Shipped>,
     /// Per (organization, month): the checks this node's shards reported spent in this run.
     reported: HashMap<(String, u32), u64>,
+    /// Per (organization, month): this node's checks of earlier runs, as the table counted
+    /// them when this run first read it (before its first grant of the organization, so
+    /// none of this run's yet), less what this run had reported then.
+    own_before: HashMap<(String, u32), u64>,
+    /// The latest month a shard reported or was granted in: held units of earlier months are
+    /// not read (their leases were dropped at the month's change).
+    latest_month: u32,
     /// Per (organization, month): the checks the fleet spent as last told to the shards
     /// ([`Known::spent_now`]): for `X-Quota-Used` and for a shard's judgement of the quota's end.
     spent: HashMap<(String, u32), u64>,
@@ -294,7 +301,10 @@ impl PgQuota {
     /// left at its last grant (`None`: the share is spent).
     fn fallback(&self, org: &str, month: u32, limit: u64, want: u64) -> Option<QuotaGrant> {
         let live = u64::from(self.control.live_nodes());
-        let grant = lock(&self.known).fallback((org.to_owned(), month), limit, live, want)?;
+        let mut known = lock(&self.known);
+        let grant = known.fallback((org.to_owned(), month), limit, live, want)?;
+        known.hold((org.to_owned(), month), grant.units as i64);
+        drop(known);
         self.status
             .fallback_units
             .fetch_add(grant.units, Ordering::Relaxed);
@@ -305,15 +315,37 @@ impl PgQuota {
 impl Known {
     /// The checks the fleet spent for `key`, as well as this node knows without counting one
     /// twice: the other nodes' as shipped, and this node's own, the larger of its shipped count
-    /// (earlier runs included) and what its shards reported in this run. Each part is at most
-    /// the truth, so the count never passes it; it never goes down.
+    /// (earlier runs included) and its earlier runs' count plus what its shards reported in
+    /// this run. Each part is at most the truth, so the count never passes it; it never goes
+    /// down.
     fn spent_now(&mut self, key: &(String, u32)) -> u64 {
         let shipped = self.shipped.get(key).copied().unwrap_or_default();
         let reported = self.reported.get(key).copied().unwrap_or(0);
-        let count = shipped.others + shipped.own.max(reported);
+        let before = self.own_before.get(key).copied().unwrap_or(0);
+        let count = shipped.others + shipped.own.max(before + reported);
         let spent = self.spent.entry(key.clone()).or_default();
         *spent = (*spent).max(count);
         *spent
+    }
+
+    /// What the table counted for `key` (at a grant or a refresh): the first time in this run,
+    /// it also says what earlier runs of this node spent.
+    fn read_shipped(&mut self, key: (String, u32), shipped: Shipped) {
+        let reported = self.reported.get(&key).copied().unwrap_or(0);
+        self.own_before
+            .entry(key.clone())
+            .or_insert(shipped.own.saturating_sub(reported));
+        self.shipped.insert(key, shipped);
+    }
+
+    /// A shard reported or was granted in `month`: what is kept of months before the one
+    /// before it is forgotten, and held units of earlier months are no longer read.
+    fn saw_month(&mut self, month: u32) {
+        if month > self.latest_month {
+            self.latest_month = month;
+            self.forget_before(month);
+            self.held.retain(|(_, held_month), _| *held_month >= month);
+        }
     }
 
     /// `units` more held by this node's shards (negative: fewer).
@@ -332,6 +364,7 @@ impl Known {
         self.used.retain(|key, _| recent(key));
         self.shipped.retain(|key, _| recent(key));
         self.reported.retain(|key, _| recent(key));
+        self.own_before.retain(|key, _| recent(key));
         self.spent.retain(|key, _| recent(key));
         self.held.retain(|key, _| recent(key));
     }
@@ -416,7 +449,13 @@ impl Ledger {
     /// Whether [`Self::refresh_spent`] is due: [`SPENT_REFRESH_EVERY`] since the last, and
     /// this node's shards hold units of some organization.
     fn refresh_due(&self) -> bool {
-        self.refreshed_at.elapsed() >= SPENT_REFRESH_EVERY && !lock(&self.known).held.is_empty()
+        self.refreshed_at.elapsed() >= SPENT_REFRESH_EVERY && {
+            let known = lock(&self.known);
+            known
+                .held
+                .keys()
+                .any(|(_, month)| *month == known.latest_month)
+        }
     }
 
     /// Reads the fleet's checks spent by the organizations this node's shards hold units of
@@ -432,29 +471,25 @@ impl Ledger {
         let Some(client) = self.client.as_ref() else {
             return;
         };
-        let (month, orgs) = {
+        let (month, mut orgs) = {
             let known = lock(&self.known);
-            let Some(month) = known.held.keys().map(|(_, month)| *month).max() else {
-                return;
-            };
-            let mut orgs: Vec<&String> = known
+            let month = known.latest_month;
+            let orgs: Vec<String> = known
                 .held
                 .keys()
                 .filter(|(_, m)| *m == month)
-                .map(|(org, _)| org)
+                .map(|(org, _)| org.clone())
                 .collect();
-            orgs.sort_unstable();
-            let from = self.refresh_from % orgs.len().max(1);
-            let chunk: Vec<String> = orgs
-                .iter()
-                .cycle()
-                .skip(from)
-                .take(orgs.len().min(LOOKUP_CHUNK))
-                .map(|org| (*org).clone())
-                .collect();
-            self.refresh_from = from + chunk.len();
-            (month, chunk)
+            (month, orgs)
         };
+        if orgs.is_empty() {
+            return;
+        }
+        orgs.sort_unstable();
+        let from = self.refresh_from % orgs.len();
+        orgs.rotate_left(from);
+        orgs.truncate(LOOKUP_CHUNK);
+        self.refresh_from = from + orgs.len();
         let read = tokio::time::timeout(
             SPENT_REFRESH_TIMEOUT,
             fleet_spent(client, &self.node_id, month, &orgs),
@@ -466,7 +501,7 @@ impl Ledger {
                 let mut known = lock(&self.known);
                 for (org, shipped) in counts {
                     let key = (org, month);
-                    known.shipped.insert(key.clone(), shipped);
+                    known.read_shipped(key.clone(), shipped);
                     known.spent_now(&key);
                 }
             }
@@ -583,15 +618,17 @@ impl Ledger {
                 self.status.ledger_up.store(ok, Ordering::Relaxed);
                 let result = result.map(|(grant, shipped)| {
                     let mut known = lock(&self.known);
-                    if known.used.keys().all(|(_, seen)| *seen < month) {
-                        known.forget_before(month);
-                    }
+                    known.saw_month(month);
                     known.used.insert((org.clone(), month), grant.used);
-                    known.shipped.insert((org.clone(), month), shipped);
+                    known.read_shipped((org.clone(), month), shipped);
+                    // Counted before the answer goes: a shard that gets it may give units back
+                    // at once.
+                    known.hold((org.clone(), month), grant.units as i64);
                     grant
                 });
                 if let Err(Ok(grant)) = reply.send(result) {
                     // The shard stopped waiting: the units it never got go back.
+                    lock(&self.known).hold((org.clone(), month), -(grant.units as i64));
                     owe(&self.known, org, month, -(grant.units as i64));
                 }
                 ok
@@ -908,10 +945,8 @@ impl QuotaSource for PgQuota {
             Err(error) => return Err(error),
         };
         let mut known = lock(&self.known);
-        let key = (org.to_owned(), month);
-        known.hold(key.clone(), grant.units as i64);
         Ok(QuotaGrant {
-            spent: known.spent_now(&key),
+            spent: known.spent_now(&(org.to_owned(), month)),
             ..grant
         })
     }
@@ -944,6 +979,7 @@ impl QuotaSource for PgQuota {
 
     fn report_spent(&self, org: &str, month: u32, spent: u64) -> u64 {
         let mut known = lock(&self.known);
+        known.saw_month(month);
         let key = (org.to_owned(), month);
         if spent > 0 {
             *known.reported.entry(key.clone()).or_default() += spent;
@@ -1003,6 +1039,18 @@ mod tests {
         );
         later.reported.insert(key.clone(), 2);
         assert_eq!(later.spent_now(&key), 140);
+        // After a restart, this run's reports add to what earlier runs spent, as the table
+        // said at this run's first read (before its first grant).
+        let mut restarted = Known::default();
+        restarted.read_shipped(
+            key.clone(),
+            Shipped {
+                others: 100,
+                own: 40,
+            },
+        );
+        restarted.reported.insert(key.clone(), 3);
+        assert_eq!(restarted.spent_now(&key), 143);
         // A count never goes down (a node forgotten takes its rows with it).
         later
             .shipped

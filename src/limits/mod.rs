@@ -189,7 +189,7 @@ impl QuotaLease {
             .saturating_sub(spent)
             .saturating_sub(u64::from(reserved));
         if held == 0 {
-            self.held_since_ms = 0;
+            (self.held_since_ms, self.held_until_ms) = (0, 0);
             return quota_used_up(limits, now_ms);
         }
         if limits.quota_per_month.saturating_sub(spent) < u64::from(cost) {
@@ -198,7 +198,7 @@ impl QuotaLease {
             return quota_used_up(limits, now_ms);
         }
         if self.held_since_ms == 0 || now_ms > self.held_until_ms + QUOTA_HELD_GAP_MS {
-            self.held_since_ms = now_ms;
+            (self.held_since_ms, self.held_until_ms) = (now_ms, 0);
         }
         let waited_s = (now_ms - self.held_since_ms) / 1000;
         let month_s = (ms_until_next_month(now_ms) + 999) / 1000;
@@ -206,7 +206,8 @@ impl QuotaLease {
             .max(i64::from(QUOTA_HELD_RETRY_AFTER_S))
             .min(month_s)
             .clamp(1, i64::from(u32::MAX));
-        self.held_until_ms = now_ms + retry_s * 1000;
+        // `now_ms` was read before the check waited for a refill: never move the end back.
+        self.held_until_ms = self.held_until_ms.max(now_ms + retry_s * 1000);
         let (limit, unit) = (limits.quota_per_month, limits.quota_counts.unit_name());
         ApiError::new(
             ErrorKind::QuotaExceeded,
@@ -223,7 +224,7 @@ impl QuotaLease {
     fn add_grant(&mut self, grant: &QuotaGrant, limit: u64) {
         if grant.units > 0 {
             // Units came: whatever was held is moving.
-            self.held_since_ms = 0;
+            (self.held_since_ms, self.held_until_ms) = (0, 0);
         }
         self.units += grant.units;
         self.ledger_used = grant.used;
@@ -918,7 +919,9 @@ impl ShardLimits {
             if lease.month != month {
                 continue;
             }
-            lease.spent_synced = self.quota.report_spent(org, month, lease.spent_unsynced);
+            // Never lower: a fleet's count of this node's checks can lag their shipping.
+            let reported = self.quota.report_spent(org, month, lease.spent_unsynced);
+            lease.spent_synced = lease.spent_synced.max(reported);
             lease.spent_unsynced = 0;
             if lease.units > 0
                 && lease.refill.is_none()
