@@ -23,8 +23,9 @@
 //!   an answer whose text was surely found English says so in `detectedLanguages`. Any other
 //!   text is scored as English: on a few words the detector's sure findings are often wrong
 //!   ("lol" reads as Spanish), where Perspective refuses them. (Without the detector's
-//!   profiles, `models.required = false`, every text is scored as English.) `doNotStore` is accepted: modgate never stores a text (the
-//!   journal keeps scores, not texts). `clientToken` is echoed.
+//!   profiles, `models.required = false`, every text is scored as English.) `doNotStore` is
+//!   accepted: modgate never stores a text (the journal keeps scores, not texts).
+//!   `clientToken` is echoed.
 //! - Errors are in Google's shape: `{error: {code, message, status, details}}`.
 
 use std::borrow::Cow;

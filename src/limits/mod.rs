@@ -213,8 +213,8 @@ impl QuotaLease {
             ErrorKind::QuotaExceeded,
             format!(
                 "the monthly quota of {limit} {unit} is all leased: {held} of them are held by \
-                 other shards, nodes or checks in progress and not spent yet; retry after \
-                 Retry-After"
+                 other shards, nodes or checks in progress and not spent yet; retry once \
+                 Retry-After has passed"
             ),
         )
         .with_retry_after(retry_s as u32)
