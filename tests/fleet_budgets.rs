@@ -141,6 +141,26 @@ fn held_check(node: &Server, key: &str) -> (RawConn, Vec<u8>) {
     (conn, request[request.len() - 3..].to_vec())
 }
 
+/// Checks on `node` until `quota` are answered in all (`answered` so far), retrying refusals
+/// for units not back yet, for at most 20 s; then one more is refused: exactly the quota.
+fn spend_the_rest(node: &Server, key: &str, mut answered: usize, quota: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while answered < quota {
+        assert!(
+            Instant::now() < deadline,
+            "only {answered} of a quota of {quota} could be spent"
+        );
+        match check(node, key) {
+            (200, _) => answered += 1,
+            (429, kind) if kind == "quota_exceeded" => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(check(node, key), (429, "quota_exceeded".to_owned()));
+}
+
 /// Waits until a check on `node` gets `status`, for at most `within`; how long it took.
 fn until_status(node: &Server, key: &str, status: u16, within: Duration) -> Duration {
     let started = Instant::now();
@@ -704,21 +724,7 @@ fn a_node_gone_for_good_is_forgotten_and_its_quota_units_come_back() {
     assert!(!status.contains("node-a"), "{status}");
     assert!(status.contains("redis ok"), "{status}");
     // The units node a held came back: node b spends exactly the rest of the quota.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while answered < QUOTA {
-        assert!(
-            Instant::now() < deadline,
-            "only {answered} of a quota of {QUOTA} could be spent"
-        );
-        match check(&b, &key) {
-            (200, _) => answered += 1,
-            (429, kind) if kind == "quota_exceeded" => {
-                std::thread::sleep(Duration::from_millis(100))
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-    assert_eq!(check(&b, &key), (429, "quota_exceeded".to_owned()));
+    spend_the_rest(&b, &key, answered, QUOTA);
 }
 
 /// A plan counting operations (issue 15) in a fleet: a `check.json` request naming three
@@ -797,21 +803,6 @@ fn units_left_on_a_node_the_traffic_moved_away_from_come_back() {
     let key = quota_key(&fleet, QUOTA);
     // Node a's one shard leases 100 / (4 × 1) = 25 units, spends one and holds 24.
     assert_eq!(check(&a, &key), (200, String::new()));
-    let mut answered = 1;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while answered < QUOTA {
-        assert!(
-            Instant::now() < deadline,
-            "only {answered} of a quota of {QUOTA} could be spent"
-        );
-        match check(&b, &key) {
-            (200, _) => answered += 1,
-            (429, kind) if kind == "quota_exceeded" => {
-                std::thread::sleep(Duration::from_millis(200))
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-    assert_eq!(check(&b, &key), (429, "quota_exceeded".to_owned()));
+    spend_the_rest(&b, &key, 1, QUOTA);
     assert_eq!(check(&a, &key), (429, "quota_exceeded".to_owned()));
 }

@@ -520,11 +520,3 @@ fn a_full_model_queue_answers_503_busy() {
         .unwrap_or(0.0);
     assert_eq!(counted, busy as f64);
 }
-
-/// This machine's wall clock, in Unix milliseconds.
-fn now_unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}

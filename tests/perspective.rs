@@ -16,6 +16,17 @@ fn analyze(server: &Server, query: &str, body: &Value) -> (u16, Value) {
     (status, answer)
 }
 
+/// The server's journal, and its records of `comments:analyze`.
+fn analyze_records(server: &Server) -> (String, Vec<Value>) {
+    let journal = server.admin_ok(&["journal", "--json"]);
+    let records = journal
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|record| record["route"] == "/v1alpha1/comments:analyze")
+        .collect();
+    (journal, records)
+}
+
 fn assert_google_error(status: u16, answer: &Value, expected: u16, google_status: &str) {
     assert_eq!(status, expected, "{answer}");
     assert_schema("GoogleError", answer);
@@ -92,12 +103,7 @@ fn comments_are_analyzed_in_perspectives_shape() {
     let (status, _, answer) = get(&server.url("/$discovery/rest?version=v1"), &[]);
     assert_google_error(status, &answer, 404, "NOT_FOUND");
 
-    let journal = server.admin_ok(&["journal", "--json"]);
-    let records: Vec<Value> = journal
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap())
-        .filter(|record| record["route"] == "/v1alpha1/comments:analyze")
-        .collect();
+    let (journal, records) = analyze_records(&server);
     assert_eq!(records.iter().filter(|r| r["status"] == 200).count(), 2);
     assert_eq!(records.len(), 7, "{journal}");
 }
@@ -155,12 +161,7 @@ fn a_comment_found_in_another_language_is_refused_as_perspective_refuses_it() {
     assert!(answer.get("detectedLanguages").is_none(), "{answer}");
 
     // The journal has every answer, the refusals as 400; they cost no quota.
-    let journal = server.admin_ok(&["journal", "--json"]);
-    let records: Vec<Value> = journal
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap())
-        .filter(|record| record["route"] == "/v1alpha1/comments:analyze")
-        .collect();
+    let (journal, records) = analyze_records(&server);
     let count = |status: u64| records.iter().filter(|r| r["status"] == status).count();
     assert_eq!(
         (count(400), count(200), records.len()),

@@ -422,11 +422,3 @@ fn text_check_json_lists_rule_matches_and_ml_scores() {
         "{journal}"
     );
 }
-
-/// This machine's wall clock, in Unix milliseconds.
-fn now_unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}

@@ -1003,58 +1003,36 @@ impl QuotaSource for PgQuota {
 mod tests {
     use super::*;
 
+    fn shipped(others: u64, own: u64) -> Shipped {
+        Shipped { others, own }
+    }
+
     #[test]
     fn a_check_shipped_and_reported_is_counted_once() {
         let key = ("acme".to_owned(), 7);
         let mut known = Known::default();
         // The table: 100 checks of the other nodes, 30 of this node's earlier runs.
-        known.shipped.insert(
-            key.clone(),
-            Shipped {
-                others: 100,
-                own: 30,
-            },
-        );
+        known.shipped.insert(key.clone(), shipped(100, 30));
         assert_eq!(known.spent_now(&key), 130);
         // This run's shards report 10 checks, then 5 of them are shipped: 140 at most, never
         // 145 (the 5 counted as shipped and as reported).
         known.reported.insert(key.clone(), 10);
         assert_eq!(known.spent_now(&key), 130);
-        known.shipped.insert(
-            key.clone(),
-            Shipped {
-                others: 100,
-                own: 35,
-            },
-        );
+        known.shipped.insert(key.clone(), shipped(100, 35));
         assert_eq!(known.spent_now(&key), 135);
         // In a later run, what this run reported is only in the table.
         let mut later = Known::default();
-        later.shipped.insert(
-            key.clone(),
-            Shipped {
-                others: 100,
-                own: 40,
-            },
-        );
+        later.shipped.insert(key.clone(), shipped(100, 40));
         later.reported.insert(key.clone(), 2);
         assert_eq!(later.spent_now(&key), 140);
         // After a restart, this run's reports add to what earlier runs spent, as the table
         // said at this run's first read (before its first grant).
         let mut restarted = Known::default();
-        restarted.read_shipped(
-            key.clone(),
-            Shipped {
-                others: 100,
-                own: 40,
-            },
-        );
+        restarted.read_shipped(key.clone(), shipped(100, 40));
         restarted.reported.insert(key.clone(), 3);
         assert_eq!(restarted.spent_now(&key), 143);
         // A count never goes down (a node forgotten takes its rows with it).
-        later
-            .shipped
-            .insert(key.clone(), Shipped { others: 0, own: 40 });
+        later.shipped.insert(key.clone(), shipped(0, 40));
         assert_eq!(later.spent_now(&key), 140);
     }
 

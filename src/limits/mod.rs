@@ -919,9 +919,8 @@ impl ShardLimits {
             if lease.month != month {
                 continue;
             }
-            // Never lower: a fleet's count of this node's checks can lag their shipping.
-            let reported = self.quota.report_spent(org, month, lease.spent_unsynced);
-            lease.spent_synced = lease.spent_synced.max(reported);
+            // The source's count never goes down (nor below what its grants said).
+            lease.spent_synced = self.quota.report_spent(org, month, lease.spent_unsynced);
             lease.spent_unsynced = 0;
             if lease.units > 0
                 && lease.refill.is_none()

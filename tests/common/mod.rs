@@ -950,3 +950,11 @@ fn webp_luma(luma: &[u8], width: usize, height: usize) -> Vec<u8> {
         .expect("WebP encoding");
     out
 }
+
+/// This machine's wall clock, in Unix milliseconds.
+pub fn now_unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
