@@ -683,3 +683,76 @@ fn unfinished_uploads_without_a_key_hold_at_most_the_budget_and_give_it_back() {
     ));
     assert_eq!(conn.read_response().unwrap().status, 200);
 }
+
+/// The process's resident memory at its highest while `run` runs, sampled every 10 ms, less
+/// what it was before: bytes.
+fn resident_growth_during<T>(pid: u32, run: impl FnOnce() -> T) -> (T, u64) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let baseline = resident_bytes(pid);
+    let peak = Arc::new(AtomicU64::new(baseline));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling) = (peak.clone(), sampling.clone());
+        std::thread::spawn(move || {
+            while sampling.load(Ordering::Relaxed) {
+                peak.fetch_max(resident_bytes(pid), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let out = run();
+    sampling.store(false, Ordering::Relaxed);
+    sampler.join().unwrap();
+    (out, peak.load(Ordering::Relaxed).saturating_sub(baseline))
+}
+
+/// Round 3, defect 1: the PNG decoder inflated every `iCCP`, `zTXt` and `iTXt` chunk (up to
+/// 1 GiB each) and kept the text; a few such chunks of 1 MB got the process killed for its
+/// memory. Here six chunks that inflate to 128 MB of zeros each (770 MB in all) ride on a
+/// small PNG: the check is answered as the PNG without them, and resident memory grows by
+/// less than 128 MB.
+#[test]
+fn a_png_of_compressed_metadata_chunks_is_checked_in_bounded_memory() {
+    use common::images::*;
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let png = std::fs::read(format!(
+        "{MODELS}/image/testimages/png_rgb_hubble_320x240.png"
+    ))
+    .unwrap();
+    let stream = zlib_zeros(128 << 20);
+    let chunks: Vec<Vec<u8>> = [b"iCCP", b"zTXt", b"iTXt", b"zTXt", b"zTXt", b"iTXt"]
+        .iter()
+        .map(|kind| png_metadata_chunk(kind, &stream))
+        .collect();
+    let bomb = png_with_chunks(&png, 0, &chunks);
+    // Warm the worker's decoders and models on the plain file first.
+    let (plain_status, _, plain) = post_image(&server, &key, "", &png);
+    assert_eq!(plain_status, 200, "{plain}");
+    let ((status, _, answer), growth) =
+        resident_growth_during(server.pid(), || post_image(&server, &key, "", &bomb));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["scores"], plain["scores"]);
+    assert!(growth < 128 << 20, "resident memory grew by {growth} bytes");
+}
+
+/// Round 3, defect 2: a progressive JPEG of thousands of scans, each a few bytes, held a
+/// model worker for minutes (every scan walks every block of the image), and nothing stopped
+/// it. The scans are now counted before decoding: a 12 MP file of 3,000 scans (about 100 KB,
+/// 23 s of worker time before) is refused as corrupt at once, and the shard serves the next
+/// image.
+#[test]
+fn a_jpeg_of_thousands_of_scans_is_refused_before_it_is_decoded() {
+    use common::images::progressive_grey_jpeg;
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    let jpeg = progressive_grey_jpeg(4_000, 3_000, 3_000);
+    assert!(jpeg.len() < 150_000, "{}", jpeg.len());
+    let (status, _, answer) = post_image(&server, &key, "", &jpeg);
+    let message = assert_error(status, &answer, 400, "corrupt_media", false);
+    assert!(message.contains("3001 scans"), "{message}");
+    // The same image with a few scans is decoded and scored.
+    let (status, _, answer) = post_image(&server, &key, "", &progressive_grey_jpeg(800, 600, 9));
+    assert_eq!(status, 200, "{answer}");
+}

@@ -4,7 +4,8 @@
 //!   ([`super::jpeg::decode_scaled`]) decodes it at 1/8 to 7/8 of its size directly from the
 //!   frequency domain, the cheapest path there is (a 12 MP photo never exists at full size).
 //!   Otherwise zune-jpeg decodes it whole.
-//! - PNG: zune-png, 16-bit samples reduced to 8.
+//! - PNG: zune-png, 16-bit samples reduced to 8, after its compressed metadata chunks are
+//!   taken out ([`png_without_inflated_metadata`]).
 //! - WebP: image-webp (the first frame of an animation).
 //! - GIF: the gif crate, the first frame drawn on the logical screen.
 //!
@@ -13,14 +14,34 @@
 //! entries give their colour, including the entry of a GIF's transparent index. Pixels of the
 //! screen that a GIF's first frame does not cover are black. EXIF orientation is not applied.
 //!
-//! Memory: the header was checked against the pixel limits before this runs, so a decoder
-//! allocates at most `width × height × 4` bytes.
+//! Memory and time: the header was checked against the pixel limits before this runs, so a
+//! decoder allocates at most `width × height × 4` bytes for pixels. What a header does not
+//! bound is bounded here before a decoder sees the file:
+//! - a PNG's `iCCP`, `zTXt` and `iTXt` chunks are zlib streams that zune-png inflates with a
+//!   bound of its own of 1 GiB each (and keeps the text): 1 MB of zeros inflates to 1 GB. No
+//!   check reads a colour profile or a PNG's text, so those chunks are dropped unread. The
+//!   pixel data (`IDAT`) is inflated only up to the size the header gives.
+//! - a progressive JPEG is decoded scan by scan, and every scan walks every block of the
+//!   image however few bytes it takes: 1,000 scans of 20 bytes each over 50 MP cost half a
+//!   minute. The scans are counted first ([`super::probe::jpeg_scan_count`]) and a file with
+//!   more than [`JPEG_SCANS_MAX`], or more scan-pixels than [`JPEG_SCAN_PIXELS_MAX`], is
+//!   refused as corrupt, on both decoders' paths.
 
+use std::borrow::Cow;
 use std::io::Cursor;
 
 use super::probe::Probe;
 use super::{jpeg, Format, ImageError, Rgb8};
 use crate::bounds::IMAGE_SIDE_PX_MAX;
+
+/// Scans of a JPEG that are decoded: more is refused. An ordinary progressive JPEG has 6 to
+/// 12 (libjpeg's and mozjpeg's scripts); 100 is also zune-jpeg's own default.
+pub const JPEG_SCANS_MAX: usize = 100;
+
+/// Scans times pixels of a JPEG that are decoded: more is refused. Each scan of a progressive
+/// JPEG costs about 0.7 ms a megapixel of decoder time whatever its size in bytes, so this
+/// holds a decode near a second: 30 scans of a 50 MP photo, the 100 of a 15 MP one.
+pub const JPEG_SCAN_PIXELS_MAX: u64 = 1_500_000_000;
 
 /// Decodes `bytes` (already probed), at a reduced scale where the format allows it and the
 /// result still has `min_side` pixels or more on each side.
@@ -32,12 +53,13 @@ pub fn decode(bytes: &[u8], probe: &Probe, min_side: usize) -> Result<Rgb8, Imag
                     "the JPEG is truncated: its image data has no end-of-image marker".into(),
                 ));
             }
+            check_jpeg_scans(super::probe::jpeg_scan_count(bytes), probe)?;
             match jpeg::scale_for(probe.width as usize, probe.height as usize, min_side) {
                 8 => decode_jpeg_full(bytes)?,
                 eighths => jpeg::decode_scaled(bytes, eighths)?,
             }
         }
-        Format::Png => decode_png(bytes)?,
+        Format::Png => decode_png(&png_without_inflated_metadata(bytes))?,
         Format::Webp => decode_webp(bytes)?,
         Format::Gif => decode_gif(bytes)?,
     };
@@ -51,12 +73,76 @@ fn corrupt(error: impl std::fmt::Display) -> ImageError {
     ImageError::Corrupt(error.to_string())
 }
 
+/// Refuses a JPEG of `scans` scans over [`JPEG_SCANS_MAX`] or [`JPEG_SCAN_PIXELS_MAX`].
+fn check_jpeg_scans(scans: usize, probe: &Probe) -> Result<(), ImageError> {
+    let pixels = u64::from(probe.width) * u64::from(probe.height);
+    if scans > JPEG_SCANS_MAX {
+        return Err(ImageError::Corrupt(format!(
+            "the JPEG has {scans} scans; at most {JPEG_SCANS_MAX} are decoded"
+        )));
+    }
+    if scans as u64 * pixels > JPEG_SCAN_PIXELS_MAX {
+        return Err(ImageError::Corrupt(format!(
+            "the JPEG has {scans} scans of {pixels} pixels; at most {JPEG_SCAN_PIXELS_MAX} \
+             scan-pixels are decoded"
+        )));
+    }
+    Ok(())
+}
+
+/// PNG chunks that zune-png inflates with no bound of ours: a colour profile and compressed
+/// text. No check reads either.
+pub const PNG_INFLATED_METADATA: [&[u8; 4]; 3] = [b"iCCP", b"zTXt", b"iTXt"];
+
+/// `bytes` (a PNG) without its [`PNG_INFLATED_METADATA`] chunks, which are dropped unread;
+/// borrowed, with no copy, when it has none (most files). The walk follows the chunks'
+/// lengths up to `IEND`; from a chunk whose length runs past the end of the file on, the
+/// bytes are kept as they are, for the decoder to refuse. Removing whole chunks keeps every
+/// other chunk's CRC valid.
+pub fn png_without_inflated_metadata(bytes: &[u8]) -> Cow<'_, [u8]> {
+    const SIGNATURE_BYTES: usize = 8;
+    // Length (4), type (4), data, CRC (4).
+    const FRAMING_BYTES: usize = 12;
+    let mut dropped: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut at = SIGNATURE_BYTES;
+    while let Some(head) = bytes.get(at..at + 8) {
+        let length = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let Some(end) = at
+            .checked_add(FRAMING_BYTES)
+            .and_then(|n| n.checked_add(length))
+            .filter(|&end| end <= bytes.len())
+        else {
+            break;
+        };
+        let kind = &head[4..8];
+        if PNG_INFLATED_METADATA.iter().any(|name| kind == &name[..]) {
+            dropped.push(at..end);
+        }
+        if kind == b"IEND" {
+            break;
+        }
+        at = end;
+    }
+    if dropped.is_empty() {
+        return Cow::Borrowed(bytes);
+    }
+    let mut kept = Vec::with_capacity(bytes.len());
+    let mut from = 0;
+    for range in dropped {
+        kept.extend_from_slice(&bytes[from..range.start]);
+        from = range.end;
+    }
+    kept.extend_from_slice(&bytes[from..]);
+    Cow::Owned(kept)
+}
+
 fn decode_jpeg_full(bytes: &[u8]) -> Result<Rgb8, ImageError> {
     use zune_jpeg::zune_core::bytestream::ZCursor;
     use zune_jpeg::zune_core::colorspace::ColorSpace;
     use zune_jpeg::zune_core::options::DecoderOptions;
     let options = DecoderOptions::default()
         .jpeg_set_out_colorspace(ColorSpace::RGB)
+        .jpeg_set_max_scans(JPEG_SCANS_MAX)
         .set_max_width(IMAGE_SIDE_PX_MAX as usize)
         .set_max_height(IMAGE_SIDE_PX_MAX as usize);
     let mut decoder = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), options);
@@ -300,6 +386,73 @@ mod tests {
             Err(ImageError::Corrupt(why)) => assert!(why.contains("pixels"), "{why}"),
             other => panic!("{:?}", other.map(|image| (image.width, image.height))),
         }
+    }
+
+    fn cat(parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    /// A chunk of `kind` around `data`, its CRC left zero (the walk reads no CRC).
+    fn chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
+        let mut chunk = (data.len() as u32).to_be_bytes().to_vec();
+        chunk.extend_from_slice(kind);
+        chunk.extend_from_slice(data);
+        chunk.extend_from_slice(&[0; 4]);
+        chunk
+    }
+
+    #[test]
+    fn png_metadata_chunks_are_dropped_unread_and_the_rest_kept() {
+        let signature = b"\x89PNG\r\n\x1a\n".to_vec();
+        let ihdr = chunk(b"IHDR", &[0, 0, 0, 1, 0, 0, 0, 1, 8, 0, 0, 0, 0]);
+        let (idat, iend) = (chunk(b"IDAT", b"\x78\x01"), chunk(b"IEND", b""));
+        let text = chunk(b"tEXt", b"Title\0coffee");
+        let [iccp, ztxt, itxt] = [b"iCCP", b"zTXt", b"iTXt"].map(|kind| chunk(kind, b"x\0\0\x78"));
+        let plain = cat(&[&signature, &ihdr, &text, &idat, &iend]);
+        // Nothing to drop: borrowed as it is.
+        assert!(matches!(
+            png_without_inflated_metadata(&plain),
+            Cow::Borrowed(_)
+        ));
+        let full = cat(&[&signature, &ihdr, &iccp, &text, &ztxt, &idat, &itxt, &iend]);
+        assert_eq!(&png_without_inflated_metadata(&full)[..], &plain[..]);
+        // Bytes after IEND are not chunks: kept, whatever they look like.
+        let trailer = [&full[..], &ztxt].concat();
+        assert_eq!(
+            &png_without_inflated_metadata(&trailer)[..],
+            &[&plain[..], &ztxt].concat()[..]
+        );
+        // A chunk whose length runs past the end stops the walk: what follows stays as it is.
+        let cut = &full[..full.len() - iend.len() - 3];
+        let expected = [&signature, &ihdr, &text, &idat, &itxt[..itxt.len() - 3]].concat();
+        assert_eq!(&png_without_inflated_metadata(cut)[..], &expected[..]);
+        let mut lying = cat(&[&signature, &ihdr]);
+        lying.extend_from_slice(&[0xFF, 0xFF, 0xFF, 0xFF]);
+        lying.extend_from_slice(b"zTXt");
+        assert_eq!(&png_without_inflated_metadata(&lying)[..], &lying[..]);
+        // The signature alone, or less.
+        assert_eq!(
+            &png_without_inflated_metadata(&signature)[..],
+            &signature[..]
+        );
+        assert_eq!(&png_without_inflated_metadata(b"\x89P")[..], b"\x89P");
+    }
+
+    #[test]
+    fn jpeg_scans_are_bounded_by_count_and_by_scan_pixels() {
+        let probe = |width, height| Probe {
+            format: Format::Jpeg,
+            width,
+            height,
+        };
+        assert!(check_jpeg_scans(10, &probe(8_000, 6_000)).is_ok());
+        assert!(check_jpeg_scans(JPEG_SCANS_MAX, &probe(64, 64)).is_ok());
+        assert!(check_jpeg_scans(JPEG_SCANS_MAX + 1, &probe(64, 64)).is_err());
+        // 31 scans of 48 MP, 100 of 15 MP: 1.49 and 1.5 billion scan-pixels.
+        assert!(check_jpeg_scans(31, &probe(8_000, 6_000)).is_ok());
+        assert!(check_jpeg_scans(32, &probe(8_000, 6_000)).is_err());
+        assert!(check_jpeg_scans(100, &probe(5_000, 3_000)).is_ok());
+        assert!(check_jpeg_scans(100, &probe(5_000, 3_001)).is_err());
     }
 
     proptest! {

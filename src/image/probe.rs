@@ -151,6 +151,53 @@ fn jpeg_first_scan(bytes: &[u8]) -> Option<usize> {
     }
 }
 
+/// How many scans a JPEG holds: its start-of-scan markers up to the end-of-image marker (or
+/// the end of the bytes). Segments are walked by their lengths, and a scan's entropy-coded
+/// data is searched for the next marker, passing over stuffed bytes (FF 00), fill bytes
+/// (FF FF) and restart markers (FF D0 to FF D7), which are data, not segments. One pass over
+/// the bytes, to bound what a decoder is given before it starts ([`super::decode`]).
+pub fn jpeg_scan_count(bytes: &[u8]) -> usize {
+    let Some(mut at) = jpeg_first_scan(bytes) else {
+        return 0;
+    };
+    let mut scans = 0;
+    // `at` is the FF of a marker.
+    loop {
+        let Some(&marker) = bytes.get(at + 1) else {
+            return scans;
+        };
+        match marker {
+            0xD9 => return scans,
+            0xD8 | 0x01 | 0xD0..=0xD7 => at += 2,
+            _ => {
+                let Some(length) = be16(bytes, at + 2) else {
+                    return scans;
+                };
+                if marker == 0xDA {
+                    scans += 1;
+                }
+                at += 2 + length as usize;
+            }
+        }
+        let Some(next) = next_marker(bytes, at) else {
+            return scans;
+        };
+        at = next;
+    }
+}
+
+/// The offset of the next marker's FF from `from` on: an FF followed by a byte that is not
+/// 00 (a stuffed data byte), FF (fill) or D0 to D7 (a restart inside a scan's data).
+fn next_marker(bytes: &[u8], mut from: usize) -> Option<usize> {
+    loop {
+        let at = from + memchr::memchr(0xFF, bytes.get(from..)?)?;
+        match *bytes.get(at + 1)? {
+            0x00 | 0xFF | 0xD0..=0xD7 => from = at + 1,
+            _ => return Some(at),
+        }
+    }
+}
+
 fn png_size(bytes: &[u8]) -> Option<(u32, u32)> {
     // Signature (8), then the IHDR chunk: length (4) "IHDR" (4) width (4) height (4).
     if bytes.get(12..16)? != b"IHDR" {
@@ -240,6 +287,40 @@ mod tests {
     }
 
     #[test]
+    fn jpeg_scans_are_counted_past_their_data() {
+        // SOI, a DHT between scans whose table holds FF DA, three scans whose data holds a
+        // stuffed FF 00, fill bytes, a restart marker and an FF DA only as stuffed data.
+        let mut jpeg = vec![0xFF, 0xD8];
+        let scan = [
+            0xFF, 0xDA, 0x00, 0x03, 0x01, 0x12, 0xFF, 0x00, 0xDA, 0xFF, 0xD3, 0x34,
+        ];
+        jpeg.extend_from_slice(&scan);
+        jpeg.extend_from_slice(&[0xFF, 0xC4, 0x00, 0x06, 0xFF, 0xDA, 0xFF, 0xDA]);
+        jpeg.extend_from_slice(&scan);
+        jpeg.extend_from_slice(&[0xFF, 0xFF]);
+        jpeg.extend_from_slice(&scan);
+        jpeg.extend_from_slice(&[0xFF, 0xD9]);
+        assert_eq!(jpeg_scan_count(&jpeg), 3);
+        // Bytes after the end-of-image marker are not scans.
+        assert_eq!(jpeg_scan_count(&[jpeg.as_slice(), &scan].concat()), 3);
+        // Cut anywhere: the scans whose marker is there.
+        assert_eq!(jpeg_scan_count(&jpeg[..13]), 1);
+        assert_eq!(jpeg_scan_count(&jpeg[..2]), 0);
+        assert_eq!(jpeg_scan_count(b""), 0);
+        // A real progressive file: libjpeg's script for colour, 10 scans; a baseline one, 1.
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/models/image/testimages");
+        let read = |name: &str| std::fs::read(format!("{dir}/{name}")).unwrap();
+        assert_eq!(
+            jpeg_scan_count(&read("jpeg_progressive_coffee_600x400.jpg")),
+            10
+        );
+        assert_eq!(
+            jpeg_scan_count(&read("jpeg_baseline_chelsea_451x300.jpg")),
+            1
+        );
+    }
+
+    #[test]
     fn jpeg_skips_segments_to_the_frame() {
         // SOI, APP0 (length 16), fill bytes, SOF2 (progressive) 480 x 640.
         let mut jpeg = vec![0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10];
@@ -314,6 +395,15 @@ mod tests {
         #[test]
         fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
             let _ = probe(&bytes);
+        }
+
+        #[test]
+        fn scan_counts_never_panic_and_never_exceed_the_markers(
+            tail in proptest::collection::vec(prop_oneof![Just(0xFFu8), Just(0xDA), Just(0xD9), Just(0x00), any::<u8>()], 0..512),
+        ) {
+            let bytes = [&[0xFF, 0xD8][..], &tail].concat();
+            let sos = bytes.windows(2).filter(|w| w == &[0xFF, 0xDA]).count();
+            prop_assert!(jpeg_scan_count(&bytes) <= sos);
         }
 
         #[test]

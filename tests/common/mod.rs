@@ -5,6 +5,7 @@
 
 pub mod engines;
 pub mod fleet;
+pub mod images;
 pub mod prometheus;
 
 use std::io::{BufRead, BufReader, Read, Write};
