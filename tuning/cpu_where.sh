@@ -8,7 +8,7 @@
 #
 #   tuning/cpu_where.sh [BINARY] [RATE]     (default: target/release/modgate, 1000)
 #
-# Found with it (2026-11-29, the Xeon VM, two runs): at 1,000 texts/s 241 and 245 us per answer
+# Found with it (2026-11-29, a 2-vCPU virtual machine, two runs): at 1,000 texts/s 241 and 245 us per answer
 # against 43 and 38 saturated. The answer's send 64 and 98 us against 9 and 7 (73 and 86 % of
 # its samples where interrupts come back on: waking the load tool on the other CPU takes its
 # runqueue's lock and sends an IPI, costly in a VM; a client on another host is woken by its

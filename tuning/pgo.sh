@@ -20,7 +20,7 @@
 # reach modgate and its dependencies but not build scripts and procedural macros (which would
 # write profiles of their own while the crates build). What it gains, measured with
 # `tuning/cpu_compare.sh` and `tuning/rate_cpu.sh` against the `release` build of the same
-# commit: the README's Performance section.
+# commit: docs/performance.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -17,7 +17,7 @@
 //! credit rather than make a check wait for Redis). A refill asks for what brings the
 //! balance back to one block, so it also pays the debt. Hence over any window T a key is
 //! admitted at most `rate_burst + rate_per_s × T + block` on each node, where a node's block
-//! is [`node_block`] held plus [`node_block`] lent plus what its shards hold (see the README).
+//! is [`node_block`] held plus [`node_block`] lent plus what its shards hold (see docs/fleet.md).
 //!
 //! Concurrency. Redis keeps, per organization, one hash: each node's permits, and when they
 //! expire (the server's clock plus `cluster.permit_ttl_ms`). A take counts only unexpired

@@ -2,7 +2,7 @@
 //! gets the scores and measurements its first check computed, without another decode or model
 //! run. Platforms see the same file many times (re-uploads, memes, spam runs); a repeat then
 //! costs a SHA-256 of its bytes against 41 to 46 ms for the default workflow's models on a 1 MP
-//! JPEG (README, Performance).
+//! JPEG (docs/performance.md).
 //!
 //! Each shard keeps its own (`inference.image_results_kept` entries; 0 keeps none), so nothing
 //! is shared between threads, and looks a file up before it goes to the shard's model worker
