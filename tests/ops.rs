@@ -254,7 +254,7 @@ fn repeated_toxblock_windows_are_scored_from_kept_results() {
         let server = one_shard_keeping("toxblock_windows_kept", kept);
         let key = server.new_key("acme", "pro", &[]).0;
         let check = |text: &str| {
-            let body = serde_json::json!({ "text": text, "workflow": "text-ml" }).to_string();
+            let body = serde_json::json!({ "text": text, "workflow": "advanced" }).to_string();
             let (status, _, answer) = post(
                 &server.url("/v1/text"),
                 &[("X-Api-Key", &key), ("Content-Type", "application/json")],
@@ -516,7 +516,10 @@ fn sighup_reloads_the_log_level_and_workflow_thresholds() {
     let key = server.demo_key.clone().unwrap();
     let secret_text = "my-very-private-sentence-7f3a";
     let check = || {
-        let body = format!(r#"{{"text":"{secret_text} you fucking idiot","ref":"r-77"}}"#);
+        // `fast`: the word list and the profanity model (`default` does not flag profanity).
+        let body = format!(
+            r#"{{"text":"{secret_text} you fucking idiot","ref":"r-77","workflow":"fast"}}"#
+        );
         let (status, headers, answer) = post(
             &server.url("/v1/text"),
             &[("X-Api-Key", &key), ("Content-Type", "application/json")],
@@ -571,7 +574,7 @@ fn sighup_reloads_the_log_level_and_workflow_thresholds() {
         .wait_output(Duration::from_secs(5), |line| line.starts_with("reloaded:"))
         .expect("the reload says what it did");
     assert!(outcome.contains("log.level info -> debug"), "{outcome}");
-    assert!(outcome.contains("workflows default v2"), "{outcome}");
+    assert!(outcome.contains("workflows fast v2"), "{outcome}");
 
     let (loud, answer) = check();
     assert_eq!(answer["workflow_version"], 2);
@@ -582,7 +585,7 @@ fn sighup_reloads_the_log_level_and_workflow_thresholds() {
     let line = &log_lines_of(&server, &loud)[0];
     assert_eq!(line["level"], "DEBUG");
     assert_eq!(line["status"], 200);
-    assert_eq!(line["workflow"], "default");
+    assert_eq!(line["workflow"], "fast");
 
     // Nothing the caller must keep private reaches the log.
     for line in server.output.lock().unwrap().iter() {
@@ -620,11 +623,13 @@ fn the_check_client_prints_decisions() {
         &[
             "--text",
             "you are a fucking idiot, write to bob@example.com",
+            "--workflow",
+            "fast",
         ],
     );
     assert!(ok, "{err}");
     let first = out.lines().next().unwrap();
-    assert!(first.starts_with("REJECT  (workflow default v1"), "{out}");
+    assert!(first.starts_with("REJECT  (workflow fast v1"), "{out}");
     assert!(out.contains("reject: Profanity (profanity)"), "{out}");
     assert!(
         out.contains("review: E-mail address (pii_email) 0.95 >= 0.90"),

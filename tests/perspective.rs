@@ -40,7 +40,7 @@ fn comments_are_analyzed_in_perspectives_shape() {
     let key = server.demo_key.clone().unwrap();
     let query = format!("?key={key}");
     let body = json!({
-        "comment": {"text": "You are a stupid idiot. Have a nice day!"},
+        "comment": {"text": "You are a stupid worthless idiot. Have a nice day!"},
         "requestedAttributes": {"TOXICITY": {}, "SEVERE_TOXICITY": {}, "IDENTITY_ATTACK": {},
                                 "INSULT": {}, "PROFANITY": {}, "THREAT": {}},
         "clientToken": "c-1",

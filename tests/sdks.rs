@@ -170,10 +170,10 @@ fn assert_openai_answers(out: &Value, server: &Server) {
     assert_eq!(result["categories"]["harassment"], true, "{one}");
     assert!(result["category_scores"]["harassment"].as_f64().unwrap() > 0.9);
     // What no model here measures is not applied and has no score, never a zero.
-    assert_eq!(result["category_scores"]["self-harm"], Value::Null);
-    assert_eq!(result["categories"]["self-harm"], false);
+    assert_eq!(result["category_scores"]["illicit"], Value::Null);
+    assert_eq!(result["categories"]["illicit"], false);
     assert_eq!(
-        result["category_applied_input_types"]["self-harm"],
+        result["category_applied_input_types"]["illicit"],
         serde_json::json!([])
     );
     assert_eq!(
@@ -189,7 +189,8 @@ fn assert_openai_answers(out: &Value, server: &Server) {
     let parts = out["parts"]["results"].as_array().unwrap();
     assert_eq!(parts.len(), 1, "one result for the parts together");
     let applied = &parts[0]["category_applied_input_types"];
-    assert_eq!(applied["sexual"], serde_json::json!(["image"]));
+    // `sexual` is measured for both: the text's classifier and the image's nudity models.
+    assert_eq!(applied["sexual"], serde_json::json!(["text", "image"]));
     assert_eq!(applied["harassment"], serde_json::json!(["text"]));
     assert!(parts[0]["category_scores"]["sexual"].as_f64().unwrap() < 0.5);
 
@@ -261,8 +262,8 @@ fn openai_node_sdk_moderations_work_unchanged() {
 
 const PERSPECTIVE_HOST: &str = "commentanalyzer.googleapis.com";
 
-/// What both Perspective clients must have got for "You are a stupid idiot. Have a nice day!"
-/// with TOXICITY, INSULT and PROFANITY: high summary scores from the models, and an unknown
+/// What both Perspective clients must have got for "You are a stupid worthless idiot. Have a
+/// nice day!" with TOXICITY, INSULT and PROFANITY: high summary scores from the models, and an unknown
 /// attribute refused with Google's 400.
 fn assert_perspective_scores(analyze: &Value) {
     let scores = &analyze["attributeScores"];
@@ -323,7 +324,7 @@ fn google_api_python_client_analyzes_comments_unchanged() {
     assert_eq!(spans.len(), 2, "{analyze}");
     assert_eq!(
         (spans[0]["begin"].as_u64(), spans[1]["end"].as_u64()),
-        (Some(0), Some(40))
+        (Some(0), Some(50))
     );
     assert!(
         spans[0]["score"]["value"].as_f64().unwrap() > spans[1]["score"]["value"].as_f64().unwrap()

@@ -97,7 +97,10 @@ fn clean_text_is_accepted_with_every_field() {
     );
     let scores = answer["scores"].as_object().unwrap();
     for category in [
-        "profanity",
+        "hate",
+        "harassment",
+        "violence",
+        "self_harm",
         "pii_email",
         "pii_phone",
         "pii_iban",
@@ -118,6 +121,7 @@ fn clean_text_is_accepted_with_every_field() {
 fn profanity_and_its_disguises_are_caught_and_innocent_words_are_not() {
     let server = Server::start();
     let keys = keys(&server);
+    // `fast`: the word list and the linear profanity model (`default` flags harm, not words).
     for bad in [
         "what the fuck",
         "WHAT THE FUCK",
@@ -126,7 +130,11 @@ fn profanity_and_its_disguises_are_caught_and_innocent_words_are_not() {
         "what the f\u{200B}uck",
         "you piece of sh1t",
     ] {
-        let (status, answer) = text(&server, &keys.free, &json!({ "text": bad }));
+        let (status, answer) = text(
+            &server,
+            &keys.free,
+            &json!({ "text": bad, "workflow": "fast" }),
+        );
         assert_eq!(status, 200);
         assert_ne!(action(&answer), "accept", "{bad:?} was accepted: {answer}");
         let reasons = [
@@ -141,14 +149,22 @@ fn profanity_and_its_disguises_are_caught_and_innocent_words_are_not() {
     }
     // Disguised forms get the decision of the plain form: both checks see through them (the
     // word list on the normalised text, the linear model on it too when it differs).
-    let (_, plain) = text(&server, &keys.free, &json!({ "text": "fuck you" }));
+    let (_, plain) = text(
+        &server,
+        &keys.free,
+        &json!({ "text": "fuck you", "workflow": "fast" }),
+    );
     for disguised in [
         "ｆｕｃｋ you",
         "\u{1D41F}\u{1D42E}\u{1D41C}\u{1D424} you",
         "ⓕⓤⓒⓚ you",
         "ƒuck you",
     ] {
-        let (_, answer) = text(&server, &keys.free, &json!({ "text": disguised }));
+        let (_, answer) = text(
+            &server,
+            &keys.free,
+            &json!({ "text": disguised, "workflow": "fast" }),
+        );
         assert_eq!(action(&answer), action(&plain), "{disguised:?}: {answer}");
     }
     // (The linear model has quirks of its own, e.g. "We drove through ..." scores 0.78 in the
@@ -158,7 +174,11 @@ fn profanity_and_its_disguises_are_caught_and_innocent_words_are_not() {
         "Please assess the classic car.",
         "The cocktail passed the assessment.",
     ] {
-        let (_, answer) = text(&server, &keys.free, &json!({ "text": innocent }));
+        let (_, answer) = text(
+            &server,
+            &keys.free,
+            &json!({ "text": innocent, "workflow": "fast" }),
+        );
         assert_eq!(action(&answer), "accept", "{innocent:?}: {answer}");
     }
 }
@@ -764,8 +784,15 @@ fn missing_models_fail_the_start_or_land_in_unchecked() {
     assert_eq!(unchecked.len(), 6, "{answer}");
     assert!(unchecked.contains(&"toxic") && unchecked.contains(&"identity_hate"));
     assert!(answer["scores"].get("toxic").is_none());
-    let (_, answer) = text(&server, &pro, &json!({"text": "hello"}));
+    // `fast` runs no model: nothing unchecked. `default` reads the harm classifier, absent.
+    let (_, answer) = text(&server, &pro, &json!({"text": "hello", "workflow": "fast"}));
     assert!(answer.get("unchecked").is_none());
+    let (_, answer) = text(&server, &pro, &json!({"text": "hello"}));
+    assert_eq!(
+        answer["unchecked"].as_array().map(Vec::len),
+        Some(7),
+        "{answer}"
+    );
 
     // A workflow with nothing that can run here: 503 workflow_unavailable.
     let file = server.data.join("only-model.toml");

@@ -11,8 +11,9 @@
 //!   the name of one of the organization's workflows; neither: 404 `model_not_found`.
 //! - Each result carries OpenAI's thirteen categories. Those a model here measures (the
 //!   [`CATEGORY_MAP`]) are scored from the workflow's checks and flagged at the workflow's
-//!   reject threshold; the others have `false`, a `null` score and no applied input type:
-//!   never a made-up zero.
+//!   reject threshold; the others (illicit, illicit/violent, self-harm/instructions,
+//!   sexual/minors, violence/graphic: no labelled data to train them on) have `false`, a
+//!   `null` score and no applied input type: never a made-up zero.
 //! - The key comes as `Authorization: Bearer`; errors are in OpenAI's
 //!   `{error: {message, type, param, code}}` shape ([`error_response`]).
 //!
@@ -62,22 +63,40 @@ pub const OPENAI_MODELS: &[&str] = &[
 /// `model` when the request names none.
 pub const DEFAULT_MODEL: &str = "omni-moderation-latest";
 
-/// OpenAI's categories in its order, and the modgate category each is read from where the
-/// meaning matches (`None`: no model here measures it).
-pub const CATEGORY_MAP: &[(&str, Option<&str>)] = &[
-    ("harassment", Some("insult")),
-    ("harassment/threatening", Some("threat")),
-    ("hate", Some("identity_hate")),
-    ("hate/threatening", None),
-    ("illicit", None),
-    ("illicit/violent", None),
-    ("self-harm", None),
-    ("self-harm/intent", None),
-    ("self-harm/instructions", None),
-    ("sexual", Some("nudity")),
-    ("sexual/minors", None),
-    ("violence", None),
-    ("violence/graphic", None),
+/// How an OpenAI category is read from modgate's categories.
+#[derive(Clone, Copy, Debug)]
+pub enum Reading {
+    /// No model here measures it: `false` and a `null` score.
+    None,
+    /// The highest of these categories a decision scored (a text's and an image's can differ:
+    /// `sexual` is `sexual` for a text, `nudity` for an image); flagged when one of them is a
+    /// reason to reject.
+    Any(&'static [&'static str]),
+    /// Both at once: the lower of the two scores; flagged when both are reasons to reject
+    /// (OpenAI's `hate/threatening` is hate that also threatens violence).
+    Both(&'static str, &'static str),
+}
+
+/// OpenAI's categories in its order, and how each is read: from the `harm` check's categories
+/// (the `moderation` workflow) for texts and the nudity models' for images. `self-harm/intent`
+/// is read as `self_harm` because the data it was trained on labels suicidal intent.
+pub const CATEGORY_MAP: &[(&str, Reading)] = &[
+    ("harassment", Reading::Any(&["harassment", "insult"])),
+    (
+        "harassment/threatening",
+        Reading::Any(&["violence", "threat"]),
+    ),
+    ("hate", Reading::Any(&["hate", "identity_hate"])),
+    ("hate/threatening", Reading::Both("hate", "violence")),
+    ("illicit", Reading::None),
+    ("illicit/violent", Reading::None),
+    ("self-harm", Reading::Any(&["self_harm"])),
+    ("self-harm/intent", Reading::Any(&["self_harm"])),
+    ("self-harm/instructions", Reading::None),
+    ("sexual", Reading::Any(&["sexual", "nudity"])),
+    ("sexual/minors", Reading::None),
+    ("violence", Reading::Any(&["violence", "threat"])),
+    ("violence/graphic", Reading::None),
 ];
 
 /// The route's body limit: a data URL of the largest image in base64, and room for texts.
@@ -416,22 +435,40 @@ struct Category {
 }
 
 impl Scored {
-    fn category(&self, ours: Option<&str>) -> Category {
+    fn category(&self, reading: Reading) -> Category {
         let mut category = Category {
             score: None,
             flagged: false,
             applied: Vec::new(),
         };
-        let Some(ours) = ours else {
-            return category;
-        };
         for (decision, input_type) in [(&self.text, "text"), (&self.image, "image")] {
             let Some(decision) = decision else { continue };
-            let Some(&(_, score)) = decision.scores.iter().find(|(c, _)| *c == ours) else {
-                continue;
+            let score_of = |ours: &str| {
+                decision
+                    .scores
+                    .iter()
+                    .find(|(c, _)| *c == ours)
+                    .map(|&(_, score)| score)
+            };
+            let rejects = |ours: &str| decision.reject_reason.iter().any(|r| r.id == ours);
+            let (score, flagged) = match reading {
+                Reading::None => continue,
+                Reading::Any(ours) => {
+                    let Some(score) = ours.iter().filter_map(|c| score_of(c)).reduce(f64::max)
+                    else {
+                        continue;
+                    };
+                    (score, ours.iter().any(|c| rejects(c)))
+                }
+                Reading::Both(first, second) => {
+                    let (Some(a), Some(b)) = (score_of(first), score_of(second)) else {
+                        continue;
+                    };
+                    (a.min(b), rejects(first) && rejects(second))
+                }
             };
             category.score = Some(category.score.map_or(score, |s: f64| s.max(score)));
-            category.flagged |= decision.reject_reason.iter().any(|r| r.id == ours);
+            category.flagged |= flagged;
             category.applied.push(input_type);
         }
         category
@@ -455,7 +492,7 @@ impl Serialize for Scored {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let categories: Vec<(&'static str, Category)> = CATEGORY_MAP
             .iter()
-            .map(|&(name, ours)| (name, self.category(ours)))
+            .map(|&(name, reading)| (name, self.category(reading)))
             .collect();
         let flags = categories.iter().map(|(name, c)| (*name, c.flagged));
         let scores = categories.iter().map(|(name, c)| (*name, c.score));

@@ -1498,18 +1498,18 @@ DESCRIPTION = (
 # --------------------------------------------------------------------------------------------
 
 OPENAI_CATEGORIES = [
-    ("harassment", "insult"),
-    ("harassment/threatening", "threat"),
-    ("hate", "identity_hate"),
-    ("hate/threatening", None),
+    ("harassment", "From modgate's `harassment` (or tox-block's `insult`)."),
+    ("harassment/threatening", "From modgate's `violence` (or tox-block's `threat`)."),
+    ("hate", "From modgate's `hate` (or tox-block's `identity_hate`)."),
+    ("hate/threatening", "The lower of modgate's `hate` and `violence`; flagged when both are."),
     ("illicit", None),
     ("illicit/violent", None),
-    ("self-harm", None),
-    ("self-harm/intent", None),
+    ("self-harm", "From modgate's `self_harm`."),
+    ("self-harm/intent", "From modgate's `self_harm` (trained on suicidal intent)."),
     ("self-harm/instructions", None),
-    ("sexual", "nudity"),
+    ("sexual", "From modgate's `sexual` for a text, `nudity` for an image."),
     ("sexual/minors", None),
-    ("violence", None),
+    ("violence", "From modgate's `violence` (or tox-block's `threat`)."),
     ("violence/graphic", None),
 ]
 
@@ -1521,7 +1521,7 @@ def by_category(schema):
         "additionalProperties": False,
         "properties": {
             name: dict(schema, description=(
-                f"From modgate's `{ours}`." if ours else "No model here measures it."))
+                ours if ours else "No model here measures it: no labelled data to train one."))
             for name, ours in OPENAI_CATEGORIES
         },
     }
@@ -1666,9 +1666,9 @@ schemas["AnalyzeCommentRequest"] = {
     "type": "object",
     "description": (
         "Perspective's request. Attributes scored: " + ", ".join(PERSPECTIVE_ATTRIBUTES)
-        + " (TOXICITY from tox-block's `toxic`, SEVERE_TOXICITY `severe_toxic`, IDENTITY_ATTACK "
-        "`identity_hate`, INSULT `insult`, THREAT `threat`; PROFANITY from the linear profanity "
-        "model). Another is 400 `INVALID_ARGUMENT`; so is a language other than `en` in `languages`. "
+        + " (TOXICITY from the harm classifier's `offensive`, IDENTITY_ATTACK `hate`, INSULT "
+        "`harassment`, THREAT `violence`; SEVERE_TOXICITY from tox-block's `severe_toxic`; "
+        "PROFANITY from the linear profanity model). Another is 400 `INVALID_ARGUMENT`; so is a language other than `en` in `languages`. "
         "Without `languages`, the text's language is detected: one surely found to be another "
         "language (at least 40 letters in its first 120 characters, confidence 0.99) is 400 "
         "`INVALID_ARGUMENT` with `LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE` in `error.details`, before any "
@@ -2064,9 +2064,9 @@ schemas["SightengineTextRulesAnswer"] = {
 schemas["SightengineTextMlAnswer"] = {
     "type": "object",
     "description": (
-        "mode=ml: tox-block's scores under Sightengine's class names (`discriminatory` from "
-        "identity hate, `insulting` from insult, `violent` from threat, `toxic` from toxic). "
-        "`sexual` and `self-harm` have no model here and are absent."
+        "mode=ml: the harm classifier's scores under Sightengine's class names (`sexual` from "
+        "sexual, `discriminatory` from hate, `insulting` from harassment, `violent` from "
+        "violence, `toxic` from offensive). `self-harm` is absent."
     ),
     "required": ["status", "request", "moderation_classes"],
     "additionalProperties": False,
@@ -2075,12 +2075,13 @@ schemas["SightengineTextMlAnswer"] = {
         "request": sref("CompatRequest"),
         "moderation_classes": {
             "type": "object",
-            "required": ["available", "discriminatory", "insulting", "violent", "toxic"],
+            "required": ["available", "sexual", "discriminatory", "insulting", "violent", "toxic"],
             "additionalProperties": False,
             "properties": {
                 "available": {"type": "array", "items": {"enum": [
-                    "discriminatory", "insulting", "violent", "toxic"]}},
-                "discriminatory": unit, "insulting": unit, "violent": unit, "toxic": unit,
+                    "sexual", "discriminatory", "insulting", "violent", "toxic"]}},
+                "sexual": unit, "discriminatory": unit, "insulting": unit, "violent": unit,
+                "toxic": unit,
             },
         },
     },

@@ -70,14 +70,17 @@ pub const LANGUAGE_REFUSAL_CONFIDENCE_MIN: f64 = 0.99;
 /// The one language the models read.
 const MODEL_LANGUAGE: &str = "en";
 
-/// Perspective's attributes this server scores, and the modgate category each is read from.
+/// Perspective's attributes this server scores, and the modgate category each is read from
+/// (the `perspective` workflow): the harm classifier's for TOXICITY, IDENTITY_ATTACK, INSULT
+/// and THREAT, the linear profanity model's for PROFANITY (a measure of words, as Perspective
+/// defines it), tox-block's for SEVERE_TOXICITY (the harm classifier has no such head).
 pub const ATTRIBUTE_MAP: &[(&str, &str)] = &[
-    ("TOXICITY", "toxic"),
+    ("TOXICITY", "offensive"),
     ("SEVERE_TOXICITY", "severe_toxic"),
-    ("IDENTITY_ATTACK", "identity_hate"),
-    ("INSULT", "insult"),
+    ("IDENTITY_ATTACK", "hate"),
+    ("INSULT", "harassment"),
     ("PROFANITY", "profanity"),
-    ("THREAT", "threat"),
+    ("THREAT", "violence"),
 ];
 
 #[derive(Deserialize)]

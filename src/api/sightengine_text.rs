@@ -27,11 +27,11 @@
 //!   code points, and `end` is the index of the match's last character (inclusive), as in
 //!   Sightengine's documented answers. `opt_countries` only filters what is listed: the
 //!   journal and the decision count every phone number found.
-//! - `mode=ml`: `models`, a comma list of [`ML_MODELS`] (`general` when absent). tox-block
-//!   (the shipped `text-ml` workflow) scores the classes of the same meaning ([`ML_CLASSES`])
-//!   and `moderation_classes.available` lists them. `sexual` and `self-harm` have no model
-//!   here: they are absent from `available` and from the answer, and `models=self-harm` is
-//!   refused.
+//! - `mode=ml`: `models`, a comma list of [`ML_MODELS`] (`general` when absent). The harm
+//!   classifier (the shipped `text-ml` workflow) scores the classes of the same meaning
+//!   ([`ML_CLASSES`]) and `moderation_classes.available` lists them (its `sexual` head was
+//!   trained on sexual harassment: the only labelled sexual text found). `models=self-harm`
+//!   is still refused: its answer's shape is not implemented here.
 //!
 //! `lang` must be `en` (the word list and the models read English; absent means `en`). Any
 //! other mode, category, model, language or country code is refused with the compatible
@@ -70,10 +70,11 @@ pub const RULE_CATEGORIES: &[(&str, &str)] = &[
 pub const ML_MODELS: &[&str] = &["general"];
 /// The ML classes answered, and the modgate category each is read from.
 pub const ML_CLASSES: &[(&str, &str)] = &[
-    ("discriminatory", "identity_hate"),
-    ("insulting", "insult"),
-    ("violent", "threat"),
-    ("toxic", "toxic"),
+    ("sexual", "sexual"),
+    ("discriminatory", "hate"),
+    ("insulting", "harassment"),
+    ("violent", "violence"),
+    ("toxic", "offensive"),
 ];
 /// Matches listed per category, at most.
 pub const MATCHES_MAX: usize = 1_000;

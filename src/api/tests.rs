@@ -95,6 +95,7 @@ fn with_context_and_leases(
                     text: Arc::new(text),
                     worker: None,
                     toxblock_ready: false,
+                    harm_ready: false,
                     image_slots_loaded: 0,
                     measures_ready: crate::image::Measures::NONE,
                     normalizer: Default::default(),
@@ -286,7 +287,7 @@ fn text_parameters() {
                 &json_post(
                     "/v1/text",
                     key,
-                    r#"{"text": "you are a fucking idiot", "ref": "r-1"}"#,
+                    r#"{"text": "you are an idiot, mail me at bob@example.com", "ref": "r-1"}"#,
                     "",
                 ),
             )

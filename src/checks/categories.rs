@@ -54,6 +54,37 @@ pub const CATEGORIES: &[(&str, &str, &str)] = &[
         "This content appears to attack people for who they are.",
     ),
     (
+        "hate",
+        "Hate",
+        "This content appears to attack people for their race, religion, origin, gender, sexuality or disability.",
+    ),
+    (
+        "harassment",
+        "Harassment",
+        "This content appears to insult, demean or abuse someone.",
+    ),
+    (
+        "violence",
+        "Violence or threats",
+        "This content appears to threaten or incite violence.",
+    ),
+    (
+        "self_harm",
+        "Self-harm",
+        "This content appears to express thoughts of suicide or self-harm. If you are struggling, please reach out to someone you trust or a local crisis line.",
+    ),
+    (
+        "sexual",
+        "Sexual content",
+        "This content appears to be sexual or sexually harassing.",
+    ),
+    (
+        "offensive",
+        "Offensive language",
+        "This content contains offensive, obscene or abusive language.",
+    ),
+    ("spam", "Spam", "This content looks like spam."),
+    (
         "pii_email",
         "E-mail address",
         "This content contains an e-mail address; personal contact details may not be shared.",

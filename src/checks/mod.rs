@@ -12,7 +12,9 @@
 //! - [`links`]: URLs and host names (microseconds);
 //! - `termlist` ([`registry::TERMLIST`]): the organization's own words and phrases
 //!   ([`crate::lists`]), on the normalised text (microseconds);
-//! - [`toxblock`]: tox-block BiLSTM on the shard's model worker (milliseconds).
+//! - [`toxblock`]: tox-block BiLSTM on the shard's model worker (milliseconds);
+//! - [`harm`]: a multilingual sentence encoder on the shard's model worker and one linear
+//!   head per category on the shard (milliseconds).
 //!
 //! Image checks, on the shard's model worker after the image is decoded there:
 //! - [`open_nsfw`]: Yahoo's open-NSFW;
@@ -32,6 +34,7 @@ pub mod board;
 pub mod categories;
 pub mod custom;
 pub mod faces;
+pub mod harm;
 pub mod links;
 pub mod nsfwjs;
 pub mod nsfwjs_inception;
@@ -73,6 +76,8 @@ pub struct TextModels {
     pub tox_tokenizer: Option<toxblock::ToxTokenizer>,
     /// The language of every text; present when its profiles loaded.
     pub langid: Option<crate::text::langid::LangId>,
+    /// The `harm` check's tokenizer and heads; present when the tokenizer file loaded.
+    pub harm: Option<harm::HarmText>,
 }
 
 /// Files of [`TextModels`] that could not be loaded (their features are then left out).
@@ -83,6 +88,8 @@ pub struct TextProblems {
     /// The language profiles: answers carry no `language` unless the workflow names the
     /// `language` check.
     pub langid: Option<String>,
+    /// The `harm` check's tokenizer: the check cannot run.
+    pub harm: Option<String>,
 }
 
 impl TextModels {
@@ -121,16 +128,22 @@ impl TextModels {
                 Ok(langid) => (Some(langid), None),
                 Err(error) => (None, Some(error)),
             };
+        let (harm, harm_problem) = match harm::HarmText::load(models_dir) {
+            Ok(harm) => (Some(harm), None),
+            Err(error) => (None, Some(error)),
+        };
         Ok((
             TextModels {
                 wordlist,
                 svm,
                 tox_tokenizer,
                 langid,
+                harm,
             },
             TextProblems {
                 tokenizer: tokenizer_problem,
                 langid: langid_problem,
+                harm: harm_problem,
             },
         ))
     }
@@ -145,6 +158,8 @@ pub struct Engine {
     pub worker: Option<Worker>,
     /// tox-block can run here (tokenizer and session both loaded).
     pub toxblock_ready: bool,
+    /// `harm` can run here (tokenizer, heads and the encoder's session loaded).
+    pub harm_ready: bool,
     /// The image models loaded on this shard's worker, as a set of worker slots.
     pub image_slots_loaded: u64,
     /// The measurements this shard's worker can make ([`registry::measures_ready`]).
@@ -334,6 +349,25 @@ impl Engine {
                         board.unavailable(check.categories);
                     }
                 }
+                Runner::TextEncoder(_) => {
+                    let windows = self.harm_windows(text)?;
+                    drop(turn);
+                    let embeddings = match &windows {
+                        Some(windows) => Some(self.harm_embeddings(windows.clone()).await?),
+                        None => None,
+                    };
+                    turn = self.take_turn().await;
+                    match (embeddings, &self.text.harm) {
+                        (Some(embeddings), Some(harm)) => {
+                            let best = harm.heads.best(&embeddings);
+                            for (category, score) in harm::CATEGORIES.iter().zip(best) {
+                                board.add(category, f64::from(score), harm::SOURCE);
+                            }
+                            ran = true;
+                        }
+                        _ => board.unavailable(check.categories),
+                    }
+                }
                 Runner::Image { .. } | Runner::Measure { .. } => {}
             }
         }
@@ -502,6 +536,32 @@ impl Engine {
             hasher.update(slice);
         }
         hasher.finish()
+    }
+
+    /// The `harm` check's token windows of `text`; `None` if the check cannot run here.
+    fn harm_windows(&self, text: &str) -> ApiResult<Option<Vec<Vec<i64>>>> {
+        let (Some(harm), true) = (&self.text.harm, self.harm_ready) else {
+            return Ok(None);
+        };
+        harm.tokenizer.windows(text).map(Some).map_err(|error| {
+            tracing::error!(%error, "the harm tokenizer failed");
+            ApiError::internal("the text could not be tokenized")
+        })
+    }
+
+    /// The encoder's embeddings of `windows`, from the shard's worker.
+    async fn harm_embeddings(&self, windows: Vec<Vec<i64>>) -> ApiResult<Vec<f32>> {
+        let worker = self
+            .worker
+            .as_ref()
+            .ok_or_else(|| ApiError::internal("no model worker"))?;
+        let rows = windows.len();
+        let (embeddings, run_us) = worker.encode(windows).await?;
+        self.metrics.model_run(harm::ENCODER.model.name, run_us);
+        if embeddings.len() != rows * harm::DIM {
+            return Err(ApiError::internal("a model run failed"));
+        }
+        Ok(embeddings)
     }
 
     /// Scores with tox-block; `false` if it is not available here.

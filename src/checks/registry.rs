@@ -18,13 +18,13 @@ use super::board::ScoreBoard;
 use std::sync::OnceLock;
 
 use super::{
-    faces, links, nsfwjs, nsfwjs_inception, ocr, open_nsfw, pii, profanity_svm, qr, toxblock,
+    faces, harm, links, nsfwjs, nsfwjs_inception, ocr, open_nsfw, pii, profanity_svm, qr, toxblock,
     wordlist, TextModels,
 };
 use crate::content::ContentKind;
 use crate::image::{Measured, Measures};
 use crate::inference::share::CoreSharing;
-use crate::inference::{ImageModelSpec, ModelSpec, WorkerConfig};
+use crate::inference::{ImageModelSpec, ModelSpec, TextEncoderSpec, WorkerConfig};
 
 /// A check of this build.
 #[derive(Debug)]
@@ -61,6 +61,10 @@ pub enum Runner {
     /// A text model over token windows on the shard's model worker (tox-block: its
     /// tokenizer is loaded with the text models).
     TextModel(ModelSpec),
+    /// A text encoder on the shard's model worker, token windows to embeddings, scored by the
+    /// check's heads on the shard (`harm`: its tokenizer and heads are loaded with the text
+    /// models).
+    TextEncoder(&'static TextEncoderSpec),
     /// An image model on the shard's model worker; `score` reads one image's output row.
     Image {
         model: &'static ImageModelSpec,
@@ -102,6 +106,7 @@ impl Check {
             Runner::Text { .. } => &[],
             Runner::Measure { models, .. } => models,
             Runner::TextModel(spec) => std::slice::from_ref(spec),
+            Runner::TextEncoder(encoder) => std::slice::from_ref(&encoder.model),
             Runner::Image { model, .. } => std::slice::from_ref(&model.model),
         }
     }
@@ -125,6 +130,7 @@ pub const REGISTRY: &[&Check] = &[
     &pii::CHECK,
     &links::CHECK,
     &toxblock::CHECK,
+    &harm::CHECK,
     &open_nsfw::CHECK,
     &nsfwjs::CHECK,
     &nsfwjs_inception::CHECK,
@@ -271,6 +277,14 @@ pub fn text_model() -> Option<ModelSpec> {
     })
 }
 
+/// The text encoder of this build's checks, if one has it.
+pub fn text_encoder() -> Option<&'static TextEncoderSpec> {
+    all().find_map(|check| match check.runner {
+        Runner::TextEncoder(spec) => Some(spec),
+        _ => None,
+    })
+}
+
 /// The image models, in worker slot order.
 pub fn image_models() -> Vec<&'static ImageModelSpec> {
     image_models_iter().collect()
@@ -306,6 +320,7 @@ pub fn worker_config(
         queue_depth_max,
         batch_rows_max,
         text_model: text_model(),
+        text_encoder: text_encoder(),
         image_models: image_models(),
         sharing,
         share,

@@ -36,7 +36,7 @@ use ort::environment::Environment;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session;
 
-pub use run::{image_rows, toxblock_probs};
+pub use run::{encoder_embeddings, image_rows, toxblock_probs};
 pub use worker::{ImageJobScores, ImageOutcome, Worker, WorkerConfig, WorkerModels};
 
 use crate::image::tensor::{Layout, TensorRecipe};
@@ -78,6 +78,25 @@ pub struct ImageModelSpec {
     /// model that no shipped workflow names costs no memory until a workflow does. Its
     /// `min_side_px` raises the decoded size only for the jobs that want it.
     pub open_on_first_use: bool,
+}
+
+/// How the model worker runs a text encoder: token ids in (one row per window of a text, each
+/// row already framed by its special tokens), one embedding per row out. The check that owns
+/// the encoder tokenizes and reads the embeddings ([`crate::checks::harm`]); the worker knows
+/// only this.
+#[derive(Debug)]
+pub struct TextEncoderSpec {
+    pub model: ModelSpec,
+    /// The id rows are padded with, on the right, where the attention mask is 0.
+    pub pad_id: i64,
+    /// Tokens of one row, at most: a job's rows are refused above it.
+    pub row_tokens_max: usize,
+    /// Values of one embedding.
+    pub dim: usize,
+    pub input_ids: &'static str,
+    pub attention_mask: &'static str,
+    /// The output read: `[rows, dim]`.
+    pub output: &'static str,
 }
 
 /// How one image's input is made from the decoded image.

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use ort::session::Session;
 use ort::value::{Outlet, Tensor, TensorElementType, ValueType};
 
-use super::ImageModelSpec;
+use super::{ImageModelSpec, TextEncoderSpec};
 
 /// Runs tox-block on `ids` (`n × 100` token ids): the raw sigmoid outputs, one row per window.
 pub fn toxblock_probs(session: &mut Session, ids: Vec<i32>) -> Result<Vec<[f32; 6]>, String> {
@@ -27,6 +27,80 @@ pub fn toxblock_probs(session: &mut Session, ids: Vec<i32>) -> Result<Vec<[f32; 
         .chunks_exact(6)
         .map(|row| std::array::from_fn(|i| row[i]))
         .collect())
+}
+
+/// Padded tokens a batch may spend beyond its rows' own, as a share of them: rows are sorted
+/// by length and cut into groups so that padding costs at most this much more work.
+const ENCODER_PADDING_SHARE_MAX: f64 = 0.25;
+
+/// Runs the text encoder of `spec` over `rows` (token ids, each at most
+/// `spec.row_tokens_max`): `spec.dim` values per row, in the rows' order. Rows of similar
+/// lengths run together, padded on the right to the longest of their group.
+pub fn encoder_embeddings(
+    session: &mut Session,
+    spec: &TextEncoderSpec,
+    rows: &[&[i64]],
+) -> Result<Vec<f32>, String> {
+    if let Some(row) = rows
+        .iter()
+        .find(|row| row.is_empty() || row.len() > spec.row_tokens_max)
+    {
+        return Err(format!(
+            "{}: a row of {} tokens",
+            spec.model.name,
+            row.len()
+        ));
+    }
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by_key(|&at| rows[at].len());
+    let mut out = vec![0f32; rows.len() * spec.dim];
+    let mut start = 0;
+    while start < order.len() {
+        // The longest group from `start` whose padding stays within the share.
+        let mut end = start + 1;
+        let mut tokens = rows[order[start]].len();
+        while end < order.len() {
+            let longest = rows[order[end]].len();
+            let padded = longest * (end + 1 - start);
+            if padded as f64 > (tokens + longest) as f64 * (1.0 + ENCODER_PADDING_SHARE_MAX) {
+                break;
+            }
+            tokens += longest;
+            end += 1;
+        }
+        let group = &order[start..end];
+        let width = rows[order[end - 1]].len();
+        let mut ids = vec![spec.pad_id; group.len() * width];
+        let mut mask = vec![0i64; group.len() * width];
+        for (line, &at) in group.iter().enumerate() {
+            let row = rows[at];
+            ids[line * width..line * width + row.len()].copy_from_slice(row);
+            mask[line * width..line * width + row.len()].fill(1);
+        }
+        let shape = [group.len(), width];
+        let ids = Tensor::from_array((shape, ids)).map_err(|e| e.to_string())?;
+        let mask = Tensor::from_array((shape, mask)).map_err(|e| e.to_string())?;
+        let outputs = session
+            .run(ort::inputs![spec.input_ids => ids, spec.attention_mask => mask])
+            .map_err(|e| e.to_string())?;
+        let (_, values) = outputs[spec.output]
+            .try_extract_tensor::<f32>()
+            .map_err(|e| e.to_string())?;
+        if values.len() != group.len() * spec.dim {
+            return Err(format!(
+                "{}: {} values for {} rows",
+                spec.model.name,
+                values.len(),
+                group.len()
+            ));
+        }
+        for (line, &at) in group.iter().enumerate() {
+            out[at * spec.dim..(at + 1) * spec.dim]
+                .copy_from_slice(&values[line * spec.dim..(line + 1) * spec.dim]);
+        }
+        start = end;
+    }
+    Ok(out)
 }
 
 /// Runs an image model over `inputs` (whole images of `spec.input_len()` floats each), in one

@@ -25,9 +25,11 @@ use ort::session::Session;
 
 use super::faces::FaceNets;
 use super::ocr::OcrNets;
-use super::run::{image_rows, image_rows_one_by_one, takes_one_image, toxblock_probs};
+use super::run::{
+    encoder_embeddings, image_rows, image_rows_one_by_one, takes_one_image, toxblock_probs,
+};
 use super::share::CoreSharing;
-use super::{open_session, ImageModelSpec, ModelSpec};
+use super::{open_session, ImageModelSpec, ModelSpec, TextEncoderSpec};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::image::decode::decode;
 use crate::image::probe::Probe;
@@ -76,6 +78,8 @@ pub struct WorkerConfig {
     pub queue_depth_max: usize,
     pub batch_rows_max: usize,
     pub text_model: Option<ModelSpec>,
+    /// The text encoder (token rows to embeddings), if a check of this build has one.
+    pub text_encoder: Option<&'static TextEncoderSpec>,
     pub image_models: Vec<&'static ImageModelSpec>,
     /// How the worker shares its core with its shard ([`super::share`]).
     pub sharing: CoreSharing,
@@ -125,6 +129,16 @@ type Reply<T> = oneshot::Sender<Result<T, String>>;
 /// tox-block's raw sigmoid outputs per window, and this job's share of the run, microseconds.
 pub type ToxblockOutcome = (Vec<[f32; 6]>, u64);
 
+/// The text encoder's embeddings (`dim` values a row, in the rows' order), and this job's
+/// share of the run, microseconds.
+pub type EncoderOutcome = (Vec<f32>, u64);
+
+struct EncoderJob {
+    /// Token rows, each framed and at most the encoder's `row_tokens_max`.
+    rows: Vec<Vec<i64>>,
+    reply: Reply<EncoderOutcome>,
+}
+
 struct ToxblockJob {
     /// `ids.len() / 100` windows of 100 token ids.
     ids: Vec<i32>,
@@ -144,6 +158,7 @@ struct ImageJob {
 
 enum Job {
     Toxblock(ToxblockJob),
+    Encoder(EncoderJob),
     Image(ImageJob),
 }
 
@@ -257,6 +272,21 @@ impl Worker {
         }
     }
 
+    /// The text encoder's embeddings of `rows` (token ids, framed, each at most the
+    /// encoder's `row_tokens_max`), `dim` values a row.
+    pub async fn encode(&self, rows: Vec<Vec<i64>>) -> ApiResult<EncoderOutcome> {
+        let (reply, result) = oneshot::channel();
+        let _pending = self.submit(Job::Encoder(EncoderJob { rows, reply }))?;
+        match result.await {
+            Ok(Ok(embeddings)) => Ok(embeddings),
+            Ok(Err(error)) => {
+                tracing::error!(%error, "text encoder run failed");
+                Err(ApiError::internal("a model run failed"))
+            }
+            Err(oneshot::Canceled) => Err(ApiError::internal("the model worker stopped")),
+        }
+    }
+
     /// Decodes and scores an image with the image models of the slots in `wanted`, and makes
     /// the `measures` (`sha256`: the file's, if the caller has it); the buffer comes back with
     /// the outcome.
@@ -309,6 +339,8 @@ pub fn busy() -> ApiError {
 /// The worker's sessions: the text model's and one per image model that loaded (by slot).
 struct Sessions {
     toxblock: Option<Session>,
+    /// The text encoder's session, with its spec.
+    encoder: Option<(Session, &'static TextEncoderSpec)>,
     images: Vec<ImageSession>,
     /// The face detector's networks, when all three are installed.
     faces: Option<FaceNets>,
@@ -399,8 +431,16 @@ impl Sessions {
             Some(path) => Some(open_session(&models.environment, path)?),
             None => None,
         };
+        let encoder = match config
+            .text_encoder
+            .and_then(|spec| Some((spec, models.path_of(&spec.model)?)))
+        {
+            Some((spec, path)) => Some((open_session(&models.environment, path)?, spec)),
+            None => None,
+        };
         Ok(Sessions {
             toxblock,
+            encoder,
             images,
             faces: FaceNets::open(models)?,
             ocr: if super::ocr::NETS
@@ -477,21 +517,18 @@ fn serve(
         };
         let taken = match first {
             Job::Toxblock(job) => {
-                let mut rows = job.ids.len() / 100;
-                let mut batch = vec![job];
-                while rows < config.batch_rows_max {
-                    match queue.try_recv() {
-                        Ok(Job::Toxblock(job)) => {
-                            rows += job.ids.len() / 100;
-                            batch.push(job);
-                        }
-                        Ok(other) => {
-                            held = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
+                let rows = |job: &ToxblockJob| job.ids.len() / 100;
+                let mut batch = gather(
+                    job,
+                    &queue,
+                    &mut held,
+                    config.batch_rows_max,
+                    rows,
+                    |job| match job {
+                        Job::Toxblock(job) => Ok(job),
+                        other => Err(other),
+                    },
+                );
                 let taken = batch.len();
                 // A job whose caller went away is not run.
                 batch.retain(|job| !job.reply.is_canceled());
@@ -500,18 +537,38 @@ fn serve(
                 }
                 taken
             }
-            Job::Image(job) => {
-                let mut batch = vec![job];
-                while batch.len() < config.batch_rows_max {
-                    match queue.try_recv() {
-                        Ok(Job::Image(job)) => batch.push(job),
-                        Ok(other) => {
-                            held = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
+            Job::Encoder(job) => {
+                let rows = |job: &EncoderJob| job.rows.len();
+                let mut batch = gather(
+                    job,
+                    &queue,
+                    &mut held,
+                    config.batch_rows_max,
+                    rows,
+                    |job| match job {
+                        Job::Encoder(job) => Ok(job),
+                        other => Err(other),
+                    },
+                );
+                let taken = batch.len();
+                batch.retain(|job| !job.reply.is_canceled());
+                if !batch.is_empty() {
+                    run_encoder_batch(sessions.encoder.as_mut(), batch);
                 }
+                taken
+            }
+            Job::Image(job) => {
+                let mut batch = gather(
+                    job,
+                    &queue,
+                    &mut held,
+                    config.batch_rows_max,
+                    |_| 1,
+                    |job| match job {
+                        Job::Image(job) => Ok(job),
+                        other => Err(other),
+                    },
+                );
                 let taken = batch.len();
                 batch.retain(|job| !job.reply.is_canceled());
                 if !batch.is_empty() {
@@ -524,6 +581,34 @@ fn serve(
         };
         unfinished.fetch_sub(taken, Ordering::Relaxed);
     }
+}
+
+/// `first` and the jobs of its kind waiting behind it, up to `rows_max` rows (`rows` counts a
+/// job's); a job of another kind ends the batch and is `held` for the next one.
+fn gather<T>(
+    first: T,
+    queue: &Receiver<Job>,
+    held: &mut Option<Job>,
+    rows_max: usize,
+    rows: impl Fn(&T) -> usize,
+    same_kind: impl Fn(Job) -> Result<T, Job>,
+) -> Vec<T> {
+    let mut count = rows(&first);
+    let mut batch = vec![first];
+    while count < rows_max {
+        let Ok(job) = queue.try_recv() else { break };
+        match same_kind(job) {
+            Ok(job) => {
+                count += rows(&job);
+                batch.push(job);
+            }
+            Err(other) => {
+                *held = Some(other);
+                break;
+            }
+        }
+    }
+    batch
 }
 
 fn run_toxblock_batch(session: Option<&mut Session>, batch: Vec<ToxblockJob>) {
@@ -549,6 +634,46 @@ fn run_toxblock_batch(session: Option<&mut Session>, batch: Vec<ToxblockJob>) {
                     .reply
                     .send(Ok((scores[at..at + count].to_vec(), share_us)));
                 at += count;
+            }
+        }
+        Err(error) => {
+            for job in batch {
+                let _ = job.reply.send(Err(error.clone()));
+            }
+        }
+    }
+}
+
+fn run_encoder_batch(
+    encoder: Option<&mut (Session, &'static TextEncoderSpec)>,
+    batch: Vec<EncoderJob>,
+) {
+    let Some((session, spec)) = encoder else {
+        for job in batch {
+            let _ = job.reply.send(Err("the text encoder is not loaded".into()));
+        }
+        return;
+    };
+    let rows: Vec<&[i64]> = batch
+        .iter()
+        .flat_map(|job| job.rows.iter().map(Vec::as_slice))
+        .collect();
+    let started = Instant::now();
+    let result = encoder_embeddings(session, spec, &rows);
+    let tokens = rows.iter().map(|row| row.len()).sum::<usize>().max(1) as u64;
+    let run_us = started.elapsed().as_micros() as u64;
+    match result {
+        Ok(values) => {
+            let mut at = 0;
+            for job in batch {
+                let len = job.rows.len() * spec.dim;
+                // Each job's share of the run, by its tokens.
+                let job_tokens = job.rows.iter().map(Vec::len).sum::<usize>() as u64;
+                let share_us = run_us * job_tokens / tokens;
+                let _ = job
+                    .reply
+                    .send(Ok((values[at..at + len].to_vec(), share_us)));
+                at += len;
             }
         }
         Err(error) => {

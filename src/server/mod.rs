@@ -390,9 +390,13 @@ fn load_models(config: &Config) -> anyhow::Result<(Arc<TextModels>, Option<Worke
         required,
     )
     .map_err(|error| anyhow!(error))?;
-    for problem in [text_problems.tokenizer, text_problems.langid]
-        .into_iter()
-        .flatten()
+    for problem in [
+        text_problems.tokenizer,
+        text_problems.langid,
+        text_problems.harm,
+    ]
+    .into_iter()
+    .flatten()
     {
         if required {
             bail!("{problem} (set models.required = false to start without it)");

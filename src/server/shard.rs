@@ -595,6 +595,10 @@ async fn start_engine(
         (Some(models), Some(spec)) => models.path_of(spec).is_some(),
         _ => false,
     };
+    let harm_loaded = match (&worker_models, worker_config.text_encoder) {
+        (Some(models), Some(spec)) => models.path_of(&spec.model).is_some(),
+        _ => false,
+    };
     let image_slots_loaded = crate::checks::image_slots_loaded(worker_models.as_ref());
     let measures_ready = crate::checks::measures_ready(worker_models.as_ref());
     let (sharing, share) = (worker_config.sharing, worker_config.share);
@@ -615,6 +619,7 @@ async fn start_engine(
     };
     Ok(Engine {
         toxblock_ready: toxblock_loaded && text_models.tox_tokenizer.is_some() && worker.is_some(),
+        harm_ready: harm_loaded && text_models.harm.is_some() && worker.is_some(),
         image_slots_loaded,
         measures_ready,
         text: text_models,

@@ -7,7 +7,7 @@ const Perspective = require("perspective-api-client");
 async function main() {
   const perspective = new Perspective({ apiKey: process.env.PERSPECTIVE_API_KEY });
   const out = {};
-  out.analyze = await perspective.analyze("You are a stupid idiot. Have a nice day!", {
+  out.analyze = await perspective.analyze("You are a stupid worthless idiot. Have a nice day!", {
     attributes: ["toxicity", "insult", "profanity"],
   });
   try {

@@ -18,7 +18,7 @@ client = discovery.build(
 )
 out = {}
 out["analyze"] = client.comments().analyze(body={
-    "comment": {"text": "You are a stupid idiot. Have a nice day!"},
+    "comment": {"text": "You are a stupid worthless idiot. Have a nice day!"},
     "requestedAttributes": {"TOXICITY": {}, "INSULT": {}, "PROFANITY": {}, "THREAT": {"scoreThreshold": 0.99}},
     "languages": ["en"],
     "doNotStore": True,
