@@ -585,6 +585,57 @@ fn a_workflow_naming_qr_reads_the_codes_and_checks_what_they_carry() {
     assert_eq!(answer["summary"]["action"], "accept");
 }
 
+/// Hardening round 3, item 4: a QR code for a payment link was rejected alone and accepted
+/// beside 70 finder patterns, with no QR score and no `unchecked`: the reader's guard against
+/// tilings of finder patterns left the image unread and the check scored nothing, silently.
+/// An image the reader does not read now has the QR check's categories in `unchecked`, on
+/// both native routes (`/1.0/check.json` refuses it: its `qr-content` has no such field).
+#[test]
+fn an_image_whose_qr_codes_are_not_read_reports_them_unchecked() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    server.import_workflows(
+        "[workflows.payments]\ndescription = \"QR codes to payment links.\"\nimage_checks = [\"qr\"]\n[workflows.payments.categories]\nqr_code = { review = 1.0, reject = 1.0 }\nqr_link = { review = 0.3, reject = 0.5 }\n",
+    );
+    let link = "https://pay.example/invoice/4711?amount=250";
+    let (status, answer) = image(&server, &key, "?workflow=payments", &qr_webp(link));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["summary"]["action"], "reject", "{answer}");
+    assert_eq!(answer["qr_codes"][0]["payload"], link);
+    assert!(answer.get("unchecked").is_none(), "{answer}");
+    // A few patterns beside the code: still read.
+    let (status, answer) = image(
+        &server,
+        &key,
+        "?workflow=payments",
+        &qr_with_finder_patterns_webp(link, 10),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["summary"]["action"], "reject", "{answer}");
+    // 70 more: not read, and said so.
+    let unread = qr_with_finder_patterns_webp(link, 70);
+    let (status, answer) = image(&server, &key, "?workflow=payments", &unread);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["unchecked"],
+        json!(["qr_code", "qr_link"]),
+        "{answer}"
+    );
+    assert!(answer["scores"].get("qr_link").is_none(), "{answer}");
+    assert!(answer.get("qr_codes").is_none(), "{answer}");
+    let (status, answer) = compat_form(
+        &server,
+        &[("api_secret", &key), ("workflow", "payments")],
+        Some(("pay.webp", "image/webp", &unread)),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["unchecked"],
+        json!(["qr_code", "qr_link"]),
+        "{answer}"
+    );
+}
+
 #[test]
 fn a_workflow_naming_ocr_reads_the_text_in_the_image_and_checks_it() {
     let server = Server::start();

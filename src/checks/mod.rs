@@ -484,9 +484,7 @@ impl Engine {
             }
         };
         for check in checks_of(checks, ContentKind::Image) {
-            if let Runner::Measure { score, .. } = check.runner {
-                score(&scores.measured, &self.text, &mut board);
-            }
+            score_measured(check, &scores.measured, &self.text, &mut board);
         }
         if let Some(hashes) = &scores.measured.hashes {
             match_lists(hashes, lists, &mut board);
@@ -688,6 +686,29 @@ pub fn blank_allowed_terms(
     }
 }
 
+/// Scores a measuring check from what the worker measured; one whose measurement was not
+/// made (absent from `measured`) has its categories reported unchecked: its score function
+/// would see no measurement and score nothing, and an answer without the categories in
+/// `unchecked` reads as an image that was checked and passed.
+fn score_measured(
+    check: &Check,
+    measured: &crate::image::Measured,
+    text: &TextModels,
+    board: &mut ScoreBoard,
+) {
+    let Runner::Measure {
+        measures, score, ..
+    } = check.runner
+    else {
+        return;
+    };
+    if measured.holds(measures) {
+        score(measured, text, board);
+    } else {
+        board.unavailable(check.categories);
+    }
+}
+
 /// Scores `listed_term` from the block lists among `lists`: 1 when one of their terms is in
 /// `normalised`, else 0; the first match of each list goes on the board.
 fn match_terms(lists: &[Arc<CompiledList>], normalised: &str, board: &mut ScoreBoard) {
@@ -743,5 +764,72 @@ pub(crate) mod test_reference {
             .lines()
             .map(|line| serde_json::from_str(line).expect("JSON line"))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::{Measured, Measures, Rgb8};
+
+    fn text_models() -> TextModels {
+        TextModels::load(std::path::Path::new("/nonexistent"))
+            .unwrap()
+            .0
+    }
+
+    /// Every measuring check of the registry, whatever it measures: a measurement not made
+    /// leaves all its categories unchecked and none scored; one made leaves none unchecked.
+    #[test]
+    fn a_measurement_not_made_leaves_its_checks_categories_unchecked() {
+        let models = text_models();
+        let image = Rgb8::new(32, 24, vec![200; 32 * 24 * 3]);
+        let every = Measures {
+            properties: true,
+            qr: true,
+            hashes: true,
+            faces: true,
+            ocr: true,
+        };
+        let made = Measured {
+            faces: Some(Vec::new()),
+            text_lines: Some(Vec::new()),
+            ..every.run(&image.pixels, None, &image)
+        };
+        assert!(made.holds(every), "{made:?}");
+        let measuring: Vec<&Check> = registry::all()
+            .filter(|check| matches!(check.runner, Runner::Measure { .. }))
+            .collect();
+        assert!(measuring.len() >= 5, "{}", measuring.len());
+        for check in measuring {
+            let mut board = ScoreBoard::default();
+            score_measured(check, &Measured::default(), &models, &mut board);
+            for category in check.categories {
+                assert_eq!(
+                    board.is_unavailable(category),
+                    Some(*category),
+                    "{}: {category}",
+                    check.name
+                );
+                assert!(board.get(category).is_none(), "{}: {category}", check.name);
+            }
+            let mut board = ScoreBoard::default();
+            score_measured(check, &made, &models, &mut board);
+            for category in check.categories {
+                assert_eq!(board.is_unavailable(category), None, "{}", check.name);
+            }
+        }
+    }
+
+    #[test]
+    fn only_the_measurements_asked_for_are_needed() {
+        let qr_only = Measured {
+            qr_codes: Some(Vec::new()),
+            ..Measured::default()
+        };
+        assert!(qr_only.holds(Measures::QR));
+        assert!(qr_only.holds(Measures::NONE));
+        assert!(!qr_only.holds(Measures::QR.union(Measures::FACES)));
+        assert!(!Measured::default().holds(Measures::QR));
     }
 }

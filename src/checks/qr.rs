@@ -9,6 +9,9 @@
 //!   one in a caption.
 //!
 //! An image with no QR code scores 0 in every category: it was checked, and nothing was found.
+//! An image the reader did not read (its guard against finder-pattern tilings,
+//! [`crate::image::qr`], or any failure of the measurement) scores nothing, and the engine
+//! lists every category here in the answer's `unchecked` (`score_measured` in [`super`]).
 
 use super::board::ScoreBoard;
 use super::categories::{QR_CODE, QR_LINK};
@@ -45,6 +48,7 @@ pub const CHECK: Check = Check {
 };
 
 fn score(measured: &Measured, models: &TextModels, board: &mut ScoreBoard) {
+    // Not read: the engine reports the categories unchecked and does not call this.
     let Some(codes) = &measured.qr_codes else {
         return;
     };

@@ -207,6 +207,26 @@ pub struct Measured {
     pub text_lines: Option<Vec<ocr::FoundLine>>,
 }
 
+impl Measured {
+    /// Whether every measurement of `asked` was made. One asked for and absent was not (the QR
+    /// reader's guard refused the image, a network failed, a measurement panicked): the checks
+    /// that read it report their categories unchecked, never "nothing found".
+    pub fn holds(&self, asked: Measures) -> bool {
+        let Measures {
+            properties,
+            qr,
+            hashes,
+            faces,
+            ocr,
+        } = asked;
+        (!properties || self.properties.is_some())
+            && (!qr || self.qr_codes.is_some())
+            && (!hashes || self.hashes.is_some())
+            && (!faces || self.faces.is_some())
+            && (!ocr || self.text_lines.is_some())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

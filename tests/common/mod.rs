@@ -880,10 +880,46 @@ fn serve_image_request<S: Read + Write>(mut stream: S) -> bool {
 /// `payload` as a QR code (drawn 6 px per module with a 4-module quiet zone on white, at
 /// (40, 30) of a 500 x 360 picture), encoded as a lossless WebP.
 pub fn qr_webp(payload: &str) -> Vec<u8> {
-    let code = qrcode::QrCode::new(payload.as_bytes()).expect("a QR code");
-    let (side, module, left, top) = (code.width(), 6, 40, 30);
     let (width, height) = (500usize, 360usize);
     let mut luma = vec![255u8; width * height];
+    draw_qr(&mut luma, width, payload, 6, 40, 30);
+    webp_luma(&luma, width, height)
+}
+
+/// `payload` as [`qr_webp`] draws it, on a 660 x 360 picture with `patterns` finder patterns
+/// (7 x 7 modules of 3 px, a light module between them) tiled to its right, 11 a row: what
+/// the QR reader's guard against tilings of finder patterns counts (more than 64 and the
+/// image is not read).
+pub fn qr_with_finder_patterns_webp(payload: &str, patterns: usize) -> Vec<u8> {
+    let (width, height) = (660usize, 360usize);
+    let mut luma = vec![255u8; width * height];
+    draw_qr(&mut luma, width, payload, 6, 40, 30);
+    let (module, cell) = (3, 27);
+    assert!(patterns <= 11 * 12, "{patterns} patterns do not fit");
+    for n in 0..patterns {
+        let (left, top) = (340 + (n % 11) * cell, 20 + (n / 11) * cell);
+        for my in 0..7 {
+            for mx in 0..7 {
+                let ring = mx == 0 || my == 0 || mx == 6 || my == 6;
+                let core = (2..=4).contains(&mx) && (2..=4).contains(&my);
+                if !(ring || core) {
+                    continue;
+                }
+                for y in 0..module {
+                    let start = (top + my * module + y) * width + left + mx * module;
+                    luma[start..start + module].fill(0);
+                }
+            }
+        }
+    }
+    webp_luma(&luma, width, height)
+}
+
+/// Draws `payload` as a QR code on `luma` (a grey picture `width` wide), `module` px per
+/// module, its 4-module quiet zone's corner at (`left`, `top`).
+fn draw_qr(luma: &mut [u8], width: usize, payload: &str, module: usize, left: usize, top: usize) {
+    let code = qrcode::QrCode::new(payload.as_bytes()).expect("a QR code");
+    let side = code.width();
     for (index, color) in code.to_colors().iter().enumerate() {
         if *color == qrcode::Color::Dark {
             let (mx, my) = (index % side, index / side);
@@ -894,7 +930,6 @@ pub fn qr_webp(payload: &str) -> Vec<u8> {
             }
         }
     }
-    webp_luma(&luma, width, height)
 }
 
 /// The font the OCR tests draw with (Debian's `fonts-dejavu-core`, which `make test` installs).
