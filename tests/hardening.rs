@@ -757,3 +757,76 @@ fn a_jpeg_of_thousands_of_scans_is_refused_before_it_is_decoded() {
     let (status, _, answer) = post_image(&server, &key, "", &progressive_grey_jpeg(800, 600, 9));
     assert_eq!(status, 200, "{answer}");
 }
+
+/// Round 3 of the hardening, item 5: the OCR's fitting raised a strip's short side to 30 px
+/// whatever that made of its long side, then padded it: a 16,384 x 1 PNG (a few KB) became a
+/// 38,400 x 9,600 image (1.1 GB of pixels, about 20 s) before the detector's 2 MP cap applied.
+/// Every size is now planned from the sides first and bounded. Strips of the largest side an
+/// upload may have, each way, are read (nothing written in them) with resident memory growing
+/// by less than 256 MB; one longer than that side is refused before it is decoded.
+#[test]
+fn ocr_of_a_one_pixel_strip_is_bounded() {
+    use common::images::grey_png;
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    server.import_workflows(
+        "[workflows.strips]\ndescription = \"Text in pictures.\"\nimage_checks = [\"ocr\"]\n[workflows.strips.categories]\nimage_text = { review = 0.9, reject = 1.0 }\n",
+    );
+    let side = 16_384;
+    // Stripes, so the strip is no flat colour.
+    let stripes: Vec<u8> = (0..side)
+        .map(|i| if i % 64 < 32 { 0 } else { 255 })
+        .collect();
+    // The OCR's runtime keeps arenas for the shapes its networks have seen (they grow by
+    // about 400 MB on an ordinary 1,280 px image's lines): a first pass over both strips
+    // grows them, the second measures what a strip itself costs. Before the fix every pass
+    // allocated a 38,400 x 9,600 image (1.1 GB) for seconds.
+    for (width, height) in [(side, 1), (1, side)] {
+        let (status, _, answer) = post_image(
+            &server,
+            &key,
+            "?workflow=strips",
+            &grey_png(&stripes, width, height),
+        );
+        assert_eq!(status, 200, "{width}x{height}: {answer}");
+    }
+    for (width, height) in [(side, 1), (1, side)] {
+        let png = grey_png(&stripes, width, height);
+        assert!(png.len() < 10_000, "{}", png.len());
+        let ((status, _, answer), growth) = resident_growth_during(server.pid(), || {
+            post_image(&server, &key, "?workflow=strips", &png)
+        });
+        assert_eq!(status, 200, "{width}x{height}: {answer}");
+        assert_eq!(answer["summary"]["action"], "accept", "{answer}");
+        assert!(
+            answer["scores"]["image_text"].as_f64().is_some(),
+            "{answer}"
+        );
+        assert!(answer.get("unchecked").is_none(), "{answer}");
+        assert!(
+            growth < 256 << 20,
+            "{width}x{height}: resident memory grew by {growth} bytes"
+        );
+    }
+    let (content_type, body) = form_with_media(
+        &[("models", "text-content"), ("api_secret", &key)],
+        Some(("strip.png", "image/png", &grey_png(&stripes, side, 1))),
+    );
+    let (status, _, answer) = post(
+        &server.url("/1.0/check.json"),
+        &[("Content-Type", &content_type)],
+        &body,
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["text"]["link"], serde_json::json!([]), "{answer}");
+    let longer: Vec<u8> = (0..38_400)
+        .map(|i| if i % 64 < 32 { 0 } else { 255 })
+        .collect();
+    let (status, _, answer) = post_image(
+        &server,
+        &key,
+        "?workflow=strips",
+        &grey_png(&longer, 1, 38_400),
+    );
+    assert_error(status, &answer, 413, "image_too_large", false);
+}

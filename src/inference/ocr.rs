@@ -79,7 +79,9 @@ impl OcrNets {
 
     /// The lines of text of `image`, in reading order.
     pub fn read(&mut self, image: &Rgb8) -> Result<Vec<TextLine>, String> {
-        let fitted = fit(image);
+        let Some(fitted) = fit(image) else {
+            return Ok(Vec::new());
+        };
         let Some((input, width, height)) = detector_input(&fitted.image) else {
             return Ok(Vec::new());
         };

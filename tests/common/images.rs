@@ -136,3 +136,24 @@ impl Bits {
         self.out
     }
 }
+
+/// A grey 8-bit `width` x `height` PNG of `luma` (each row unfiltered), built byte by byte.
+pub fn grey_png(luma: &[u8], width: usize, height: usize) -> Vec<u8> {
+    assert_eq!(luma.len(), width * height);
+    let mut raw = Vec::with_capacity((width + 1) * height);
+    for row in luma.chunks_exact(width) {
+        raw.push(0);
+        raw.extend_from_slice(row);
+    }
+    let mut header = (width as u32).to_be_bytes().to_vec();
+    header.extend_from_slice(&(height as u32).to_be_bytes());
+    header.extend_from_slice(&[8, 0, 0, 0, 0]);
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend(png_chunk(b"IHDR", &header));
+    png.extend(png_chunk(
+        b"IDAT",
+        &miniz_oxide::deflate::compress_to_vec_zlib(&raw, 6),
+    ));
+    png.extend(png_chunk(b"IEND", &[]));
+    png
+}

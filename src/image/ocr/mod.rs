@@ -4,7 +4,8 @@
 //! The networks run on the shard's model worker ([`crate::inference::ocr`]); this module is
 //! everything before and after them, without a model:
 //!
-//! - [`fit`]: the whole image within [`SIDE_MAX_PX`], flat images padded with black rows;
+//! - [`fit`]: the whole image within [`SIDE_MAX_PX`], flat images padded with black rows,
+//!   its sizes planned first from the image's sides ([`FitPlan`]);
 //! - [`detector_input`]: the short side brought up to 736 px (the reference's rule), within
 //!   [`DETECTOR_PIXELS_MAX`];
 //! - [`boxes::text_boxes`]: the detector's map to boxes in reading order;
@@ -12,10 +13,13 @@
 //! - [`line_input`]: a line as the orientation and recognition networks read it;
 //! - [`ctc_decode`]: the recognition's output to a string and a score.
 //!
-//! Bounds (the work of one image, whatever it holds): the detector reads at most
-//! [`SIDE_MAX_PX`] on the larger side (the reference: 2,000) and [`DETECTOR_PIXELS_MAX`]
-//! pixels; at most [`LINES_MAX`] lines are read (the largest); a line is read at most
-//! [`LINE_WIDTH_MAX_PX`] wide. An image within these bounds is read exactly as the reference
+//! Bounds (the work of one image, whatever it holds): the fitted image is at most
+//! [`SIDE_MAX_PX`] a side (the reference: 2,000 on the larger side, and any length after it
+//! raises a short side to 30 px: [`FitPlan::new`]), and the detector reads at most 4/3 of
+//! [`DETECTOR_PIXELS_MAX`] pixels (rounding included); at most [`LINES_MAX`] lines are read
+//! (the largest); a line is read at most [`LINE_WIDTH_MAX_PX`] wide. Every size is computed
+//! from the image's sides before anything is allocated. An image within these bounds, and no
+//! more than about 43 times as long as it is wide or high, is read exactly as the reference
 //! reads it.
 
 pub mod boxes;
@@ -37,8 +41,10 @@ pub const SIDE_MAX_PX: usize = 1280;
 const SIDE_MIN_PX: usize = 30;
 /// The short side the detector reads at least (the reference's `limit_side_len`, "min").
 const DETECTOR_SIDE_MIN_PX: usize = 736;
-/// The detector's input, at most (sides rounded to 32 px may add a few %; about 0.8 s of one core): a long banner brought up to a
-/// 736 px short side would be far more. Not in the reference, which reads any size.
+/// The detector's input, at most, before its sides are rounded to 32 px (which adds a few %,
+/// up to a third for a thin image: [`detector_size`]); about 0.8 s of one core: a long banner
+/// brought up to a 736 px short side would be far more. Not in the reference, which reads any
+/// size.
 pub const DETECTOR_PIXELS_MAX: usize = 2_000_000;
 /// Lines read per image, at most: the largest boxes (about 40 ms each). Not in the reference.
 pub const LINES_MAX: usize = 32;
@@ -77,53 +83,113 @@ pub struct Fitted {
     pub ratio_y: f64,
 }
 
-/// `image` scaled by `ratio`, each side rounded as the reference rounds it ([`round32`], at
-/// least 1), and the original pixels per new pixel, horizontally and vertically.
-fn rescaled(image: &Rgb8, ratio: f64) -> (Rgb8, f64, f64) {
-    let (h, w) = (image.height, image.width);
-    let rh = round32((h as f64 * ratio).trunc()).max(1);
-    let rw = round32((w as f64 * ratio).trunc()).max(1);
-    let out = resize_linear(image, rw, rh);
-    (out, w as f64 / rw as f64, h as f64 / rh as f64)
+/// The sides of a `width` x `height` image scaled by `ratio`, each rounded as the reference
+/// rounds it ([`round32`], at least 1).
+fn scaled_sides(width: usize, height: usize, ratio: f64) -> (usize, usize) {
+    let side = |n: usize| round32((n as f64 * ratio).trunc()).max(1);
+    (side(width), side(height))
+}
+
+/// What [`fit`] makes of an image, computed from its sides alone before any pixel is
+/// allocated: every size here is at most [`SIDE_MAX_PX`] a side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FitPlan {
+    /// The sides after the larger one is brought within [`SIDE_MAX_PX`], if it was larger.
+    pub bounded: Option<(usize, usize)>,
+    /// The sides after the smaller one is brought up towards [`SIDE_MIN_PX`], if it was
+    /// smaller.
+    pub raised: Option<(usize, usize)>,
+    /// Rows of black padding added above and below.
+    pub top: usize,
+    /// The sides before padding (the last of the image's own, `bounded` and `raised`).
+    pub width: usize,
+    pub height: usize,
+}
+
+impl FitPlan {
+    /// The reference's `resize_image_within_bounds` and `apply_vertical_padding` for a
+    /// `width` x `height` image (both at least 1), with one difference: the short side is
+    /// raised only as far as the long side stays within [`SIDE_MAX_PX`]. The reference raises
+    /// it to 30 px whatever that does to the long side: a 38,400 x 1 strip became 38,400 x 32,
+    /// padded to 38,400 x 9,600 (1.1 GB of pixels, about 20 s of resizing) before the
+    /// detector's pixel cap applied. Only images more than 1,280 / 30 (about 43) times as long
+    /// as they are wide or high read differently from the reference.
+    pub fn new(width: usize, height: usize) -> FitPlan {
+        assert!(width >= 1 && height >= 1, "an image of {width}x{height}");
+        let (mut w, mut h) = (width, height);
+        let mut bounded = None;
+        let larger = w.max(h);
+        if larger > SIDE_MAX_PX {
+            (w, h) = scaled_sides(w, h, SIDE_MAX_PX as f64 / larger as f64);
+            bounded = Some((w, h));
+        }
+        let mut raised = None;
+        let smaller = w.min(h);
+        if smaller < SIDE_MIN_PX {
+            let ratio =
+                (SIDE_MIN_PX as f64 / smaller as f64).min(SIDE_MAX_PX as f64 / w.max(h) as f64);
+            if ratio > 1.0 {
+                (w, h) = scaled_sides(w, h, ratio);
+                raised = Some((w, h));
+            }
+        }
+        let mut top = 0;
+        if h <= LOW_PX || w as f64 / h as f64 > FLAT_RATIO {
+            let padded_h = ((w as f64 / FLAT_RATIO) as usize).max(LOW_PX) * 2;
+            top = padded_h.abs_diff(h) / 2;
+        }
+        FitPlan {
+            bounded,
+            raised,
+            top,
+            width: w,
+            height: h,
+        }
+    }
+
+    /// The fitted image's sides, padding included.
+    pub fn size(&self) -> (usize, usize) {
+        (self.width, self.height + 2 * self.top)
+    }
 }
 
 /// The reference's `resize_image_within_bounds` (with [`SIDE_MAX_PX`]) and
-/// `apply_vertical_padding`.
-pub fn fit(image: &Rgb8) -> Fitted {
+/// `apply_vertical_padding`, as [`FitPlan`] plans them; `None` for an image without pixels.
+pub fn fit(image: &Rgb8) -> Option<Fitted> {
+    if image.width == 0 || image.height == 0 {
+        return None;
+    }
+    let plan = FitPlan::new(image.width, image.height);
     let (mut ratio_x, mut ratio_y) = (1.0, 1.0);
     let mut current = std::borrow::Cow::Borrowed(image);
-    let larger = image.height.max(image.width);
-    if larger > SIDE_MAX_PX {
-        let (out, rx, ry) = rescaled(image, SIDE_MAX_PX as f64 / larger as f64);
-        (current, ratio_x, ratio_y) = (std::borrow::Cow::Owned(out), rx, ry);
+    // Each step resizes what the one before made, as the reference does (one resize from the
+    // image to the last size would give other pixels); it replaces the ratios rather than
+    // composing them.
+    for (w, h) in [plan.bounded, plan.raised].into_iter().flatten() {
+        ratio_x = current.width as f64 / w as f64;
+        ratio_y = current.height as f64 / h as f64;
+        current = std::borrow::Cow::Owned(resize_linear(&current, w, h));
     }
-    let smaller = current.height.min(current.width);
-    if smaller < SIDE_MIN_PX {
-        // The reference replaces the ratios here rather than composing them.
-        let (out, rx, ry) = rescaled(&current, SIDE_MIN_PX as f64 / smaller as f64);
-        (current, ratio_x, ratio_y) = (std::borrow::Cow::Owned(out), rx, ry);
-    }
-    let (h, w) = (current.height, current.width);
-    let mut top = 0;
-    if h <= LOW_PX || w as f64 / h as f64 > FLAT_RATIO {
-        let padded_h = ((w as f64 / FLAT_RATIO) as usize).max(LOW_PX) * 2;
-        top = padded_h.abs_diff(h) / 2;
+    let (w, h, top) = (current.width, current.height, plan.top);
+    if top > 0 {
         let mut pixels = vec![0u8; (h + 2 * top) * w * 3];
         pixels[top * w * 3..(top + h) * w * 3].copy_from_slice(&current.pixels);
         current = std::borrow::Cow::Owned(Rgb8::new(w, h + 2 * top, pixels));
     }
-    Fitted {
+    Some(Fitted {
         image: current.into_owned(),
         top,
         ratio_x,
         ratio_y,
-    }
+    })
 }
 
-/// The detector's input for `image` (NCHW values, blue, green, red planes, each
-/// `(v / 255 - 0.5) / 0.5`) and its width and height; `None` when it has no pixels.
-pub fn detector_input(image: &Rgb8) -> Option<(Vec<f32>, usize, usize)> {
-    let (h, w) = (image.height, image.width);
+/// The detector's input sides for a `width` x `height` image: the short side brought up to
+/// [`DETECTOR_SIDE_MIN_PX`], the whole within [`DETECTOR_PIXELS_MAX`], each side rounded to
+/// 32 px (which adds up to a third for a thin image: a fitted image at most [`SIDE_MAX_PX`]
+/// a side gives at most 4/3 of the cap); `None` when a side rounds to 0.
+pub fn detector_size(width: usize, height: usize) -> Option<(usize, usize)> {
+    let (h, w) = (height, width);
     let mut ratio = if h.min(w) < DETECTOR_SIDE_MIN_PX {
         if h < w {
             DETECTOR_SIDE_MIN_PX as f64 / h as f64
@@ -141,9 +207,16 @@ pub fn detector_input(image: &Rgb8) -> Option<(Vec<f32>, usize, usize)> {
         round32((h as f64 * ratio).trunc()),
         round32((w as f64 * ratio).trunc()),
     );
-    if rh == 0 || rw == 0 {
+    (rh != 0 && rw != 0).then_some((rw, rh))
+}
+
+/// The detector's input for `image` (NCHW values, blue, green, red planes, each
+/// `(v / 255 - 0.5) / 0.5`) and its width and height; `None` when it has no pixels.
+pub fn detector_input(image: &Rgb8) -> Option<(Vec<f32>, usize, usize)> {
+    if image.width == 0 || image.height == 0 {
         return None;
     }
+    let (rw, rh) = detector_size(image.width, image.height)?;
     let resized = resize_linear(image, rw, rh);
     let plane = rw * rh;
     let mut values = vec![0.0f32; plane * 3];
@@ -324,17 +397,115 @@ mod tests {
     #[test]
     fn large_images_are_bounded_and_flat_ones_padded() {
         let big = Rgb8::new(4000, 3000, vec![0; 4000 * 3000 * 3]);
-        let fitted = fit(&big);
+        let fitted = fit(&big).unwrap();
         assert_eq!((fitted.image.width, fitted.image.height), (1280, 960));
         assert_eq!(fitted.ratio_x, 4000.0 / 1280.0);
         let banner = Rgb8::new(1000, 50, vec![200; 1000 * 50 * 3]);
-        let fitted = fit(&banner);
+        let fitted = fit(&banner).unwrap();
         // max(1000 / 8, 30) * 2 = 250 rows: 100 above and below.
         assert_eq!((fitted.top, fitted.image.height), (100, 250));
         assert_eq!(fitted.image.pixels[0], 0);
         assert_eq!(fitted.image.pixels[100 * 1000 * 3], 200);
         let back = box_in_image(&[[10.0, 110.0]; 4], &fitted, 1000, 50);
         assert_eq!(back[0], [10.0, 10.0]);
+    }
+
+    /// Hardening round 3, item 5: a 38,400 x 1 strip was raised to 38,400 x 32 and padded to
+    /// 38,400 x 9,600 (1.1 GB) before the detector's cap applied.
+    #[test]
+    fn degenerate_strips_are_fitted_within_the_side_max() {
+        for (width, height) in [(38_400, 1), (1, 38_400), (5_000, 3), (1, 1), (2_000, 40)] {
+            let plan = FitPlan::new(width, height);
+            let (w, h) = plan.size();
+            assert!(
+                w <= SIDE_MAX_PX && h <= SIDE_MAX_PX,
+                "{width}x{height}: {plan:?}"
+            );
+        }
+        let strip = Rgb8::new(38_400, 1, vec![255; 38_400 * 3]);
+        let fitted = fit(&strip).unwrap();
+        assert_eq!(fitted.image.width, SIDE_MAX_PX);
+        assert!(fitted.image.height <= 320, "{}", fitted.image.height);
+        let column = Rgb8::new(1, 38_400, vec![255; 38_400 * 3]);
+        let fitted = fit(&column).unwrap();
+        assert_eq!((fitted.image.width, fitted.image.height), (1, SIDE_MAX_PX));
+        let (_, w, h) = detector_input(&fitted.image).unwrap();
+        assert!(w * h <= DETECTOR_PIXELS_MAX * 4 / 3, "{w}x{h}");
+        assert!(fit(&Rgb8::new(0, 0, Vec::new())).is_none());
+        assert!(detector_input(&Rgb8::new(0, 5, Vec::new())).is_none());
+    }
+
+    /// Images up to about 43 times as long as they are wide or high are fitted as the
+    /// reference fits them: its sizes, composed by hand.
+    #[test]
+    fn ordinary_shapes_are_planned_as_the_reference_plans_them() {
+        // 4,000 x 3,000: the larger side to 1,280 (1,280 x 960).
+        assert_eq!(
+            FitPlan::new(4000, 3000),
+            FitPlan {
+                bounded: Some((1280, 960)),
+                raised: None,
+                top: 0,
+                width: 1280,
+                height: 960
+            }
+        );
+        // 20 x 600: the short side to 30 (round32: 32 x 896); not flat.
+        let plan = FitPlan::new(20, 600);
+        assert_eq!(
+            (plan.bounded, plan.raised, plan.top),
+            (None, Some((32, 896)), 0)
+        );
+        // 1,000 x 50: flat, padded to 250 rows.
+        let plan = FitPlan::new(1000, 50);
+        assert_eq!(
+            (plan.raised, plan.top, plan.size()),
+            (None, 100, (1000, 250))
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever the image's sides, every size the OCR allocates before its networks is
+        /// bounded: the fitted image (at most [`SIDE_MAX_PX`] a side, so its steps' too) and
+        /// the detector's input (at most 4/3 of [`DETECTOR_PIXELS_MAX`]).
+        #[test]
+        fn every_size_planned_is_bounded(
+            width in 1usize..200_000,
+            height in 1usize..200_000,
+            thin in 1usize..64,
+            which in 0u8..3,
+        ) {
+            let (width, height) = match which {
+                0 => (width, height),
+                1 => (width, thin),
+                _ => (thin, height),
+            };
+            let plan = FitPlan::new(width, height);
+            for (w, h) in [plan.bounded, plan.raised].into_iter().flatten() {
+                proptest::prop_assert!(w <= SIDE_MAX_PX && h <= SIDE_MAX_PX, "{:?}", plan);
+            }
+            let (w, h) = plan.size();
+            proptest::prop_assert!(w >= 1 && h >= 1);
+            proptest::prop_assert!(w <= SIDE_MAX_PX && h <= SIDE_MAX_PX, "{width}x{height}: {plan:?}");
+            if let Some((dw, dh)) = detector_size(w, h) {
+                proptest::prop_assert!(dw * dh <= DETECTOR_PIXELS_MAX * 4 / 3, "{w}x{h}: {dw}x{dh}");
+            }
+        }
+    }
+
+    /// The detector's bound over every fitted size (at most [`SIDE_MAX_PX`] a side), checked
+    /// exhaustively: its sizes are pure arithmetic.
+    #[test]
+    fn the_detector_input_is_bounded_for_every_fitted_size() {
+        let mut largest = 0;
+        for w in 1..=SIDE_MAX_PX {
+            for h in 1..=SIDE_MAX_PX {
+                if let Some((dw, dh)) = detector_size(w, h) {
+                    largest = largest.max(dw * dh);
+                }
+            }
+        }
+        assert!(largest <= DETECTOR_PIXELS_MAX * 4 / 3, "{largest}");
     }
 
     #[test]
