@@ -160,13 +160,165 @@ fn the_downloader_tells_little_and_reaches_only_web_ports() {
     // A public address on another port: refused before any connection is tried.
     let message = image("http://93.184.216.34:22/a.png");
     assert!(message.contains("port 22"), "{message}");
-    // A name that resolves to loopback: refused, and the resolved address is not told.
+    // A name that resolves to loopback: refused, and neither the resolved address nor its
+    // class is told (round 3, item 8: one message for refused and unresolvable hosts).
     let message = image("http://localhost/a.png");
-    assert!(message.contains("not a public address"), "{message}");
+    assert_eq!(
+        message,
+        format!("url refused: {}", modgate::download::ADDRESS_REFUSED)
+    );
     assert!(
         !message.contains("127.0.0.1") && !message.contains("::1"),
         "{message}"
     );
+}
+
+/// A name server on 127.0.0.1 for the tests: it answers an A query for one of its `names`
+/// with that name's address, an AAAA query for one of them with no record, and any other name
+/// with NXDOMAIN; it keeps the names it was asked. It stops when dropped.
+struct NameServer {
+    addr: std::net::SocketAddr,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl NameServer {
+    fn start(names: &[(&str, [u8; 4])]) -> NameServer {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let addr = socket.local_addr().unwrap();
+        let names: Vec<(String, [u8; 4])> = names
+            .iter()
+            .map(|(name, ip)| (name.to_ascii_lowercase(), *ip))
+            .collect();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (asked, stop) = (asked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut query = [0u8; 512];
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok((n, from)) = socket.recv_from(&mut query) else {
+                        continue;
+                    };
+                    if let Some((reply, name)) = NameServer::reply(&query[..n], &names) {
+                        asked.lock().unwrap().push(name);
+                        let _ = socket.send_to(&reply, from);
+                    }
+                }
+            })
+        };
+        NameServer {
+            addr,
+            asked,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// The reply to one query, and the name it asked; `None` for a malformed query.
+    fn reply(query: &[u8], names: &[(String, [u8; 4])]) -> Option<(Vec<u8>, String)> {
+        let mut at = 12;
+        let mut labels = Vec::new();
+        loop {
+            let length = usize::from(*query.get(at)?);
+            at += 1;
+            if length == 0 {
+                break;
+            }
+            labels.push(String::from_utf8_lossy(query.get(at..at + length)?).to_ascii_lowercase());
+            at += length;
+        }
+        let qtype = u16::from_be_bytes([*query.get(at)?, *query.get(at + 1)?]);
+        let question = query.get(12..at + 4)?;
+        let name = labels.join(".");
+        let known = names.iter().find(|(known, _)| *known == name);
+        let answers: u16 = match (known, qtype) {
+            (Some(_), 1) => 1,
+            _ => 0,
+        };
+        let rcode = if known.is_some() { 0 } else { 3 };
+        let mut reply = query[..2].to_vec();
+        reply.extend_from_slice(&[0x81, 0x80 | rcode, 0, 1]);
+        reply.extend_from_slice(&answers.to_be_bytes());
+        reply.extend_from_slice(&[0, 0, 0, 0]);
+        reply.extend_from_slice(question);
+        if let (Some((_, ip)), 1) = (known, answers) {
+            // The question's name (a pointer), A, IN, a TTL of 60 s, 4 bytes.
+            reply.extend_from_slice(&[0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
+            reply.extend_from_slice(ip);
+        }
+        Some((reply, name))
+    }
+}
+
+impl Drop for NameServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Round 3 of the hardening, item 8: the downloader told a caller whether an internal name
+/// exists, and its address class ("a private address", "a loopback address", "a
+/// carrier-grade NAT address" against "could not be resolved"). A name that resolves to a
+/// private address and one that does not exist now get the same answer, as do literal
+/// private addresses; the server's log keeps the detail.
+#[test]
+fn a_private_name_and_a_nonexistent_one_get_the_same_answer() {
+    let names = NameServer::start(&[
+        ("intranet.test", [10, 1, 2, 3]),
+        ("nat.test", [100, 64, 0, 7]),
+        ("self.test", [127, 0, 0, 1]),
+    ]);
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        config: format!("[testing]\ndns_servers = [\"{}\"]\n", names.addr),
+        ..Options::default()
+    });
+    let key = server.demo_key.clone().unwrap();
+    let refusal = |host: &str| {
+        let url = format!("http://{host}/a.png");
+        let (status, _, answer) = post(
+            &server.url(&format!(
+                "/v1/image?url={}",
+                modgate_load::prepare::percent(&url)
+            )),
+            &[("X-Api-Key", &key)],
+            b"",
+        );
+        let message = assert_error(status, &answer, 400, "url_refused", false);
+        (message, answer["error"]["code"].clone())
+    };
+    let nonexistent = refusal("nowhere.test");
+    assert_eq!(
+        nonexistent.0,
+        format!("url refused: {}", modgate::download::ADDRESS_REFUSED)
+    );
+    for host in [
+        "intranet.test",
+        "nat.test",
+        "self.test",
+        "10.1.2.3",
+        "100.64.0.7",
+        "[fd00::1]",
+        "elsewhere.test",
+    ] {
+        assert_eq!(refusal(host), nonexistent, "{host}");
+    }
+    // The names were looked up (their answers came from the name server, not a refusal of
+    // the name itself).
+    let asked = names.asked.lock().unwrap().clone();
+    for name in ["intranet.test", "nat.test", "self.test", "nowhere.test"] {
+        assert!(asked.iter().any(|asked| asked == name), "{name}: {asked:?}");
+    }
 }
 
 /// A one-shard server whose name server (the socket returned, to keep open) reads nothing and

@@ -9,7 +9,9 @@
 //! - public internet only ([`vet`]): the host name is resolved once, off the reactor (on the
 //!   shard's blocking threads), every address it resolves to must be public, and the
 //!   connection goes to that vetted address itself, so a second lookup cannot switch it (DNS
-//!   rebinding). Every redirect is vetted again from scratch.
+//!   rebinding). Every redirect is vetted again from scratch. A host whose address is refused
+//!   and one whose name does not resolve get the same message ([`ADDRESS_REFUSED`]); which it
+//!   was, and the address class, go to the server's log only.
 //!
 //! `testing.allow_private_urls` lets tests download from 127.0.0.1; it is off by default and
 //! named for what it is.
@@ -40,6 +42,12 @@ pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_millis(DOWNLOAD_TIMEOUT_MS
 pub const RESPONSE_HEAD_BYTES_MAX: usize = 16 * 1024;
 /// `url` parameters longer than this are refused before any parsing.
 pub const URL_BYTES_MAX: usize = 4096;
+/// What a caller is told of a host whose address is not public, or whose name does not
+/// resolve or has no address, whichever it was: telling them apart would let a caller map the
+/// server's network (which internal names exist, and in which address class: private,
+/// loopback, carrier-grade NAT). The detail goes to the server's log.
+pub const ADDRESS_REFUSED: &str =
+    "the address of the url's host is not allowed or could not be resolved";
 
 /// What the downloader needs, built once per process.
 #[derive(Clone)]
@@ -274,13 +282,9 @@ impl Downloader {
         if !self.allow_private {
             for address in &addresses {
                 if let Some(why) = vet::refusal(address.ip()) {
-                    // The address itself stays in the log: telling the caller would map the
-                    // server's internal names for them.
-                    tracing::info!(ip = %address.ip(), why, "download refused: not a public address");
-                    return Err(refused(
-                        Refusal::Address,
-                        format!("the host resolves to {why}, not a public address"),
-                    ));
+                    // The address and its class stay in the log ([`ADDRESS_REFUSED`]).
+                    tracing::info!(host = %host, ip = %address.ip(), why, "download refused: not a public address");
+                    return Err(refused(Refusal::Address, ADDRESS_REFUSED));
                 }
             }
         }

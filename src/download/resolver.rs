@@ -210,16 +210,15 @@ impl Resolver {
                 .into_iter()
                 .map(|ip| SocketAddr::new(ip, port))
                 .collect()),
-            Some(Ok(Ok(_))) => Err(refused(
-                Refusal::Dns,
-                format!("the host '{name}' has no address"),
-            )),
+            // Told as a refused address is ([`super::ADDRESS_REFUSED`]): which names exist
+            // is for the log.
+            Some(Ok(Ok(_))) => {
+                tracing::info!(host = name, "download: the name has no address");
+                Err(refused(Refusal::Dns, super::ADDRESS_REFUSED))
+            }
             Some(Ok(Err(error))) => {
                 tracing::info!(host = name, %error, "download: name lookup failed");
-                Err(refused(
-                    Refusal::Dns,
-                    format!("the host '{name}' could not be resolved"),
-                ))
+                Err(refused(Refusal::Dns, super::ADDRESS_REFUSED))
             }
             Some(Err(oneshot::Canceled)) => {
                 Err(refused(Refusal::Dns, "name lookups are not available"))
