@@ -397,7 +397,21 @@ fn assert_sightengine_answers(out: &Value, url: &str, server: &Server) {
     assert_eq!(out["url"]["media"]["uri"], url);
     let v2 = &out["bytes"]["nudity"];
     assert!(v2["none"].as_f64().unwrap() > 0.5, "{v2}");
-    assert!(v2.get("sexual_activity").is_none(), "no model here: absent");
+    // Every class of the documented nudity-2.1 answer (round 3 of the hardening, item 9):
+    // absent ones were a KeyError in a client that reads them.
+    assert_every_nudity_2_1_class(v2);
+    if let Some(read) = out.get("nudity_2_1_read") {
+        let mut read: Vec<&str> = read
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut documented = SIGHTENGINE_NUDITY_2_1.to_vec();
+        read.sort_unstable();
+        documented.sort_unstable();
+        assert_eq!(read, documented, "the SDK's client read every class");
+    }
     let refused = &out["unsupported"];
     assert_eq!(refused["status"], "failure", "{refused}");
     assert!(refused["error"]["message"]

@@ -39,6 +39,18 @@ fn check_json_answers_nudity_and_refuses_what_it_cannot_score() {
     assert_eq!(status, 200, "{answer}");
     assert_schema("SightengineAnswer", &answer);
     assert!(answer["nudity"]["none"].as_f64().unwrap() > 0.5);
+    // Round 3 of the hardening, item 9: every class of Sightengine's documented nudity-2.1
+    // answer, with a number (a client reading `sexual_activity` got a KeyError).
+    assert_every_nudity_2_1_class(&answer["nudity"]);
+    let nudity = &answer["nudity"];
+    assert_eq!(nudity["sexual_activity"], nudity["sexual_display"]);
+    assert_eq!(nudity["very_suggestive"], nudity["suggestive"]);
+    assert_eq!(nudity["context"]["sea_lake_pool"].as_f64(), Some(1.0 / 3.0));
+    let (status, answer) = send("nudity-2.0");
+    assert_eq!(status, 200, "{answer}");
+    assert_schema("SightengineAnswer", &answer);
+    assert_every_nudity_2_1_class(&answer["nudity"]);
+    assert!(answer["nudity"]["sextoy"].as_f64().is_some(), "{answer}");
     // Properties and type, with or without nudity; `operations` counts the models.
     let (status, answer) = send("nudity,type,properties");
     assert_eq!(status, 200, "{answer}");

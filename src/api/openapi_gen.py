@@ -1802,6 +1802,35 @@ paths["/$discovery/rest"] = {
 # --------------------------------------------------------------------------------------------
 
 unit = {"type": "number", "minimum": 0, "maximum": 1}
+
+
+def units(*names):
+    """An object of the named scores, each required, nothing else."""
+    return {"type": "object", "required": list(names), "additionalProperties": False,
+            "properties": {name: unit for name in names}}
+
+
+# Sightengine's nudity-2.1 answer, every class (`nudity-2.0` answers the same, and `sextoy` at
+# the top level, where that version lists it).
+NUDITY_INTENSITY = ["sexual_activity", "sexual_display", "erotica", "sextoy", "very_suggestive",
+                    "suggestive", "mildly_suggestive", "none"]
+SUGGESTIVE_CLASSES = ["bikini", "cleavage", "lingerie", "male_chest", "male_underwear",
+                      "miniskirt", "minishort", "nudity_art", "schematic", "sextoy",
+                      "suggestive_focus", "suggestive_pose", "swimwear_male",
+                      "swimwear_one_piece", "visibly_undressed", "other"]
+suggestive_classes = units(*SUGGESTIVE_CLASSES)
+suggestive_classes["required"] += ["cleavage_categories", "male_chest_categories"]
+suggestive_classes["properties"]["cleavage_categories"] = units("very_revealing", "revealing",
+                                                                "none")
+suggestive_classes["properties"]["male_chest_categories"] = units(
+    "very_revealing", "revealing", "slightly_revealing", "none")
+nudity_v2 = units(*NUDITY_INTENSITY)
+nudity_v2["required"] += ["suggestive_classes", "context"]
+nudity_v2["properties"]["suggestive_classes"] = suggestive_classes
+nudity_v2["properties"]["context"] = {
+    **units("sea_lake_pool", "outdoor_other", "indoor_other"),
+    "description": "No model here measures the scene: 1/3 each.",
+}
 color = {"type": "object", "required": ["r", "g", "b", "hex"], "additionalProperties": False,
          "properties": {"r": {"type": "integer", "minimum": 0, "maximum": 255},
                         "g": {"type": "integer", "minimum": 0, "maximum": 255},
@@ -1860,8 +1889,10 @@ schemas["SightengineAnswer"] = {
         "`contrast` and `colors` at the top level. `type`: `photo` and `illustration`. "
         "`models=nudity` (`raw` from modgate's `nudity`, `partial` from "
         "`suggestive`, `safe` = 1 - the larger) or `models=nudity-2.0|nudity-2.1` "
-        "(`sexual_display` from `nudity`, `suggestive` from `suggestive`, `none` = 1 - the larger; "
-        "the other classes of those versions have no model here and are absent)."
+        "(every class of Sightengine's nudity-2.1 answer: `sexual_display` from `nudity`, "
+        "`suggestive` from `suggestive`, `none` = 1 - the larger; the other classes are "
+        "approximations from the same measures, and `context` is 1/3 each: "
+        "docs/moving-from-a-hosted-api.md gives the mapping)."
     ),
     "required": ["status", "request", "media"],
     "additionalProperties": {
@@ -1895,9 +1926,7 @@ schemas["SightengineAnswer"] = {
         "nudity": {"oneOf": [
             {"type": "object", "required": ["raw", "safe", "partial"], "additionalProperties": False,
              "properties": {"raw": unit, "safe": unit, "partial": unit}},
-            {"type": "object", "required": ["sexual_display", "suggestive", "none"],
-             "additionalProperties": False,
-             "properties": {"sexual_display": unit, "suggestive": unit, "none": unit}},
+            nudity_v2,
         ]},
         "media": {"type": "object", "required": ["id", "uri"], "additionalProperties": False,
                   "properties": {"id": {"type": "string", "pattern": "^med_"},

@@ -9,10 +9,31 @@
 //!
 //! - `nudity`: `raw` is modgate's `nudity` (open-NSFW and nsfwjs), `partial` its `suggestive`
 //!   (nsfwjs), `safe` is 1 minus the larger of the two.
-//! - `nudity-2.0`, `nudity-2.1`: `sexual_display` is `nudity`, `suggestive` is `suggestive`,
-//!   `none` is 1 minus the larger. The other classes of those versions (`sexual_activity`,
-//!   `erotica`, `very_suggestive`, `mildly_suggestive`, the suggestive and context classes)
-//!   have no model here and are absent, never a made-up score.
+//! - `nudity-2.0`, `nudity-2.1`: every class of Sightengine's documented nudity-2.1 answer,
+//!   each a number in [0, 1], so that a client that reads any of them works unchanged
+//!   ([`NudityV2::derive`]). modgate's models measure explicit nudity (open-NSFW's nsfw,
+//!   nsfwjs's Porn: modgate's `nudity`, the larger), suggestive content (nsfwjs's Sexy:
+//!   `suggestive`) and drawn nudity (nsfwjs's Hentai: `drawn_nudity`); nsfwjs's Drawing and
+//!   Neutral are what is left (`none`). They do not measure Sightengine's finer classes, so
+//!   most classes are approximations, each the score of the measure that covers it:
+//!   - measured: `sexual_display` is `nudity`, `suggestive` is `suggestive`, `none` is 1
+//!     minus the larger of the two;
+//!   - approximations: `sexual_activity`, `erotica` and `sextoy` (in `suggestive_classes`,
+//!     and at the top level, where version 2.0 lists it) are `nudity` (no model here tells
+//!     activity from display from bare skin);
+//!   - approximations: `very_suggestive`, `mildly_suggestive` and every garment, pose and
+//!     focus class of `suggestive_classes` (`bikini`, `cleavage` and its
+//!     `cleavage_categories`, `lingerie`, `male_chest` and its `male_chest_categories`,
+//!     `male_underwear`, `miniskirt`, `minishort`, `swimwear_one_piece`, `swimwear_male`,
+//!     `visibly_undressed`, `suggestive_focus`, `suggestive_pose`, `other`) are `suggestive`
+//!     (nothing here tells which garment); each categories object's `none` is 1 minus it;
+//!   - approximations: `nudity_art` and `schematic` are `drawn_nudity`;
+//!   - not measured: `context` (`sea_lake_pool`, `outdoor_other`, `indoor_other`) is 1/3
+//!     each, so a rule that relaxes on a context (a bikini at the beach) never fires.
+//!
+//!   Sightengine's classes of one group sum to about 1 (its model weighs the most explicit
+//!   class that applies); these do not: a threshold on any class catches what its measure
+//!   sees. nsfwjs runs for these versions whatever the workflow names (Hentai is its class).
 //! - `type`: `illustration` is nsfwjs's drawing classes (Drawing plus Hentai, modgate's
 //!   `illustration`), `photo` is 1 minus it. nsfwjs runs for it whatever the workflow names.
 //! - `properties`: `sharpness`, `brightness`, `contrast` and `colors`, measured from the
@@ -69,7 +90,7 @@ use super::image::score_image_with;
 use super::lists::{add_image_hashes, require_lists_scope, AddedView};
 use super::sightengine_text::RuleMatches;
 use super::{scored, CheckSummary, RequestNotes};
-use crate::checks::categories::ILLUSTRATION;
+use crate::checks::categories::{DRAWN_NUDITY, ILLUSTRATION};
 use crate::checks::custom::{self, SightengineAnswer};
 use crate::checks::{faces, nsfwjs, ocr, qr, registry};
 use crate::decision::decide;
@@ -149,14 +170,16 @@ impl Asked {
             + self.declared.len() as u32
     }
 
-    /// The image checks that answer them: the workflow's for `nudity`, nsfwjs for `type`, the
-    /// `properties` measurement.
+    /// The image checks that answer them: the workflow's for `nudity`, nsfwjs for `type` and
+    /// `nudity-2.x`, the `properties` measurement.
     fn checks(&self, workflow_checks: &[String]) -> Vec<String> {
         let mut checks = Vec::new();
         if self.nudity.is_some() {
             checks.extend(workflow_checks.iter().cloned());
         }
-        if self.kind && !checks.iter().any(|check| check == nsfwjs::SOURCE) {
+        // `type` reads nsfwjs's drawing classes, `nudity-2.x` its Hentai class too.
+        let nsfwjs = self.kind || self.nudity == Some(Nudity::V2);
+        if nsfwjs && !checks.iter().any(|check| check == nsfwjs::SOURCE) {
             checks.push(nsfwjs::SOURCE.to_owned());
         }
         if self.properties {
@@ -183,16 +206,131 @@ impl Asked {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum NudityAnswer {
-    V1 {
-        raw: f64,
-        safe: f64,
-        partial: f64,
-    },
-    V2 {
-        sexual_display: f64,
-        suggestive: f64,
-        none: f64,
-    },
+    V1 { raw: f64, safe: f64, partial: f64 },
+    V2(Box<NudityV2>),
+}
+
+/// `nudity-2.0` and `nudity-2.1`: every class of Sightengine's nudity-2.1 answer, each from
+/// what modgate's models measure (the module doc gives the mapping and which classes are
+/// approximations). Sightengine's classes of one group sum to about 1 (its model puts the
+/// weight on the most explicit class that applies); here each class carries the score of
+/// the measure that covers it, so that a client's threshold on any of them catches what that
+/// measure sees.
+#[derive(Serialize, Debug, PartialEq)]
+struct NudityV2 {
+    sexual_activity: f64,
+    sexual_display: f64,
+    erotica: f64,
+    /// Version 2.0 lists it among its explicit classes; 2.1 among `suggestive_classes`.
+    sextoy: f64,
+    very_suggestive: f64,
+    suggestive: f64,
+    mildly_suggestive: f64,
+    suggestive_classes: SuggestiveClasses,
+    none: f64,
+    context: NudityContext,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+struct SuggestiveClasses {
+    bikini: f64,
+    cleavage: f64,
+    cleavage_categories: CleavageCategories,
+    lingerie: f64,
+    male_chest: f64,
+    male_chest_categories: MaleChestCategories,
+    male_underwear: f64,
+    miniskirt: f64,
+    minishort: f64,
+    nudity_art: f64,
+    schematic: f64,
+    sextoy: f64,
+    suggestive_focus: f64,
+    suggestive_pose: f64,
+    swimwear_male: f64,
+    swimwear_one_piece: f64,
+    visibly_undressed: f64,
+    other: f64,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+struct CleavageCategories {
+    very_revealing: f64,
+    revealing: f64,
+    none: f64,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+struct MaleChestCategories {
+    very_revealing: f64,
+    revealing: f64,
+    slightly_revealing: f64,
+    none: f64,
+}
+
+/// Where the picture was taken: no model here measures it.
+#[derive(Serialize, Debug, PartialEq)]
+struct NudityContext {
+    sea_lake_pool: f64,
+    outdoor_other: f64,
+    indoor_other: f64,
+}
+
+/// Each context class when nothing measured the scene: the three share it evenly, so that a
+/// rule that relaxes on a context (a bikini at the beach) never fires on a guess.
+const CONTEXT_UNMEASURED: f64 = 1.0 / 3.0;
+
+impl NudityV2 {
+    /// The classes from modgate's `nudity` (`explicit`: the larger of open-NSFW's nsfw and
+    /// nsfwjs's Porn), `suggestive` (nsfwjs's Sexy) and `drawn_nudity` (`drawn`: nsfwjs's
+    /// Hentai), each in [0, 1].
+    fn derive(explicit: f64, suggestive: f64, drawn: f64) -> NudityV2 {
+        let covered = |score: f64| 1.0 - score;
+        NudityV2 {
+            sexual_activity: explicit,
+            sexual_display: explicit,
+            erotica: explicit,
+            sextoy: explicit,
+            very_suggestive: suggestive,
+            suggestive,
+            mildly_suggestive: suggestive,
+            suggestive_classes: SuggestiveClasses {
+                bikini: suggestive,
+                cleavage: suggestive,
+                cleavage_categories: CleavageCategories {
+                    very_revealing: suggestive,
+                    revealing: suggestive,
+                    none: covered(suggestive),
+                },
+                lingerie: suggestive,
+                male_chest: suggestive,
+                male_chest_categories: MaleChestCategories {
+                    very_revealing: suggestive,
+                    revealing: suggestive,
+                    slightly_revealing: suggestive,
+                    none: covered(suggestive),
+                },
+                male_underwear: suggestive,
+                miniskirt: suggestive,
+                minishort: suggestive,
+                nudity_art: drawn,
+                schematic: drawn,
+                sextoy: explicit,
+                suggestive_focus: suggestive,
+                suggestive_pose: suggestive,
+                swimwear_male: suggestive,
+                swimwear_one_piece: suggestive,
+                visibly_undressed: suggestive,
+                other: suggestive,
+            },
+            none: covered(explicit.max(suggestive)),
+            context: NudityContext {
+                sea_lake_pool: CONTEXT_UNMEASURED,
+                outdoor_other: CONTEXT_UNMEASURED,
+                indoor_other: CONTEXT_UNMEASURED,
+            },
+        }
+    }
 }
 
 /// `qr-content` and `text-content`: the rule matches of every QR code's payload, or of the
@@ -395,11 +533,11 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
                     safe: clean,
                     partial: suggestive,
                 },
-                Nudity::V2 => NudityAnswer::V2 {
-                    sexual_display: nudity,
+                Nudity::V2 => NudityAnswer::V2(Box::new(NudityV2::derive(
+                    nudity,
                     suggestive,
-                    none: clean,
-                },
+                    scored(&board, DRAWN_NUDITY)?,
+                ))),
             })
         }
         None => None,
@@ -695,6 +833,65 @@ mod tests {
         refused(Some("nudity,nudity-2.1"), "one version");
         refused(Some(""), "model `` is not available");
         refused(Some(&"é".repeat(100)), "is not available");
+    }
+
+    /// Sightengine's documented nudity-2.1 answer: every class, by its dotted path.
+    const NUDITY_2_1: &[&str] = &[
+        "sexual_activity",
+        "sexual_display",
+        "erotica",
+        "very_suggestive",
+        "suggestive",
+        "mildly_suggestive",
+        "suggestive_classes.bikini",
+        "suggestive_classes.cleavage",
+        "suggestive_classes.cleavage_categories.very_revealing",
+        "suggestive_classes.cleavage_categories.revealing",
+        "suggestive_classes.cleavage_categories.none",
+        "suggestive_classes.lingerie",
+        "suggestive_classes.male_chest",
+        "suggestive_classes.male_chest_categories.very_revealing",
+        "suggestive_classes.male_chest_categories.revealing",
+        "suggestive_classes.male_chest_categories.slightly_revealing",
+        "suggestive_classes.male_chest_categories.none",
+        "suggestive_classes.male_underwear",
+        "suggestive_classes.miniskirt",
+        "suggestive_classes.minishort",
+        "suggestive_classes.nudity_art",
+        "suggestive_classes.schematic",
+        "suggestive_classes.sextoy",
+        "suggestive_classes.suggestive_focus",
+        "suggestive_classes.suggestive_pose",
+        "suggestive_classes.swimwear_male",
+        "suggestive_classes.swimwear_one_piece",
+        "suggestive_classes.visibly_undressed",
+        "suggestive_classes.other",
+        "none",
+        "context.sea_lake_pool",
+        "context.outdoor_other",
+        "context.indoor_other",
+    ];
+
+    proptest! {
+        /// Whatever the models measured, the answer has every documented class, a number in
+        /// [0, 1]; the measured classes are the measures themselves.
+        #[test]
+        fn every_documented_nudity_class_is_a_number(
+            explicit in 0.0f64..=1.0,
+            suggestive in 0.0f64..=1.0,
+            drawn in 0.0f64..=1.0,
+        ) {
+            let answer = serde_json::to_value(NudityV2::derive(explicit, suggestive, drawn)).unwrap();
+            for path in NUDITY_2_1 {
+                let value = path.split('.').fold(&answer, |node, key| &node[key]);
+                let number = value.as_f64();
+                prop_assert!(number.is_some_and(|n| (0.0..=1.0).contains(&n)), "{path}: {answer}");
+            }
+            prop_assert_eq!(answer["sexual_display"].as_f64(), Some(explicit));
+            prop_assert_eq!(answer["suggestive"].as_f64(), Some(suggestive));
+            prop_assert_eq!(answer["none"].as_f64(), Some(1.0 - explicit.max(suggestive)));
+            prop_assert_eq!(answer["suggestive_classes"]["nudity_art"].as_f64(), Some(drawn));
+        }
     }
 
     /// A workflow whose hashlist check consults `known` and `a`.
