@@ -728,9 +728,18 @@ fn admin<T>(
 ) -> anyhow::Result<T> {
     let (dir, config) = resolve(args)?;
     match &config.cluster {
-        None => op(&Store::open(&dir)?),
+        None => op(&open_store(&dir, &config)?),
         Some(cluster) => crate::fleet::control::run_admin(cluster, strict, op),
     }
+}
+
+/// The local store under `dir`, made ready as `serve` makes a fresh one
+/// ([`Store::initialise`]: the plans and shipped workflows it does not have), so that an
+/// admin command run before the first `serve` finds them.
+fn open_store(dir: &Path, config: &Config) -> anyhow::Result<Store> {
+    let store = Store::open(dir)?;
+    store.initialise(&config.plans, config.clock().now_ms())?;
+    Ok(store)
 }
 
 fn journal(args: JournalArgs) -> anyhow::Result<()> {
@@ -1047,7 +1056,11 @@ struct ListsAt {
 impl ListsAt {
     fn open(args: &StoreArgs) -> anyhow::Result<ListsAt> {
         let (dir, config) = resolve(args)?;
-        let store = Store::open(&dir)?;
+        let store = match &config.cluster {
+            // A fleet node's store is a replica, written by its follower and the replay below.
+            Some(_) => Store::open(&dir)?,
+            None => open_store(&dir, &config)?,
+        };
         if let Some(cluster) = &config.cluster {
             crate::fleet::lists::replay_for_cli(cluster, &store)?;
         }

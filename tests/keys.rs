@@ -392,3 +392,94 @@ fn a_panicking_request_closes_its_connection_and_the_shard_serves_on() {
         "the panic message reached the log"
     );
 }
+
+/// Runs an admin command on `data` that must succeed; returns its stdout.
+fn admin_ok_on(data: &std::path::Path, args: &[&str]) -> String {
+    let output = admin(data, args);
+    assert!(
+        output.status.success(),
+        "modgate {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
+/// Round 3 of the hardening, item 10: on a fresh data directory, `org create NAME --plan pro`
+/// before the first `serve` answered "unknown plan 'pro'": only `serve` wrote the plans and
+/// the shipped workflows. Every admin command now makes the store ready as `serve` does,
+/// without touching what it has; the first `serve` then finds the organization, creates no
+/// demo one, and answers its key.
+#[test]
+fn admin_commands_before_the_first_serve_find_the_plans_and_workflows() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("fresh");
+    admin_ok_on(&data, &["org", "create", "acme", "--plan", "pro"]);
+    let plans = admin_ok_on(&data, &["plan", "list"]);
+    assert!(
+        plans.lines().any(|line| line.starts_with("free\t"))
+            && plans.lines().any(|line| line.starts_with("pro\t")),
+        "{plans}"
+    );
+    let shipped = admin_ok_on(&data, &["workflow", "list"]);
+    assert!(shipped.contains("default"), "{shipped}");
+    let key = admin_ok_on(&data, &["key", "create", "--org", "acme"])
+        .lines()
+        .next()
+        .expect("key line")
+        .to_owned();
+    // A read-only command on a store that has everything changes nothing.
+    let again = admin_ok_on(&data, &["workflow", "list"]);
+    assert_eq!(again, shipped);
+    let server = Server::start_with(Options {
+        data: Some(data.clone()),
+        ..Options::default()
+    });
+    assert!(server.demo_key.is_none(), "{:?}", server.stdout);
+    let (status, body) = workflows(&server, &key);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        listed(&body).iter().any(|(name, _)| name == "default"),
+        "{body}"
+    );
+}
+
+/// Round 3 of the hardening, item 10: `serve` on a fresh data directory without models
+/// created the demo organization and printed its key, then stopped on the models; the next
+/// start, with them, printed no key. The models are now checked before the data directory is
+/// touched: the failed start leaves nothing, and the next one creates the demo organization.
+#[test]
+fn a_start_that_fails_on_the_models_leaves_a_fresh_data_directory_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("fresh");
+    let output = std::process::Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+            "--data",
+        ])
+        .arg(&data)
+        .current_dir(dir.path())
+        .env_remove("MODGATE_MODELS")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("serve");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no models directory"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!stdout.contains("demo key"), "{stdout}");
+    assert!(!data.exists(), "the failed start made {}", data.display());
+    std::fs::create_dir_all(&data).unwrap();
+    let server = Server::start_with(Options {
+        data: Some(data.clone()),
+        ..Options::default()
+    });
+    let key = server
+        .demo_key
+        .clone()
+        .expect("a demo key on the first real start");
+    assert_eq!(workflows(&server, &key).0, 200);
+}

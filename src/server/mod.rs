@@ -1,9 +1,11 @@
 //! `modgate serve`: opens the store, binds one listener per shard, starts one glommio
 //! executor per CPU, and stops them on SIGTERM or SIGINT.
 //!
-//! Start-up order: store (creating plans, the shipped workflows and a demo organization on a
-//! fresh data directory), TLS material, listeners (all bound before anything is announced, so
-//! the announced address is the one every shard serves), the signal thread, then the shards.
+//! Start-up order: what needs no data directory (the CPUs, the models, the downloader, TLS
+//! material: a start that fails on them leaves the directory untouched), the store (creating
+//! plans, the shipped workflows and a demo organization on a fresh data directory), listeners
+//! (all bound before anything is announced, so the announced address is the one every shard
+//! serves), the signal thread, then the shards.
 //! `/health` answers 503 until every shard is ready.
 //!
 //! Stop: the first SIGTERM or SIGINT turns `/health` to 503 at once, closes every listener,
@@ -87,35 +89,10 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
     if let Err(error) = rlimit::increase_nofile_limit(u64::MAX) {
         tracing::warn!(%error, "could not raise the open-file limit");
     }
-    let store = Store::open(&config.server.data_dir)?;
-    let control_plane = match &config.cluster {
-        None => {
-            bootstrap(&store, &config)?;
-            if let Some(file) = &config.workflows.file {
-                let changed = reload::import_workflows(&store, file)?;
-                if !changed.is_empty() {
-                    tracing::info!(workflows = %changed.join(", "), "imported from workflows.file");
-                }
-            }
-            None
-        }
-        Some(cluster) => {
-            // A fleet node's store is a replica of PostgreSQL, written by its follower only.
-            if config.workflows.file.is_some() {
-                tracing::warn!("workflows.file is not read by a fleet node: import it with `modgate workflow import --config`");
-            }
-            let status = Arc::new(ControlPlaneStatus::default());
-            fleet::follower::initial_sync(cluster, &store, &status)?;
-            fleet::follower::spawn(cluster.clone(), store.clone(), status.clone())?;
-            announce(format_args!(
-                "following the fleet's control plane as node {} (revision {})",
-                cluster.node_id(),
-                status.applied_revision()
-            ));
-            Some(status)
-        }
-    };
-
+    // Whatever can stop the start without the data directory comes first (the CPUs, the
+    // models, the downloader's and the listeners' TLS material), so that a start that fails
+    // leaves the directory as it was: a fresh one gets no demo organization and key printed
+    // by a server that then stopped.
     let cpus = allowed_cpus()?;
     let shards = match config.server.cores {
         0 => cpus.len(),
@@ -150,6 +127,39 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
         _ => None,
     };
+    let store = Store::open(&config.server.data_dir)?;
+    let control_plane = match &config.cluster {
+        None => {
+            let now_ms = config.clock().now_ms();
+            store.put_plans(&config.plans)?;
+            store.add_missing_shipped_workflows(now_ms)?;
+            if let Some(file) = &config.workflows.file {
+                let changed = reload::import_workflows(&store, file)?;
+                if !changed.is_empty() {
+                    tracing::info!(workflows = %changed.join(", "), "imported from workflows.file");
+                }
+            }
+            // Last, once nothing else in the store can fail.
+            create_demo_org(&store, &config)?;
+            None
+        }
+        Some(cluster) => {
+            // A fleet node's store is a replica of PostgreSQL, written by its follower only.
+            if config.workflows.file.is_some() {
+                tracing::warn!("workflows.file is not read by a fleet node: import it with `modgate workflow import --config`");
+            }
+            let status = Arc::new(ControlPlaneStatus::default());
+            fleet::follower::initial_sync(cluster, &store, &status)?;
+            fleet::follower::spawn(cluster.clone(), store.clone(), status.clone())?;
+            announce(format_args!(
+                "following the fleet's control plane as node {} (revision {})",
+                cluster.node_id(),
+                status.applied_revision()
+            ));
+            Some(status)
+        }
+    };
+
     // Before any shard reads its journal (the quota's reconciliation, shipping): what a killed
     // run left staged goes to the disk journals.
     let journal_staging = config.journal_staging_root();
@@ -409,12 +419,10 @@ fn load_models(config: &Config) -> anyhow::Result<(Arc<TextModels>, Option<Worke
     Ok((Arc::new(text_models), preflight.models))
 }
 
-/// Plans from the configuration always; on a fresh store also the shipped workflows and the
-/// demo organization with one key, printed once.
-fn bootstrap(store: &Store, config: &Config) -> anyhow::Result<()> {
+/// On a store without organizations (a fresh data directory), the demo organization with one
+/// key, printed once.
+fn create_demo_org(store: &Store, config: &Config) -> anyhow::Result<()> {
     let now_ms = config.clock().now_ms();
-    store.put_plans(&config.plans)?;
-    store.add_missing_shipped_workflows(now_ms)?;
     if config.server.demo_key && store.orgs()?.is_empty() {
         let plan = if config.plans.contains_key("free") {
             "free".to_owned()

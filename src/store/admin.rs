@@ -60,6 +60,28 @@ impl Store {
         Ok(())
     }
 
+    /// Makes the store ready as `serve` makes a fresh one: the plans of `plans` and the shipped
+    /// workflows it does not have yet. What it has is left as it is: the admin commands call
+    /// this, and one run with another configuration than the server's must not rewrite the
+    /// server's plans (`serve` itself writes its configuration's plans over the store's).
+    /// Without it, a command run on a fresh data directory before the first `serve` knew no
+    /// plan ("unknown plan 'pro'") and no workflow.
+    pub fn initialise(
+        &self,
+        plans: &BTreeMap<String, PlanLimits>,
+        now_ms: i64,
+    ) -> anyhow::Result<()> {
+        let mut txn = self.env().write_txn()?;
+        for (name, limits) in plans {
+            if self.plans.get(&txn, name)?.is_none() {
+                self.plans.put(&mut txn, name, limits)?;
+            }
+        }
+        txn.commit()?;
+        self.add_missing_shipped_workflows(now_ms)?;
+        Ok(())
+    }
+
     pub fn plans(&self) -> anyhow::Result<Vec<(String, PlanLimits)>> {
         let txn = self.env().read_txn()?;
         let mut out = Vec::new();
@@ -386,6 +408,41 @@ mod tests {
             .unwrap();
         store.create_org("acme", "free", 0).unwrap();
         (dir, store)
+    }
+
+    #[test]
+    fn initialising_adds_what_is_missing_and_changes_nothing_else() {
+        let (_dir, store) = store_with_org(2);
+        let configured = BTreeMap::from([
+            ("free".to_owned(), limits(7)),
+            ("pro".to_owned(), limits(9)),
+        ]);
+        store.initialise(&configured, 5).unwrap();
+        // The plan the store had keeps its limits; the missing one is added.
+        let plans = store.plans().unwrap();
+        assert_eq!(
+            plans,
+            vec![
+                ("free".to_owned(), limits(2)),
+                ("pro".to_owned(), limits(9))
+            ]
+        );
+        let shipped = workflow::parse_workflows(workflow::SHIPPED_WORKFLOWS).unwrap();
+        let names: Vec<String> = store
+            .workflows()
+            .unwrap()
+            .into_iter()
+            .map(|record| record.name)
+            .collect();
+        assert_eq!(names, shipped.into_keys().collect::<Vec<_>>());
+        let versions = |store: &Store| -> Vec<u64> {
+            let records = store.workflows().unwrap();
+            records.iter().map(|record| record.version).collect()
+        };
+        let before = versions(&store);
+        store.initialise(&configured, 6).unwrap();
+        assert_eq!(versions(&store), before);
+        assert_eq!(store.plans().unwrap(), plans);
     }
 
     #[test]
