@@ -11,7 +11,7 @@
 //!   (nsfwjs), `safe` is 1 minus the larger of the two.
 //! - `nudity-2.0`, `nudity-2.1`: every class of Sightengine's documented nudity-2.1 answer,
 //!   each a number in [0, 1], so that a client that reads any of them works unchanged
-//!   ([`NudityV2::derive`]). modgate's models measure explicit nudity (open-NSFW's nsfw,
+//!   (`NudityV2::derive`). modgate's models measure explicit nudity (open-NSFW's nsfw,
 //!   nsfwjs's Porn: modgate's `nudity`, the larger), suggestive content (nsfwjs's Sexy:
 //!   `suggestive`) and drawn nudity (nsfwjs's Hentai: `drawn_nudity`); nsfwjs's Drawing and
 //!   Neutral are what is left (`none`). They do not measure Sightengine's finer classes, so

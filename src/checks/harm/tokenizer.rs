@@ -5,13 +5,16 @@
 //! (`fancy-regex` instead of `onig`).
 //!
 //! A text becomes windows of at most [`super::WINDOW_TOKENS`] ids, each `<s> query: … </s>`:
-//! the e5 models read a text as a query after that prefix, and the heads were trained on
-//! short texts (most under 64 tokens), whose mean-pooled embedding a short harmful sentence
-//! in a long window would be diluted in. The first window is what the model's reference
-//! pipeline gives the text truncated to that many tokens (the parity test holds it to
-//! `models/text/classifier/reference.jsonl` at 128); each further window carries the prefix
-//! again and the next ids. A text of more than [`super::WINDOWS_MAX`] windows is read at its
-//! start and its end. At most [`TOKENIZED_CHARS_MAX`] characters are tokenized.
+//! the e5 models read a text as a query after that prefix. [`HarmTokenizer::windows`] gives
+//! each sentence a window of its own (only sentences of a few tokens share one): the heads
+//! were trained on short texts, mostly single tweets, and a short harmful sentence would be
+//! diluted in the mean-pooled embedding of a window it shares. A text of more than
+//! [`super::WINDOWS_MAX`] windows is read at its start and its end. At most
+//! [`TOKENIZED_CHARS_MAX`] characters are tokenized.
+//!
+//! [`HarmTokenizer::windows_of`] cuts the text as a whole into windows of a given length; its
+//! first window is what the model's reference pipeline gives the text truncated to that many
+//! tokens (the parity test holds it to `models/text/classifier/reference.jsonl` at 128).
 
 use std::path::Path;
 
@@ -229,7 +232,7 @@ mod tests {
         let empty = tokenizer.windows("").unwrap();
         assert_eq!(empty, vec![tokenizer.framed(&[])]);
         // A sentence longer than a window is cut.
-        let unbroken = "word ".repeat(500);
+        let unbroken = "word ".repeat(2_000);
         let windows = tokenizer.windows(&unbroken).unwrap();
         assert_eq!(windows.len(), super::super::WINDOWS_MAX);
         assert!(windows

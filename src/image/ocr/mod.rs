@@ -96,7 +96,7 @@ fn scaled_sides(width: usize, height: usize, ratio: f64) -> (usize, usize) {
 pub struct FitPlan {
     /// The sides after the larger one is brought within [`SIDE_MAX_PX`], if it was larger.
     pub bounded: Option<(usize, usize)>,
-    /// The sides after the smaller one is brought up towards [`SIDE_MIN_PX`], if it was
+    /// The sides after the smaller one is brought up towards `SIDE_MIN_PX`, if it was
     /// smaller.
     pub raised: Option<(usize, usize)>,
     /// Rows of black padding added above and below.
@@ -185,7 +185,7 @@ pub fn fit(image: &Rgb8) -> Option<Fitted> {
 }
 
 /// The detector's input sides for a `width` x `height` image: the short side brought up to
-/// [`DETECTOR_SIDE_MIN_PX`], the whole within [`DETECTOR_PIXELS_MAX`], each side rounded to
+/// `DETECTOR_SIDE_MIN_PX`, the whole within [`DETECTOR_PIXELS_MAX`], each side rounded to
 /// 32 px (which adds up to a third for a thin image: a fitted image at most [`SIDE_MAX_PX`]
 /// a side gives at most 4/3 of the cap); `None` when a side rounds to 0.
 pub fn detector_size(width: usize, height: usize) -> Option<(usize, usize)> {
