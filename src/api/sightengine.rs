@@ -793,6 +793,44 @@ fn parse_models(models: Option<&str>) -> ApiResult<Asked> {
     Ok(asked)
 }
 
+/// Sightengine's documented nudity-2.1 answer: every class, by its dotted path (what the
+/// tests hold every answer of versions 2.0 and 2.1 to).
+pub const NUDITY_2_1_CLASSES: &[&str] = &[
+    "sexual_activity",
+    "sexual_display",
+    "erotica",
+    "very_suggestive",
+    "suggestive",
+    "mildly_suggestive",
+    "suggestive_classes.bikini",
+    "suggestive_classes.cleavage",
+    "suggestive_classes.cleavage_categories.very_revealing",
+    "suggestive_classes.cleavage_categories.revealing",
+    "suggestive_classes.cleavage_categories.none",
+    "suggestive_classes.lingerie",
+    "suggestive_classes.male_chest",
+    "suggestive_classes.male_chest_categories.very_revealing",
+    "suggestive_classes.male_chest_categories.revealing",
+    "suggestive_classes.male_chest_categories.slightly_revealing",
+    "suggestive_classes.male_chest_categories.none",
+    "suggestive_classes.male_underwear",
+    "suggestive_classes.miniskirt",
+    "suggestive_classes.minishort",
+    "suggestive_classes.nudity_art",
+    "suggestive_classes.schematic",
+    "suggestive_classes.sextoy",
+    "suggestive_classes.suggestive_focus",
+    "suggestive_classes.suggestive_pose",
+    "suggestive_classes.swimwear_male",
+    "suggestive_classes.swimwear_one_piece",
+    "suggestive_classes.visibly_undressed",
+    "suggestive_classes.other",
+    "none",
+    "context.sea_lake_pool",
+    "context.outdoor_other",
+    "context.indoor_other",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -835,43 +873,6 @@ mod tests {
         refused(Some(&"é".repeat(100)), "is not available");
     }
 
-    /// Sightengine's documented nudity-2.1 answer: every class, by its dotted path.
-    const NUDITY_2_1: &[&str] = &[
-        "sexual_activity",
-        "sexual_display",
-        "erotica",
-        "very_suggestive",
-        "suggestive",
-        "mildly_suggestive",
-        "suggestive_classes.bikini",
-        "suggestive_classes.cleavage",
-        "suggestive_classes.cleavage_categories.very_revealing",
-        "suggestive_classes.cleavage_categories.revealing",
-        "suggestive_classes.cleavage_categories.none",
-        "suggestive_classes.lingerie",
-        "suggestive_classes.male_chest",
-        "suggestive_classes.male_chest_categories.very_revealing",
-        "suggestive_classes.male_chest_categories.revealing",
-        "suggestive_classes.male_chest_categories.slightly_revealing",
-        "suggestive_classes.male_chest_categories.none",
-        "suggestive_classes.male_underwear",
-        "suggestive_classes.miniskirt",
-        "suggestive_classes.minishort",
-        "suggestive_classes.nudity_art",
-        "suggestive_classes.schematic",
-        "suggestive_classes.sextoy",
-        "suggestive_classes.suggestive_focus",
-        "suggestive_classes.suggestive_pose",
-        "suggestive_classes.swimwear_male",
-        "suggestive_classes.swimwear_one_piece",
-        "suggestive_classes.visibly_undressed",
-        "suggestive_classes.other",
-        "none",
-        "context.sea_lake_pool",
-        "context.outdoor_other",
-        "context.indoor_other",
-    ];
-
     proptest! {
         /// Whatever the models measured, the answer has every documented class, a number in
         /// [0, 1]; the measured classes are the measures themselves.
@@ -882,7 +883,7 @@ mod tests {
             drawn in 0.0f64..=1.0,
         ) {
             let answer = serde_json::to_value(NudityV2::derive(explicit, suggestive, drawn)).unwrap();
-            for path in NUDITY_2_1 {
+            for path in NUDITY_2_1_CLASSES {
                 let value = path.split('.').fold(&answer, |node, key| &node[key]);
                 let number = value.as_f64();
                 prop_assert!(number.is_some_and(|n| (0.0..=1.0).contains(&n)), "{path}: {answer}");

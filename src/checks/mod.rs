@@ -352,8 +352,8 @@ impl Engine {
                 Runner::TextEncoder(_) => {
                     let windows = self.harm_windows(text)?;
                     drop(turn);
-                    let embeddings = match &windows {
-                        Some(windows) => Some(self.harm_embeddings(windows.clone()).await?),
+                    let embeddings = match windows {
+                        Some(windows) => Some(self.harm_embeddings(windows).await?),
                         None => None,
                     };
                     turn = self.take_turn().await;

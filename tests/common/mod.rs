@@ -996,41 +996,7 @@ pub fn now_unix_ms() -> i64 {
 }
 
 /// Sightengine's documented `nudity-2.1` object: every class, by its dotted path.
-pub const SIGHTENGINE_NUDITY_2_1: &[&str] = &[
-    "sexual_activity",
-    "sexual_display",
-    "erotica",
-    "very_suggestive",
-    "suggestive",
-    "mildly_suggestive",
-    "suggestive_classes.bikini",
-    "suggestive_classes.cleavage",
-    "suggestive_classes.cleavage_categories.very_revealing",
-    "suggestive_classes.cleavage_categories.revealing",
-    "suggestive_classes.cleavage_categories.none",
-    "suggestive_classes.lingerie",
-    "suggestive_classes.male_chest",
-    "suggestive_classes.male_chest_categories.very_revealing",
-    "suggestive_classes.male_chest_categories.revealing",
-    "suggestive_classes.male_chest_categories.slightly_revealing",
-    "suggestive_classes.male_chest_categories.none",
-    "suggestive_classes.male_underwear",
-    "suggestive_classes.miniskirt",
-    "suggestive_classes.minishort",
-    "suggestive_classes.nudity_art",
-    "suggestive_classes.schematic",
-    "suggestive_classes.sextoy",
-    "suggestive_classes.suggestive_focus",
-    "suggestive_classes.suggestive_pose",
-    "suggestive_classes.swimwear_male",
-    "suggestive_classes.swimwear_one_piece",
-    "suggestive_classes.visibly_undressed",
-    "suggestive_classes.other",
-    "none",
-    "context.sea_lake_pool",
-    "context.outdoor_other",
-    "context.indoor_other",
-];
+pub use modgate::api::sightengine::NUDITY_2_1_CLASSES as SIGHTENGINE_NUDITY_2_1;
 
 /// Asserts that a `nudity-2.x` object has every class of [`SIGHTENGINE_NUDITY_2_1`], each a
 /// number in [0, 1].

@@ -235,15 +235,25 @@ impl Heads {
 
     /// Each category's probability for one embedding, in [`CATEGORIES`] order.
     pub fn probabilities(&self, embedding: &[f32]) -> [f32; CATEGORIES.len()] {
-        let mut scratch = Vec::new();
-        std::array::from_fn(|at| self.heads[at].probability(embedding, &mut scratch))
+        self.probabilities_with(embedding, &mut Vec::new())
+    }
+
+    /// [`Self::probabilities`], the hidden units in `scratch`.
+    fn probabilities_with(
+        &self,
+        embedding: &[f32],
+        scratch: &mut Vec<f32>,
+    ) -> [f32; CATEGORIES.len()] {
+        std::array::from_fn(|at| self.heads[at].probability(embedding, scratch))
     }
 
     /// Each category's highest probability over `embeddings` (`DIM` values a window).
     pub fn best(&self, embeddings: &[f32]) -> [f32; CATEGORIES.len()] {
         let mut best = [0f32; CATEGORIES.len()];
+        let mut scratch = Vec::new();
         for embedding in embeddings.chunks_exact(DIM) {
-            for (best, p) in best.iter_mut().zip(self.probabilities(embedding)) {
+            let probabilities = self.probabilities_with(embedding, &mut scratch);
+            for (best, p) in best.iter_mut().zip(probabilities) {
                 *best = best.max(p);
             }
         }
