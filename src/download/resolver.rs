@@ -24,7 +24,7 @@ use futures_channel::oneshot;
 use hickory_resolver::config::{NameServerConfig, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 
-use super::{refused, Refusal, Refused};
+use super::refusal::{refused, Refusal, Refused, ADDRESS_REFUSED, DOWNLOAD_TIMEOUT};
 use crate::http::conn::until;
 
 /// Lookups running at once in the process, at most.
@@ -203,22 +203,22 @@ impl Resolver {
                 Refusal::Timeout,
                 format!(
                     "the download did not finish within {} s",
-                    super::DOWNLOAD_TIMEOUT.as_secs()
+                    DOWNLOAD_TIMEOUT.as_secs()
                 ),
             )),
             Some(Ok(Ok(addresses))) if !addresses.is_empty() => Ok(addresses
                 .into_iter()
                 .map(|ip| SocketAddr::new(ip, port))
                 .collect()),
-            // Told as a refused address is ([`super::ADDRESS_REFUSED`]): which names exist
+            // Told as a refused address is ([`ADDRESS_REFUSED`]): which names exist
             // is for the log.
             Some(Ok(Ok(_))) => {
                 tracing::info!(host = name, "download: the name has no address");
-                Err(refused(Refusal::Dns, super::ADDRESS_REFUSED))
+                Err(refused(Refusal::Dns, ADDRESS_REFUSED))
             }
             Some(Ok(Err(error))) => {
                 tracing::info!(host = name, %error, "download: name lookup failed");
-                Err(refused(Refusal::Dns, super::ADDRESS_REFUSED))
+                Err(refused(Refusal::Dns, ADDRESS_REFUSED))
             }
             Some(Err(oneshot::Canceled)) => {
                 Err(refused(Refusal::Dns, "name lookups are not available"))

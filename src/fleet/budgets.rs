@@ -35,14 +35,15 @@
 //! `engine_down = "closed"` refuses checks with 503 instead (see [`LeaseSource::engine_down`]).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use futures_channel::oneshot;
 
-use super::follower::ControlPlaneStatus;
+pub use super::status::BudgetStatus;
+use super::status::ControlPlaneStatus;
 use super::HEARTBEAT_MS;
 use crate::clock::Clock;
 use crate::limits::bucket::{Bucket, BucketState};
@@ -164,17 +165,6 @@ fn rate_key(key_id: &str) -> String {
 
 fn permits_key(org: &str) -> String {
     format!("modgate:permits:{org}")
-}
-
-/// What the budgets tell `/metrics`.
-#[derive(Debug, Default)]
-pub struct BudgetStatus {
-    /// Redis answered the last round.
-    pub engine_up: AtomicBool,
-    /// Rounds (pipelines) sent to Redis.
-    pub round_trips: AtomicU64,
-    /// Takes answered from this node's fallback share while Redis was down.
-    pub fallback_takes: AtomicU64,
 }
 
 /// A key's balance on this node.

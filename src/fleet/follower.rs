@@ -19,12 +19,13 @@
 //! [`ControlPlaneStatus`] says how stale that is (a metric, a log line past
 //! `cluster.stale_after_ms`).
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_postgres::AsyncMessage;
 
+pub use super::status::ControlPlaneStatus;
 use super::{schema, CHANGES_CHANNEL, HEARTBEAT_MS};
 use crate::clock::Clock;
 use crate::config::ClusterConfig;
@@ -35,52 +36,6 @@ use crate::store::Store;
 pub const CATCH_UP_REVISIONS_MAX: i64 = 1_000;
 /// Wait before reconnecting after PostgreSQL was lost.
 pub const RECONNECT_DELAY: Duration = Duration::from_millis(500);
-
-/// What the follower tells the rest of the process: read by `/metrics`, never per request.
-#[derive(Debug, Default)]
-pub struct ControlPlaneStatus {
-    applied_revision: AtomicI64,
-    /// When PostgreSQL last answered, Unix ms.
-    last_contact_ms: AtomicI64,
-    /// The loss of the connection was logged (once per loss).
-    lost_logged: AtomicBool,
-    /// The staleness past `stale_after_ms` was logged (once per loss).
-    stale_logged: AtomicBool,
-    /// The shards' journal records not shipped yet, reported with each heartbeat.
-    pub unshipped: std::sync::OnceLock<Arc<Vec<std::sync::atomic::AtomicU64>>>,
-    /// Nodes with a heartbeat in the last [`super::NODE_LIVE_MS`] (this one included), as
-    /// of the last round: what a node's fallback share of a budget divides by.
-    live_nodes: AtomicU32,
-    /// The budgets' engine, for `/metrics`.
-    pub budgets: std::sync::OnceLock<Arc<super::budgets::BudgetStatus>>,
-    /// The quota ledger, for `/metrics`.
-    pub quota: std::sync::OnceLock<Arc<super::quota::QuotaStatus>>,
-}
-
-impl ControlPlaneStatus {
-    /// Live nodes as of the last round with PostgreSQL (at least 1: this one).
-    pub fn live_nodes(&self) -> u32 {
-        self.live_nodes.load(Ordering::Relaxed).max(1)
-    }
-
-    pub fn applied_revision(&self) -> i64 {
-        self.applied_revision.load(Ordering::Relaxed)
-    }
-
-    /// Milliseconds since PostgreSQL last answered.
-    pub fn staleness_ms(&self, now_ms: i64) -> i64 {
-        (now_ms - self.last_contact_ms.load(Ordering::Relaxed)).max(0)
-    }
-
-    fn contact(&self, revision: i64, now_ms: i64) {
-        self.applied_revision.store(revision, Ordering::Relaxed);
-        self.last_contact_ms.store(now_ms, Ordering::Relaxed);
-        self.lost_logged.store(false, Ordering::Relaxed);
-        if self.stale_logged.swap(false, Ordering::Relaxed) {
-            tracing::info!(revision, "control plane reached again");
-        }
-    }
-}
 
 /// Brings `store` up to the fleet's latest revision and registers the node. Blocking: called
 /// before the shards start, so that a node never answers from an empty or outdated store.

@@ -26,6 +26,7 @@ pub mod lists;
 pub mod quota;
 pub mod schema;
 pub mod shipper;
+pub mod status;
 
 use anyhow::Context as _;
 

@@ -44,13 +44,14 @@
 //! PostgreSQL; only a graceful stop's flush blocks.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::follower::ControlPlaneStatus;
+use super::status::ControlPlaneStatus;
+pub use super::status::QuotaStatus;
 use crate::config::ClusterConfig;
 use crate::limits::lease::{lock, AwaitedGrant, QuotaGrant, QuotaSource};
 use crate::store::records::EngineDown;
@@ -167,17 +168,6 @@ struct Known {
 struct Shipped {
     others: u64,
     own: u64,
-}
-
-/// The quota ledger as a node sees it, for `/metrics`.
-#[derive(Debug, Default)]
-pub struct QuotaStatus {
-    /// PostgreSQL answered the ledger's last request.
-    pub ledger_up: AtomicBool,
-    /// Requests (transactions) sent to the ledger.
-    pub round_trips: AtomicU64,
-    /// Units granted from this node's share while the ledger could not be reached.
-    pub fallback_units: AtomicU64,
 }
 
 enum Request {

@@ -30,8 +30,9 @@
 use std::borrow::Cow;
 use std::io::Cursor;
 
+use super::jpeg;
 use super::probe::Probe;
-use super::{jpeg, Format, ImageError, Rgb8};
+use super::raster::{Format, ImageError, Rgb8};
 use crate::bounds::IMAGE_SIDE_PX_MAX;
 
 /// Scans of a JPEG that are decoded: more is refused. An ordinary progressive JPEG has 6 to

@@ -65,10 +65,10 @@ pub struct Point {
 }
 
 impl Face {
-    /// This face in fractions of a `width` x `height` image ([`super::fraction`]).
+    /// This face in fractions of a `width` x `height` image ([`super::raster::fraction`]).
     pub fn in_fractions(&self, width: usize, height: usize) -> FoundFace {
-        let x = |value: f32| super::fraction(f64::from(value), width);
-        let y = |value: f32| super::fraction(f64::from(value), height);
+        let x = |value: f32| super::raster::fraction(f64::from(value), width);
+        let y = |value: f32| super::raster::fraction(f64::from(value), height);
         let point = |[px, py]: [f32; 2]| Point { x: x(px), y: y(py) };
         let [x1, y1, x2, y2] = self.bounds;
         let [left_eye, right_eye, nose_tip, left_mouth_corner, right_mouth_corner] =
@@ -232,6 +232,24 @@ pub fn crop(image: &Planar<u8>, bounds: [i64; 4], side: usize) -> Option<Planar<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_face_in_fractions_is_cut_to_the_image_with_four_decimals() {
+        let face = Face {
+            bounds: [27.0, 29.0, 482.0, 64.0],
+            score: 0.5,
+            landmarks: [[100.5, 40.25]; 5],
+        }
+        .in_fractions(640, 300);
+        assert_eq!(
+            (face.x1, face.y1, face.x2, face.y2),
+            (0.0422, 0.0967, 0.7531, 0.2133)
+        );
+        assert_eq!(
+            (face.features.nose_tip.x, face.features.nose_tip.y),
+            (0.157, 0.1342)
+        );
+    }
 
     fn candidate(bounds: [f64; 4], score: f64) -> Candidate {
         Candidate {

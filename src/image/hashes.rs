@@ -22,8 +22,8 @@
 
 use md5::Digest;
 
+use super::raster::Rgb8;
 use super::resize::scaled_to;
-use super::Rgb8;
 
 /// The long side PDQ hashes at.
 pub const PDQ_SIDE_MAX: usize = 512;

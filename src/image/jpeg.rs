@@ -23,7 +23,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use super::{ImageError, Rgb8};
+use super::raster::{ImageError, Rgb8};
 
 /// The smallest scale, in eighths, that keeps `min_side` pixels on both sides (8: no scaling).
 pub fn scale_for(width: usize, height: usize, min_side: usize) -> u8 {

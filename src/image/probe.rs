@@ -7,7 +7,7 @@
 //!
 //! Pure functions over byte slices; every branch bounded by the input length.
 
-use super::{Format, ImageError};
+use super::raster::{Format, ImageError};
 
 /// Format and canvas size, as the header claims them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -25,8 +25,8 @@
 
 use serde::Serialize;
 
+use super::raster::Rgb8;
 use super::resize::fit_within;
-use super::Rgb8;
 
 pub const WORK_SIDE_MAX: usize = 512;
 pub const TILE_SIDE: usize = 32;

@@ -22,8 +22,8 @@
 
 use serde::Serialize;
 
+use super::raster::Rgb8;
 use super::resize::fit_within;
-use super::Rgb8;
 
 /// The long side the reader works at, at most. The reader's cost grows with the square of
 /// the finder-like patterns it sees times the image's area (rqrr copies the whole working
@@ -76,7 +76,7 @@ pub fn read(image: &Rgb8) -> Option<Vec<QrCode>> {
         };
         let xs = grid.bounds.iter().map(|point| point.x);
         let ys = grid.bounds.iter().map(|point| point.y);
-        let fraction = |value: i32, side: usize| super::fraction(f64::from(value), side);
+        let fraction = |value: i32, side: usize| super::raster::fraction(f64::from(value), side);
         codes.push(QrCode {
             payload,
             x1: fraction(xs.clone().min().unwrap_or(0), width),

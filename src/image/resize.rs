@@ -14,7 +14,8 @@
 //! inner loops are plain integer multiply-adds over contiguous rows, which the compiler
 //! vectorises.
 
-use super::{jpeg, ImageError, Rgb8};
+use super::jpeg;
+use super::raster::{ImageError, Rgb8};
 
 pub const MODEL_SIDE: usize = 224;
 /// Pixels of one model input (224 x 224 x 3).

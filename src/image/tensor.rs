@@ -6,8 +6,8 @@
 
 use serde::Deserialize;
 
+use super::raster::Rgb8;
 use super::resize::{crop, pillow_bilinear};
-use super::Rgb8;
 
 /// How an image tensor is laid out in memory, batch first.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]

@@ -13,7 +13,7 @@
 use ort::session::Session;
 use ort::value::Tensor;
 
-use super::{open_session, ModelSpec, WorkerModels};
+use super::models::{open_session, ModelSpec, WorkerModels};
 use crate::image::area::{shrink_u8, Planar};
 use crate::image::faces::{
     append_input, crop, nms, regressed, scales, squared, Candidate, Face, Overlap, CANDIDATES_MAX,

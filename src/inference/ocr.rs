@@ -10,7 +10,7 @@
 use ort::session::Session;
 use ort::value::Tensor;
 
-use super::{open_session, ModelSpec, WorkerModels};
+use super::models::{open_session, ModelSpec, WorkerModels};
 use crate::image::ocr::boxes::text_boxes;
 use crate::image::ocr::warp::{crop, half_turn};
 use crate::image::ocr::{

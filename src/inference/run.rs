@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use ort::session::Session;
 use ort::value::{Outlet, Tensor, TensorElementType, ValueType};
 
-use super::{ImageModelSpec, TextEncoderSpec};
+use super::models::{ImageModelSpec, TextEncoderSpec};
 
 /// Runs tox-block on `ids` (`n × 100` token ids): the raw sigmoid outputs, one row per window.
 pub fn toxblock_probs(session: &mut Session, ids: Vec<i32>) -> Result<Vec<[f32; 6]>, String> {

@@ -24,12 +24,13 @@ use ort::environment::Environment;
 use ort::session::Session;
 
 use super::faces::FaceNets;
+pub use super::models::WorkerModels;
+use super::models::{open_session, ImageModelSpec, ModelSpec, TextEncoderSpec};
 use super::ocr::OcrNets;
 use super::run::{
     encoder_embeddings, image_rows, image_rows_one_by_one, takes_one_image, toxblock_probs,
 };
 use super::share::CoreSharing;
-use super::{open_session, ImageModelSpec, ModelSpec, TextEncoderSpec};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::image::decode::decode;
 use crate::image::probe::Probe;
@@ -37,39 +38,6 @@ use crate::image::{Format, ImageError, Measured, Measures};
 
 /// Image models one worker can hold (a job names the ones it wants in a 64-bit set).
 pub const IMAGE_MODELS_MAX: usize = 64;
-
-/// What a shard's worker may run: the models that passed the start-up checks, by spec.
-#[derive(Clone)]
-pub struct WorkerModels {
-    pub environment: Environment,
-    pub found: Vec<(ModelSpec, PathBuf)>,
-}
-
-impl WorkerModels {
-    /// The models of `specs` under `models_dir`, each verified ([`super::verify_model`]): for
-    /// tools, tests and benchmarks that run a set of networks outside a server.
-    pub fn verified(
-        environment: &Environment,
-        models_dir: &std::path::Path,
-        specs: &[ModelSpec],
-    ) -> Result<WorkerModels, String> {
-        let found = specs
-            .iter()
-            .map(|spec| super::verify_model(models_dir, spec).map(|path| (*spec, path)))
-            .collect::<Result<_, _>>()?;
-        Ok(WorkerModels {
-            environment: environment.clone(),
-            found,
-        })
-    }
-
-    pub fn path_of(&self, spec: &ModelSpec) -> Option<&PathBuf> {
-        self.found
-            .iter()
-            .find(|(found, _)| found == spec)
-            .map(|(_, path)| path)
-    }
-}
 
 /// Settings of workers (`[inference]` in the configuration), and the models it serves: the
 /// text model (tox-block's token windows) and the image models, in the order jobs name them.

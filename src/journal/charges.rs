@@ -89,7 +89,7 @@ mod tests {
     #[test]
     fn counts_add_up_per_key_and_a_new_journal_counts_from_the_start() {
         let dir = tempfile::tempdir().unwrap();
-        let (env, records) = super::super::open_env(dir.path(), 1 << 22, true).unwrap();
+        let (env, records) = super::super::record::open_env(dir.path(), 1 << 22, true).unwrap();
         let charges = ChargeCounts::open(&env, records, 1_000).unwrap();
         let mut txn = env.write_txn().unwrap();
         charges
@@ -123,7 +123,7 @@ mod tests {
     #[test]
     fn a_journal_with_records_counts_from_when_counting_began() {
         let dir = tempfile::tempdir().unwrap();
-        let (env, records) = super::super::open_env(dir.path(), 1 << 22, true).unwrap();
+        let (env, records) = super::super::record::open_env(dir.path(), 1 << 22, true).unwrap();
         let mut txn = env.write_txn().unwrap();
         records.put(&mut txn, "r1", b"x").unwrap();
         txn.commit().unwrap();

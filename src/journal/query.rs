@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use heed::BytesDecode;
 
-use super::{open_env, JournalRecord, RecordCodec};
-use crate::request_id::RequestId;
+pub use super::record::id_floor;
+use super::record::{open_env, JournalRecord, RecordCodec};
+use super::shipping::PRUNE_UNSHIPPED_READ_MAX;
 
 /// What `modgate journal` keeps.
 #[derive(Clone, Debug, Default)]
@@ -36,13 +37,6 @@ impl Filter {
             && matches(&self.reference, &record.reference)
             && matches(&self.org, &record.org)
     }
-}
-
-/// The smallest request id of millisecond `ms`: journal keys at or after it are not older.
-pub fn id_floor(ms: i64) -> String {
-    RequestId::from_bits((ms.max(0) as u128) << 80)
-        .as_str()
-        .to_owned()
 }
 
 /// The journal directories of every shard that ever ran on `data_dir`.
@@ -193,7 +187,7 @@ fn prune_disk(data_dir: &Path, map_bytes: usize, before: &str) -> anyhow::Result
         let mut txn = env.write_txn()?;
         deleted += match index {
             Some(index) => index
-                .prune_up_to_unshipped(&mut txn, db, before, super::PRUNE_UNSHIPPED_READ_MAX)
+                .prune_up_to_unshipped(&mut txn, db, before, PRUNE_UNSHIPPED_READ_MAX)
                 .with_context(|| format!("pruning {}", dir.display()))?,
             None => {
                 let range: (Bound<&str>, Bound<&str>) = (Bound::Unbounded, Bound::Excluded(before));
@@ -244,8 +238,12 @@ pub(crate) mod tests {
                 .to_owned()
         };
         for (shard, times) in [(0usize, vec![1000, 3000, 5000]), (1, vec![2000, 4000])] {
-            let (env, db) =
-                open_env(&super::super::shard_dir(dir.path(), shard), map, false).unwrap();
+            let (env, db) = open_env(
+                &super::super::record::shard_dir(dir.path(), shard),
+                map,
+                false,
+            )
+            .unwrap();
             let mut txn = env.write_txn().unwrap();
             for ms in times {
                 let id = ids(shard as u8, ms);

@@ -15,7 +15,11 @@ use heed::byteorder::BigEndian;
 use heed::types::{Bytes, Str, U64};
 use heed::{Database, Env, RwTxn};
 
-use super::JournalRecord;
+use super::record::{id_floor, JournalRecord, RecordCodec};
+
+/// A prune pass first reads every record not shipped yet (none of them may go); past this
+/// many (PostgreSQL down for long), it waits for a pass with fewer.
+pub const PRUNE_UNSHIPPED_READ_MAX: u64 = 1_000_000;
 
 /// Records read for one batch at most.
 pub const SHIP_BATCH_RECORDS_MAX: usize = 4_000;
@@ -107,7 +111,7 @@ impl ShipBatch {
 /// A stored record, decoded, and as JSON.
 fn as_json(value: &[u8]) -> Result<(JournalRecord<'static>, String), String> {
     use heed::BytesDecode;
-    let record = super::RecordCodec::bytes_decode(value).map_err(|error| error.to_string())?;
+    let record = RecordCodec::bytes_decode(value).map_err(|error| error.to_string())?;
     let json = simd_json::to_string(&record).map_err(|error| error.to_string())?;
     Ok((record, json))
 }
@@ -257,7 +261,7 @@ impl ShipIndex {
             floor.see(seq, request_id);
         }
         let from_ms = self.meta.get(&txn, PRUNE_FROM_KEY)?.unwrap_or(u64::MAX);
-        let from = super::query::id_floor(from_ms.min(i64::MAX as u64) as i64);
+        let from = id_floor(from_ms.min(i64::MAX as u64) as i64);
         let mut until = before;
         if let Some(smallest) = floor.smallest.as_deref() {
             until = until.min(smallest);
@@ -360,7 +364,7 @@ impl ShipIndex {
             let Some(value) = records.get(&txn, request_id)? else {
                 continue;
             };
-            let Ok(record) = super::RecordCodec::bytes_decode(value) else {
+            let Ok(record) = RecordCodec::bytes_decode(value) else {
                 continue;
             };
             if let (Some(org), Some((month, units))) = (&record.org, record.charged()) {
@@ -390,7 +394,7 @@ impl ShipIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::{open_env, JournalRecord, RecordCodec};
+    use crate::journal::record::open_env;
     use heed::BytesEncode;
     use std::borrow::Cow;
 
@@ -510,7 +514,7 @@ mod tests {
         commit(&env, db, index, first, &refs);
         index.set_shipped(&env, first + 2).unwrap();
         // A cutoff past every record deletes the shipped ones only, in slices of two.
-        let cutoff = crate::journal::query::id_floor(10_000);
+        let cutoff = id_floor(10_000);
         let mut floor = index.unshipped_floor(&env, 100).unwrap().unwrap();
         assert_eq!(
             index
@@ -558,7 +562,7 @@ mod tests {
         // Shipped, it goes; a cutoff at 4.5 s keeps the record of 5 s.
         index.set_shipped(&env, first + 5).unwrap();
         let mut floor = index.unshipped_floor(&env, 100).unwrap().unwrap();
-        let cutoff = crate::journal::query::id_floor(4_500);
+        let cutoff = id_floor(4_500);
         assert_eq!(
             index
                 .prune_shipped(&env, db, &cutoff, &mut floor, 10)
@@ -596,7 +600,7 @@ mod tests {
         assert!(index
             .prune_up_to_unshipped(&mut txn, db, &cutoff, 1)
             .is_err());
-        let cutoff = crate::journal::query::id_floor(10_000);
+        let cutoff = id_floor(10_000);
         assert_eq!(
             index
                 .prune_up_to_unshipped(&mut txn, db, &cutoff, 2)

@@ -48,6 +48,7 @@ use heed::types::{Bytes, Str, U64};
 use heed::{Database, Env, EnvFlags, EnvOpenOptions};
 
 use super::charges::ChargeCounts;
+use super::record::{open_env, shard_of_dir, stored_units};
 use super::shipping::ShipIndex;
 
 /// The largest map of a staging environment (a ceiling on tmpfs use, not an allocation).
@@ -432,7 +433,7 @@ pub fn move_batch(
     }
     let charged: Vec<(&str, u32)> = decoded
         .iter()
-        .filter_map(|entry| Some((entry.charge?, super::stored_units(entry.value))))
+        .filter_map(|entry| Some((entry.charge?, stored_units(entry.value))))
         .collect();
     if !charged.is_empty() {
         disk.charges.add(&mut txn, charged)?;
@@ -534,7 +535,7 @@ fn shard_dirs(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
     };
     for entry in entries {
         let path = entry?.path();
-        if super::shard_of_dir(&path).is_some() && path.is_dir() {
+        if shard_of_dir(&path).is_some() && path.is_dir() {
             dirs.push(path);
         }
     }
@@ -666,7 +667,7 @@ fn drain(
     ship: bool,
 ) -> anyhow::Result<usize> {
     let staged = open(staging_dir, map_bytes)?;
-    let (env, records) = super::open_env(disk_dir, map_bytes, true)?;
+    let (env, records) = open_env(disk_dir, map_bytes, true)?;
     let charges = ChargeCounts::open(&env, records, crate::clock::Clock::System.now_ms())?;
     let marks = open_marks(&env)?;
     let order = match ship {
@@ -696,6 +697,42 @@ pub fn move_all(staged: &Staged, disk: &DiskJournal<'_>) -> heed::Result<usize> 
             Err(error) => max = smaller_after(&error, max).ok_or(error)?,
         }
     }
+}
+
+/// Commits `records` to staging under sequence numbers from `first`.
+pub(super) fn stage<'r>(
+    staged: &Staged,
+    first: u64,
+    records: &'r [(String, Vec<u8>, Option<String>)],
+) -> heed::Result<()> {
+    let mut txn = staged.env.write_txn()?;
+    let entry = |(key, value, charge): &'r (String, Vec<u8>, Option<String>)| Entry {
+        key,
+        charge: charge.as_deref(),
+        value,
+    };
+    // An entry's bytes, LMDB's node header and the 8-byte key.
+    let payload = records
+        .iter()
+        .map(|record| entry(record).encoded_len() + 28)
+        .sum();
+    staged.allocate_for_commit(&txn, records.len(), payload)?;
+    // Sequence numbers only grow (a shard's next one is past all it staged and all that was
+    // moved), so each entry goes after the last: LMDB appends it without a search, and a full
+    // leaf splits at its end, which leaves it full instead of half empty. A number behind the
+    // last fails the commit instead of overwriting a record not yet moved. The key is written
+    // as the bytes `U64<BigEndian>` would make of it, without their allocation.
+    let db = staged.db.remap_key_type::<Bytes>();
+    let mut bytes = Vec::new();
+    for (offset, record) in records.iter().enumerate() {
+        bytes.clear();
+        if entry(record).encode(&mut bytes).is_none() {
+            return Err(heed::Error::Mdb(heed::MdbError::BadValSize));
+        }
+        let seq = (first + offset as u64).to_be_bytes();
+        db.put_with_flags(&mut txn, heed::PutFlags::APPEND, &seq, &bytes)?;
+    }
+    txn.commit()
 }
 
 #[cfg(test)]
@@ -747,7 +784,7 @@ pub(crate) mod tests {
         for seq in 1..1_000u64 {
             let key = format!("r{seq}");
             let records = [(key, value.clone(), None)];
-            if let Err(error) = super::super::stage(&staged, seq, &records) {
+            if let Err(error) = super::stage(&staged, seq, &records) {
                 failed = Some((seq, error));
                 break;
             }
@@ -783,7 +820,7 @@ pub(crate) mod tests {
             let value = vec![7u8; value_bytes];
             let stage_one = |seq: u64| {
                 let records = [(format!("r{seq:06}"), value.clone(), Some("acme".to_owned()))];
-                super::super::stage(&staged, seq, &records)
+                super::stage(&staged, seq, &records)
             };
             let mut seq = 1;
             let error = loop {
@@ -799,8 +836,7 @@ pub(crate) mod tests {
                 "the first records fit ({seq} of {value_bytes} bytes)"
             );
             let disk_dir = tempfile::tempdir().expect("tempdir");
-            let (env, records) =
-                super::super::open_env(disk_dir.path(), 64 << 20, true).expect("disk");
+            let (env, records) = super::open_env(disk_dir.path(), 64 << 20, true).expect("disk");
             let disk = DiskJournal {
                 env: &env,
                 records,
@@ -901,7 +937,7 @@ pub(crate) mod tests {
             let dir = tempfile::tempdir().expect("tempdir");
             let staged = open(&dir.path().join("staging"), 64 << 20).expect("staging");
             let (env, records) =
-                super::super::open_env(&dir.path().join("disk"), 64 << 20, true).expect("disk");
+                super::open_env(&dir.path().join("disk"), 64 << 20, true).expect("disk");
             let charges = ChargeCounts::open(&env, records, 0).expect("charges");
             let marks = open_marks(&env).expect("marks");
             Pair {
@@ -949,7 +985,7 @@ pub(crate) mod tests {
             let record = |key: &&str| (key.to_string(), key.as_bytes().to_vec(), None);
             keys.iter().map(record).collect()
         };
-        let stage = |first, keys: &[&str]| super::super::stage(&pair.staged, first, &records(keys));
+        let stage = |first, keys: &[&str]| super::stage(&pair.staged, first, &records(keys));
         stage(1, &["a", "b", "c"]).expect("stage");
         let taken = move_batch(&pair.staged, &pair.disk(), 2, Fsync::Later).expect("move");
         assert_eq!(taken.taken, 2);

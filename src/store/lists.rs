@@ -13,10 +13,12 @@
 //! list up to some id reads what was appended since with one range scan; `removals` counts
 //! the removal log, so it reads what was removed since the same way.
 
-use heed::types::{Bytes, SerdeBincode, Str};
+use heed::types::{Bytes, SerdeBincode};
 use heed::{BytesDecode, Database, RoTxn, RwTxn};
 use serde::{Deserialize, Serialize};
 
+pub use super::records::ListRecord;
+use super::records::ListTables;
 use super::Store;
 pub use crate::lists::NewEntry;
 use crate::lists::{
@@ -26,27 +28,6 @@ use crate::lists::{
 
 /// Entries one page of a listing holds at most.
 pub const ENTRIES_PAGE_MAX: usize = 1000;
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ListRecord {
-    pub org: String,
-    pub name: String,
-    pub kind: ListKind,
-    /// Image hashes or terms.
-    pub content: ListContent,
-    /// PDQ matches within this many bits.
-    pub distance_max: u32,
-    pub created_ms: i64,
-    /// Random, drawn at creation: a list deleted and made again under its name is another
-    /// list to the follower, even within one millisecond.
-    pub uid: u64,
-    /// Entries in the list.
-    pub entries: u64,
-    /// The id the next entry gets.
-    pub next_id: u64,
-    /// Entries removed over the list's life.
-    pub removals: u64,
-}
 
 /// Why a list operation was refused.
 #[derive(Debug)]
@@ -102,14 +83,6 @@ pub struct Added {
     pub added: Vec<Entry>,
     /// Ids of entries that already held a hash given again (not added twice).
     pub existing: Vec<u64>,
-}
-
-#[derive(Clone)]
-pub(crate) struct ListTables {
-    pub lists: Database<Str, SerdeBincode<ListRecord>>,
-    pub entries: Database<Bytes, SerdeBincode<Entry>>,
-    pub hashes: Database<Bytes, Bytes>,
-    pub removals: Database<Bytes, Bytes>,
 }
 
 fn list_key(org: &str, name: &str) -> String {

@@ -41,7 +41,7 @@ pub struct Store {
     pub(crate) keys: Database<Str, SerdeBincode<KeyRecord>>,
     pub(crate) workflows: Database<Str, records::WorkflowCodec>,
     pub(crate) meta: Database<Str, Bytes>,
-    pub(crate) list_tables: lists::ListTables,
+    pub(crate) list_tables: records::ListTables,
 }
 
 impl Store {
@@ -69,7 +69,7 @@ impl Store {
             keys: env.create_database(&mut txn, Some("keys"))?,
             workflows: env.create_database(&mut txn, Some("workflows"))?,
             meta: env.create_database(&mut txn, Some("meta"))?,
-            list_tables: lists::ListTables {
+            list_tables: records::ListTables {
                 lists: env.create_database(&mut txn, Some("lists"))?,
                 entries: env.create_database(&mut txn, Some("list_entries"))?,
                 hashes: env.create_database(&mut txn, Some("list_hashes"))?,

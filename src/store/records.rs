@@ -4,8 +4,11 @@
 //! timestamps and the clock by [`KeyRecord::state`], so expiry and the end of a rotation grace
 //! need no writer.
 
+use heed::types::{Bytes, SerdeBincode, Str};
+use heed::Database;
 use serde::{Deserialize, Serialize};
 
+use crate::lists::{Entry, ListContent, ListKind};
 use crate::workflow::WorkflowDef;
 
 /// What a plan allows an organization. Defaults live in the embedded configuration.
@@ -394,6 +397,38 @@ impl<'a> heed::BytesDecode<'a> for WorkflowCodec {
             updated_ms: old.updated_ms,
         })
     }
+}
+
+/// An organization's hash or term list: what it holds and its counters (its entries are
+/// kept apart, in the `list_entries` database).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ListRecord {
+    pub org: String,
+    pub name: String,
+    pub kind: ListKind,
+    /// Image hashes or terms.
+    pub content: ListContent,
+    /// PDQ matches within this many bits.
+    pub distance_max: u32,
+    pub created_ms: i64,
+    /// Random, drawn at creation: a list deleted and made again under its name is another
+    /// list to the follower, even within one millisecond.
+    pub uid: u64,
+    /// Entries in the list.
+    pub entries: u64,
+    /// The id the next entry gets.
+    pub next_id: u64,
+    /// Entries removed over the list's life.
+    pub removals: u64,
+}
+
+/// The named databases of the hash lists.
+#[derive(Clone)]
+pub(crate) struct ListTables {
+    pub lists: Database<Str, SerdeBincode<ListRecord>>,
+    pub entries: Database<Bytes, SerdeBincode<Entry>>,
+    pub hashes: Database<Bytes, Bytes>,
+    pub removals: Database<Bytes, Bytes>,
 }
 
 #[cfg(test)]

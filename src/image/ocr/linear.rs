@@ -8,7 +8,7 @@
 //! move with every pixel. OpenCV's path: 11-bit fixed-point weights per axis, the horizontal
 //! pass in integers, the vertical pass as `((b * (t >> 4)) >> 16 ... + 2) >> 2`.
 
-use crate::image::Rgb8;
+use crate::image::raster::Rgb8;
 
 /// Weights are fixed point with this many units per 1.
 const WEIGHT_ONE: f32 = 2048.0;

@@ -27,7 +27,7 @@ pub mod fill;
 pub mod linear;
 pub mod warp;
 
-use crate::image::Rgb8;
+use crate::image::raster::Rgb8;
 pub use boxes::Quad;
 use linear::resize_linear;
 
@@ -333,7 +333,7 @@ pub struct FoundLine {
 impl TextLine {
     /// The line with its corners in fractions of a `width` x `height` image.
     pub fn in_fractions(self, width: usize, height: usize) -> FoundLine {
-        let fraction = |v: f32, side: usize| crate::image::fraction(f64::from(v), side);
+        let fraction = |v: f32, side: usize| crate::image::raster::fraction(f64::from(v), side);
         FoundLine {
             text: self.text,
             score: self.score,

@@ -9,7 +9,7 @@
 //! another kernel and moves the recognition's scores.
 
 use super::boxes::Quad;
-use crate::image::Rgb8;
+use crate::image::raster::Rgb8;
 
 /// Sub-pixel steps per pixel of the source position.
 const STEPS: i64 = 32;
