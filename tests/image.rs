@@ -636,6 +636,41 @@ fn an_image_whose_qr_codes_are_not_read_reports_them_unchecked() {
     );
 }
 
+/// Probe finding 3: targets with a thin outer ring (runs 1:3:5:3:1) passed the reader's test
+/// and not the guard's, so 784 of them in 420 px held the worker for 108 s. The guard counts
+/// as the reader does: the image is not read, its QR categories are unchecked, at once.
+/// (Without it this test's request times out.)
+#[test]
+fn an_image_tiled_with_thin_ringed_targets_is_not_read() {
+    let server = Server::start();
+    let key = server.demo_key.clone().unwrap();
+    server.import_workflows(
+        "[workflows.payments]\ndescription = \"QR codes to payment links.\"\nimage_checks = [\"qr\"]\n[workflows.payments.categories]\nqr_code = { review = 1.0, reject = 1.0 }\nqr_link = { review = 0.3, reject = 0.5 }\n",
+    );
+    let (status, answer) = image(
+        &server,
+        &key,
+        "?workflow=payments",
+        &thin_ringed_targets_webp(28),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["unchecked"],
+        json!(["qr_code", "qr_link"]),
+        "{answer}"
+    );
+    // 36 of them are few enough to read (and hold no code).
+    let (status, answer) = image(
+        &server,
+        &key,
+        "?workflow=payments",
+        &thin_ringed_targets_webp(6),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.get("unchecked").is_none(), "{answer}");
+    assert_eq!(answer["qr_codes"], json!([]), "{answer}");
+}
+
 #[test]
 fn a_workflow_naming_ocr_reads_the_text_in_the_image_and_checks_it() {
     let server = Server::start();

@@ -10,15 +10,17 @@
 //! [`CODES_MAX`] codes are read; a payload that is not UTF-8 text is read as Latin-1 by the
 //! crate, as QR byte mode allows.
 //!
-//! The reader's work grows with the square of the finder-like patterns it sees (it copies the
-//! whole working image for every pair of candidates it tries, and has no limit of its own): a
-//! picture tiled with finder patterns would hold the worker for minutes. Before reading, the
-//! patterns are counted here ([`finder_candidates`]: runs of dark, light, dark, light, dark in
-//! the ratio 1:1:3:1:1 along the rows of the reader's own binarised image, stacked into
-//! candidates), and an image with more than [`FINDER_CANDIDATES_MAX`] is not read: its QR
-//! categories are reported unchecked rather than guessed. The count is looser than the
-//! reader's own test (no ring check), so it over-counts, never under-counts, what the reader
-//! will try.
+//! The reader's work grows with the square of the finder patterns ("capstones") it finds (it
+//! copies the whole working image for every pair of them it tries, and has no limit of its
+//! own): a picture tiled with finder patterns would hold the worker for minutes. Before
+//! reading, the capstones are counted here as the reader finds them ([`finder_candidates`]:
+//! its row test on runs of dark, light, dark, light, dark, in its own integer arithmetic; the
+//! outer runs one 4-connected dark region, the ring, and the middle run another, the stone;
+//! the stone's area between 10 % and 70 % of the ring's), on the reader's own binarised image.
+//! An image with more than [`FINDER_CANDIDATES_MAX`] is not read: its QR categories are
+//! reported unchecked rather than guessed. The reader takes at most one capstone from a ring,
+//! and every condition counted is one the reader requires, so the count is never below the
+//! reader's (the crate does not export its own).
 
 use serde::Serialize;
 
@@ -88,80 +90,97 @@ pub fn read(image: &Rgb8) -> Option<Vec<QrCode>> {
     Some(codes)
 }
 
-/// Whether five runs (dark, light, dark, light, dark) are in the ratio 1:1:3:1:1, each within
-/// half a unit (a unit is a seventh of their total).
+/// The reader's row test (rqrr 0.11, `detect.rs`): five runs (dark, light, dark, light,
+/// dark) in the ratio 1:1:3:1:1, a unit being the mean of the four outer runs (integer
+/// division) and each run within three quarters of a unit of its share.
 fn finder_like(runs: &[usize; 5]) -> bool {
-    let total: usize = runs.iter().sum();
-    if total < 7 {
-        return false;
+    let unit = (runs[0] + runs[1] + runs[3] + runs[4]) / 4;
+    let slack = unit * 3 / 4;
+    [1, 1, 3, 1, 1]
+        .iter()
+        .zip(runs)
+        .all(|(&units, &run)| units * unit - slack <= run && run <= units * unit + slack)
+}
+
+/// The dark regions of a binary image: its dark runs, joined when they touch from one row to
+/// the next (4-connectivity, as the reader's flood fill), with their areas.
+struct Regions {
+    parent: Vec<u32>,
+    area: Vec<u32>,
+}
+
+impl Regions {
+    fn add(&mut self, length: usize) -> u32 {
+        let id = self.parent.len() as u32;
+        self.parent.push(id);
+        self.area.push(length as u32);
+        id
     }
-    let unit = total as f64 / 7.0;
-    let near =
-        |run: usize, units: f64| (run as f64 - units * unit).abs() <= unit * 0.5 * units.max(1.0);
-    near(runs[0], 1.0)
-        && near(runs[1], 1.0)
-        && near(runs[2], 3.0)
-        && near(runs[3], 1.0)
-        && near(runs[4], 1.0)
-}
 
-/// A stack of row hits: where its centre is and how wide its core, and its first and last
-/// rows.
-struct Stack {
-    centre: f64,
-    core: usize,
-    first_row: usize,
-    last_row: usize,
-}
+    fn root(&mut self, mut run: u32) -> u32 {
+        while self.parent[run as usize] != run {
+            let grand = self.parent[self.parent[run as usize] as usize];
+            self.parent[run as usize] = grand;
+            run = grand;
+        }
+        run
+    }
 
-impl Stack {
-    /// A finder's core is as tall as it is wide: a stack at least [`STACK_HEIGHT_MIN`] of its
-    /// core tall is one. (Data modules make 1:1:3:1:1 runs on a row or two, not on a core's
-    /// height.)
-    fn is_finder_like(&self) -> bool {
-        (self.last_row - self.first_row + 1) as f64 >= self.core as f64 * STACK_HEIGHT_MIN
+    fn join(&mut self, a: u32, b: u32) {
+        let (a, b) = (self.root(a), self.root(b));
+        if a != b {
+            let (big, small) = if self.area[a as usize] >= self.area[b as usize] {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            self.parent[small as usize] = big;
+            self.area[big as usize] += self.area[small as usize];
+        }
     }
 }
 
-/// How tall a stack must be, in cores, to count.
-const STACK_HEIGHT_MIN: f64 = 0.6;
-
-/// Finder-like patterns of a `width` x `height` binary image (`dark(x, y)`): row hits of
-/// 1:1:3:1:1 runs (`finder_like`), stacked when a hit's centre lies within its core of a stack's centre
-/// one or two rows below that stack's last hit, counted when the stack is about as tall as
-/// its core is wide. Returns early, with a count of at least `stop`, once it reaches it.
+/// Capstones the reader can find in a `width` x `height` binary image (`dark(x, y)`), counted
+/// as it finds them: a row whose five runs pass the reader's row test (`finder_like`), the
+/// outer two one dark region (the ring) and the middle one another (the stone), with the
+/// stone's area over 10 % and under 70 % of the ring's; each ring once (the reader claims a
+/// ring with its first capstone). One pass over the pixels; returns early, with a count of at
+/// least `stop`, once the count reaches it.
 pub fn finder_candidates(
     width: usize,
     height: usize,
     dark: impl Fn(usize, usize) -> bool,
     stop: usize,
 ) -> usize {
-    let mut open: Vec<Stack> = Vec::new();
-    let mut count = 0;
-    let mut runs: Vec<(bool, usize, usize)> = Vec::new(); // (dark, start, length)
+    let mut regions = Regions {
+        parent: Vec::new(),
+        area: Vec::new(),
+    };
+    // (left ring run, stone run, right ring run) of each row hit.
+    let mut hits: Vec<[u32; 3]> = Vec::new();
+    let mut runs: Vec<(bool, usize, usize, u32)> = Vec::new(); // (dark, start, length, id)
+    let mut above: Vec<(usize, usize, u32)> = Vec::new(); // dark runs of the row above
     for y in 0..height {
         runs.clear();
         for x in 0..width {
             let d = dark(x, y);
             match runs.last_mut() {
                 Some(run) if run.0 == d => run.2 += 1,
-                _ => runs.push((d, x, 1)),
+                _ => runs.push((d, x, 1, 0)),
             }
         }
-        let mut closed = 0;
-        open.retain(|stack| {
-            let done = y - stack.last_row > 2;
-            closed += usize::from(done && stack.is_finder_like());
-            !done
-        });
-        count += closed;
-        if count >= stop {
-            return count;
+        let mut first = 0;
+        for run in runs.iter_mut().filter(|run| run.0) {
+            run.3 = regions.add(run.2);
+            let (start, end) = (run.1, run.1 + run.2);
+            while first < above.len() && above[first].1 <= start {
+                first += 1;
+            }
+            for &(_, _, id) in above[first..].iter().take_while(|a| a.0 < end) {
+                regions.join(id, run.3);
+            }
         }
         for window in runs.windows(5) {
-            if !window[0].0 {
-                continue;
-            }
             let lengths = [
                 window[0].2,
                 window[1].2,
@@ -169,27 +188,36 @@ pub fn finder_candidates(
                 window[3].2,
                 window[4].2,
             ];
-            if !finder_like(&lengths) {
-                continue;
-            }
-            let core = window[2].2;
-            let centre = window[2].1 as f64 + core as f64 / 2.0;
-            match open
-                .iter_mut()
-                .find(|stack| (stack.centre - centre).abs() <= stack.core.max(core) as f64 / 2.0)
-            {
-                Some(stack) if stack.last_row < y => stack.last_row = y,
-                Some(_) => {}
-                None => open.push(Stack {
-                    centre,
-                    core,
-                    first_row: y,
-                    last_row: y,
-                }),
+            if window[0].0 && finder_like(&lengths) {
+                hits.push([window[0].3, window[2].3, window[4].3]);
             }
         }
+        above.clear();
+        above.extend(
+            runs.iter()
+                .filter(|run| run.0)
+                .map(|run| (run.1, run.1 + run.2, run.3)),
+        );
     }
-    count + open.iter().filter(|stack| stack.is_finder_like()).count()
+    let mut counted = vec![false; regions.parent.len()];
+    let mut count = 0;
+    for [left, stone, right] in hits {
+        let ring = regions.root(right);
+        let stone = regions.root(stone);
+        if regions.root(left) != ring || stone == ring {
+            continue;
+        }
+        let ratio = regions.area[stone as usize] as usize * 100
+            / regions.area[ring as usize].max(1) as usize;
+        if ratio <= 10 || ratio >= 70 || std::mem::replace(&mut counted[ring as usize], true) {
+            continue;
+        }
+        count += 1;
+        if count >= stop {
+            return count;
+        }
+    }
+    count
 }
 
 #[cfg(test)]
@@ -254,12 +282,136 @@ pub mod tests {
         Rgb8::new(side, side, pixels)
     }
 
+    /// Targets tiled over a white image, `n` a side: squares `2 * ring + 2 * light + core` px
+    /// wide, `gap` px of white around each, a dark outer ring `ring` px wide and a dark core
+    /// `core` px wide and `core_rows` tall in the middle. `(1, 3, 5, 5)` gives rows of runs
+    /// 1:3:5:3:1, a finder pattern with a thin outer ring, which the reader takes as one.
+    fn target_tiles(
+        n: usize,
+        ring: usize,
+        light: usize,
+        core: usize,
+        core_rows: usize,
+        gap: usize,
+    ) -> Rgb8 {
+        let span = 2 * ring + 2 * light + core;
+        let cell = span + 2 * gap;
+        let side = n * cell;
+        let top = (span - core_rows) / 2;
+        let mut pixels = vec![255u8; side * side * 3];
+        for y in 0..side {
+            for x in 0..side {
+                let (u, v) = (x % cell, y % cell);
+                if u < gap || v < gap || u >= gap + span || v >= gap + span {
+                    continue;
+                }
+                let (u, v) = (u - gap, v - gap);
+                let depth = u.min(v).min(span - 1 - u).min(span - 1 - v);
+                let in_core = (ring + light..ring + light + core).contains(&u)
+                    && (top..top + core_rows).contains(&v);
+                if depth < ring || in_core {
+                    pixels[(y * side + x) * 3..][..3].fill(0);
+                }
+            }
+        }
+        Rgb8::new(side, side, pixels)
+    }
+
+    /// Pairs of three-sided rings, `n` x `n`: one open at the bottom over one open at the top,
+    /// one light row apart, each around a core 5 px wide and 2 rows tall (runs 1:3:5:3:1 on
+    /// two rows): two capstones for the reader, each ring found from one row.
+    fn ring_pairs(n: usize) -> Rgb8 {
+        const W: usize = 13;
+        const GAP: usize = 2;
+        let (cell_w, cell_h) = (W + 2 * GAP, 11 + 2 * GAP + 1);
+        let (width, height) = (n * cell_w, n * cell_h);
+        let mut pixels = vec![255u8; width * height * 3];
+        for ty in 0..n {
+            for tx in 0..n {
+                let (ox, oy) = (tx * cell_w + GAP, ty * cell_h + GAP);
+                let mut set =
+                    |x: usize, y: usize| pixels[((oy + y) * width + ox + x) * 3..][..3].fill(0);
+                for x in 0..W {
+                    set(x, 0);
+                    set(x, 10);
+                }
+                for y in (0..5).chain(6..11) {
+                    set(0, y);
+                    set(W - 1, y);
+                }
+                for y in [3, 4, 6, 7] {
+                    for x in 4..9 {
+                        set(x, y);
+                    }
+                }
+            }
+        }
+        Rgb8::new(width, height, pixels)
+    }
+
+    fn dark_of(image: &Rgb8) -> impl Fn(usize, usize) -> bool + '_ {
+        move |x: usize, y: usize| image.pixels[(y * image.width + x) * 3] < 128
+    }
+
+    #[test]
+    fn the_readers_row_test_is_the_guards() {
+        // Runs 1:3:5:3:1 (a thin outer ring): the reader's unit is 2, its slack 1.
+        assert!(finder_like(&[1, 3, 5, 3, 1]));
+        assert!(finder_like(&[4, 4, 12, 4, 4]));
+        assert!(finder_like(&[2, 2, 5, 2, 2]));
+        // A unit of 1 leaves no slack: only 1:1:3:1:1 itself.
+        assert!(finder_like(&[1, 1, 3, 1, 1]));
+        assert!(!finder_like(&[1, 1, 4, 1, 1]));
+        assert!(!finder_like(&[4, 4, 4, 4, 4]));
+        assert!(!finder_like(&[1, 1, 1, 1, 1]));
+    }
+
+    #[test]
+    fn capstones_are_counted_as_the_reader_finds_them() {
+        for (image, expected) in [
+            (target_tiles(12, 1, 3, 5, 5, 2), 144),
+            (target_tiles(6, 1, 3, 5, 5, 2), 36),
+            // A core two rows tall: one row is enough for the reader.
+            (target_tiles(12, 1, 3, 5, 2, 2), 144),
+            (target_tiles(12, 2, 5, 8, 8, 2), 144),
+            // The size of an image that held a worker for 108 s: 784 targets in 420 px.
+            (target_tiles(28, 1, 3, 5, 5, 1), 784),
+            (ring_pairs(8), 128),
+        ] {
+            let (width, height) = (image.width, image.height);
+            assert_eq!(
+                finder_candidates(width, height, dark_of(&image), 10_000),
+                expected
+            );
+        }
+        // Rings without a stone, or with one too large for them, are no capstones.
+        let solid = target_tiles(6, 2, 0, 8, 8, 2);
+        assert_eq!(
+            finder_candidates(solid.width, solid.height, dark_of(&solid), 100),
+            0
+        );
+        let hollow = target_tiles(6, 1, 3, 5, 0, 2);
+        assert_eq!(
+            finder_candidates(hollow.width, hollow.height, dark_of(&hollow), 100),
+            0
+        );
+    }
+
+    #[test]
+    fn images_of_thin_ringed_targets_are_not_read() {
+        for image in [
+            target_tiles(12, 1, 3, 5, 5, 2),
+            target_tiles(12, 1, 3, 5, 2, 2),
+            target_tiles(28, 1, 3, 5, 5, 1),
+            ring_pairs(8),
+        ] {
+            assert_eq!(read(&image), None);
+        }
+        assert_eq!(read(&target_tiles(6, 1, 3, 5, 5, 2)), Some(Vec::new()));
+    }
+
     #[test]
     fn finder_patterns_are_counted_once_each() {
-        let dark_of = |image: &Rgb8| {
-            let image = image.clone();
-            move |x: usize, y: usize| image.pixels[(y * image.width + x) * 3] < 128
-        };
         let code = drawn("https://spam.example/win", 6, 100, 50, 600, 400);
         assert_eq!(finder_candidates(600, 400, dark_of(&code), 100), 3);
         let tiles = finder_tiles(12, 4);
