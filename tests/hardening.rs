@@ -654,6 +654,81 @@ fn uploads_without_a_key_are_bounded_and_a_header_key_comes_first() {
 /// Defect 7: units leased by the shards were counted as used when the process died (6,003
 /// used for 1,803 checks after three kills). The ledger is now set back at start to the checks
 /// the journals committed: after three `kill -9` under way, exactly the quota is answered.
+/// Probe finding 6: the upload place was taken before a header key was checked, and forms
+/// without a key in a header were capped per shard only: unfinished keyless uploads from one
+/// address took every place, and every caller of the compatible POST routes got 503, renewable
+/// every form timeout. A header key now comes before the place, and one client's keyless forms
+/// hold at most a quarter of the places (and of the bytes budget).
+#[test]
+fn unfinished_keyless_uploads_of_one_client_leave_the_others_served() {
+    const PLACES: usize = 16;
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        config: format!("[limits]\nuploads_per_shard_max = {PLACES}\n"),
+        ..Options::default()
+    });
+    let key = server.demo_key.clone().unwrap();
+    let unfinished = |source: &str| {
+        let mut conn = connect_from(source, server.addr);
+        conn.send(
+            b"POST /1.0/text/check-workflow.json HTTP/1.1\r\nHost: t\r\n\
+              Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 400\r\n\r\ntext=hel",
+        );
+        conn
+    };
+    // One client opens as many keyless forms as the shard has places, and never ends them.
+    let held: Vec<RawConn> = (0..PLACES).map(|_| unfinished("127.0.0.2")).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while value_of(&server, "modgate_uploads_in_progress") < (PLACES / 4) as f64 {
+        assert!(Instant::now() < deadline, "the forms never arrived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        value_of(&server, "modgate_uploads_in_progress"),
+        (PLACES / 4) as f64,
+        "one client holds a quarter of the places"
+    );
+    // Its next one is refused, as its own.
+    let mut conn = unfinished("127.0.0.2");
+    let response = conn.read_response().expect("an answer");
+    assert_error(response.status, &response.json(), 503, "busy", true);
+    assert!(String::from_utf8_lossy(&response.body).contains("from your address"));
+    // Other clients are served: the key in the form, and the key in a header.
+    let mut conn = connect_from("127.0.0.3", server.addr);
+    conn.send(&compat_text_request(
+        &[("api_secret", &key), ("text", "hello")],
+        "",
+    ));
+    assert_eq!(conn.read_response().unwrap().status, 200);
+    let mut conn = connect_from("127.0.0.4", server.addr);
+    conn.send(&compat_text_request(
+        &[("text", "hello")],
+        &format!("X-Api-Key: {key}\r\n"),
+    ));
+    assert_eq!(conn.read_response().unwrap().status, 200);
+    // A bad header key takes no place: as many as the shard has are refused 401, not 503.
+    let refused: Vec<u16> = (0..PLACES + 4)
+        .map(|_| {
+            let mut conn = connect_from("127.0.0.5", server.addr);
+            conn.send(
+                b"POST /1.0/text/check-workflow.json HTTP/1.1\r\nHost: t\r\nX-Api-Key: nope\r\n\
+                        Content-Type: text/plain\r\nContent-Length: 2\r\n\r\nhi",
+            );
+            conn.read_response().unwrap().status
+        })
+        .collect();
+    assert!(refused.iter().all(|status| *status == 401), "{refused:?}");
+    drop(held);
+}
+
+fn value_of(server: &Server, name: &str) -> f64 {
+    server
+        .scrape()
+        .value(name, &[("shard", "0")])
+        .unwrap_or(0.0)
+}
+
 #[test]
 fn quota_over_counted_after_a_crash_is_set_back_to_the_journal() {
     const QUOTA: usize = 60;

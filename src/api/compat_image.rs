@@ -80,7 +80,6 @@ async fn receive_form<'c, S: AsyncRead + AsyncWrite + Unpin>(
     exchange: &mut Exchange<'_, S>,
     notes: &mut RequestNotes,
 ) -> ApiResult<Received<'c>> {
-    let _place = cx.upload_place()?;
     cx.refuse_if_busy()?;
     let spec = FormSpec {
         payload_field: "media",

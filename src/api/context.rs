@@ -11,7 +11,8 @@
 //! state shared across threads is behind [`Readiness`] and the journal's and leases' own
 //! channels.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ use crate::clock::Clock;
 use crate::config::LimitsConfig;
 use crate::download::Downloader;
 use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::hash::FastMap;
 use crate::http::conn::Deadline;
 use crate::http::response::Response;
 use crate::journal::Journal;
@@ -46,6 +48,14 @@ pub trait Readiness {
 /// writes up to a million (about 100 MB). An export's answer is then written like any other,
 /// and held while a client is slow to read it (up to `server.write_timeout_ms`).
 pub const LIST_FILES_PER_SHARD_MAX: usize = 1;
+
+/// The share of a shard's uploads without a key in a header that one client may hold: a
+/// quarter of `limits.unauthenticated_upload_bytes_max` and a quarter of
+/// `limits.uploads_per_shard_max`. A client is its address, or its IPv6 network, as for
+/// connections. A form's key is known only once the form is read, so a client that never
+/// finishes its forms could otherwise hold every place and byte of the budget and lock out
+/// every caller that sends its key in the form.
+pub const UNAUTHENTICATED_SHARE_PER_CLIENT: usize = 4;
 
 pub struct Context {
     /// The shard's index, for logs.
@@ -81,6 +91,8 @@ pub struct Context {
     /// Bytes reserved by forms whose key is not known yet (capped by
     /// `limits.unauthenticated_upload_bytes_max`).
     pub unauthenticated_bytes: Cell<usize>,
+    /// Forms without a key in a header being received, and their reserved bytes, by client.
+    unauthenticated_by_client: RefCell<FastMap<IpAddr, (usize, usize)>>,
     readiness: Arc<dyn Readiness>,
 }
 
@@ -142,6 +154,7 @@ impl Context {
             uploads: Cell::new(0),
             list_files: Cell::new(0),
             unauthenticated_bytes: Cell::new(0),
+            unauthenticated_by_client: RefCell::default(),
             readiness,
         }
     }
@@ -239,34 +252,76 @@ impl Context {
 }
 
 impl Context {
-    /// Reserves `bytes` of the shard's budget for forms whose key is not known yet, or 503
-    /// `busy` past it.
-    pub fn reserve_unauthenticated(&self, bytes: usize) -> ApiResult<Reservation<'_>> {
-        let held = self.unauthenticated_bytes.get();
-        if held.saturating_add(bytes) > self.request_limits.unauthenticated_upload_bytes_max {
-            return Err(ApiError::new(
+    /// Reserves `bytes` of the shard's budget for forms whose key is not known yet, and a place
+    /// among its uploads, for a form from `client`; or 503 `busy` past the budget, past the
+    /// places, or past the client's share of either ([`UNAUTHENTICATED_SHARE_PER_CLIENT`]).
+    pub fn reserve_unauthenticated(
+        &self,
+        bytes: usize,
+        client: Option<IpAddr>,
+    ) -> ApiResult<Reservation<'_>> {
+        let busy = |what: &str| {
+            ApiError::new(
                 ErrorKind::Busy,
-                "too many uploads without a key in a header are being received on this server; retry shortly, or send the key in a header",
+                format!("too many uploads without a key in a header are being received {what}; retry shortly, or send the key in a header"),
             )
-            .with_retry_after(1));
+            .with_retry_after(1)
+        };
+        let budget = self.request_limits.unauthenticated_upload_bytes_max;
+        let held = self.unauthenticated_bytes.get();
+        if held.saturating_add(bytes) > budget {
+            return Err(busy("on this server"));
         }
+        if let Some(client) = client {
+            let by_client = self.unauthenticated_by_client.borrow();
+            let (forms, reserved) = by_client.get(&client).copied().unwrap_or_default();
+            let places = self.request_limits.uploads_per_shard_max;
+            if forms + 1 > (places / UNAUTHENTICATED_SHARE_PER_CLIENT).max(1)
+                || reserved.saturating_add(bytes) > budget / UNAUTHENTICATED_SHARE_PER_CLIENT
+            {
+                return Err(busy("from your address"));
+            }
+        }
+        let place = self.upload_place()?;
         self.unauthenticated_bytes.set(held + bytes);
+        if let Some(client) = client {
+            let mut by_client = self.unauthenticated_by_client.borrow_mut();
+            let entry = by_client.entry(client).or_default();
+            entry.0 += 1;
+            entry.1 += bytes;
+        }
         Ok(Reservation {
-            held: &self.unauthenticated_bytes,
+            cx: self,
+            client,
             bytes,
+            _place: place,
         })
     }
 }
 
-/// Bytes of the unauthenticated upload budget; given back on drop.
+/// Bytes of the unauthenticated upload budget and a place among the uploads, counted for a
+/// client; given back on drop.
 pub struct Reservation<'c> {
-    held: &'c Cell<usize>,
+    cx: &'c Context,
+    client: Option<IpAddr>,
     bytes: usize,
+    _place: Place<'c>,
 }
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        self.held.set(self.held.get() - self.bytes);
+        let held = &self.cx.unauthenticated_bytes;
+        held.set(held.get() - self.bytes);
+        if let Some(client) = self.client {
+            let mut by_client = self.cx.unauthenticated_by_client.borrow_mut();
+            if let Some(entry) = by_client.get_mut(&client) {
+                entry.0 -= 1;
+                entry.1 -= self.bytes;
+                if entry.0 == 0 {
+                    by_client.remove(&client);
+                }
+            }
+        }
     }
 }
 

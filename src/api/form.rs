@@ -11,7 +11,9 @@
 //!
 //! The whole form must arrive within `limits.form_timeout_ms` (10 s): the key is inside it, so
 //! nothing about the caller is known until it is all read. Uploads in progress are capped per
-//! shard ([`super::context::Context::upload_place`]).
+//! shard ([`super::context::Context::upload_place`]), taken once a key in a header is admitted;
+//! forms without one hold at most a client's share of the places and of the bytes budget
+//! ([`super::context::UNAUTHENTICATED_SHARE_PER_CLIENT`]).
 
 use std::time::{Duration, Instant};
 
@@ -313,9 +315,10 @@ fn read_urlencoded(body: &[u8], sink: &mut FormSink<'_>) -> ApiResult<()> {
 }
 
 /// Reads a compatible form and admits its caller. With a key in a header, the key comes first:
-/// nothing is held for a caller who has not shown one, and a key also sent in the form must be
-/// the same (401). Without, the form is read within the shard's budget for unauthenticated
-/// uploads (503 `busy` past it), then the key inside it is checked.
+/// nothing is held for a caller who has not shown one (not even a place among the uploads),
+/// and a key also sent in the form must be the same (401). Without, the form is read within
+/// the shard's budget for unauthenticated uploads and its client's share of it and of the
+/// upload places (503 `busy` past either), then the key inside it is checked.
 pub async fn read_form_and_admit<S: AsyncRead + AsyncWrite + Unpin>(
     cx: &Context,
     exchange: &mut Exchange<'_, S>,
@@ -327,6 +330,7 @@ pub async fn read_form_and_admit<S: AsyncRead + AsyncWrite + Unpin>(
     let head = &exchange.head;
     if head.authorization().is_some() || head.api_key().is_some() {
         let caller = notes.admit_check(cx, head, None, kind).await?;
+        let _place = cx.upload_place()?;
         let form = read_form(cx, exchange, spec, payload).await?;
         crate::auth::presented_key(&exchange.head, form.api_secret.as_deref(), true)?;
         return Ok((form, caller));
@@ -339,7 +343,7 @@ pub async fn read_form_and_admit<S: AsyncRead + AsyncWrite + Unpin>(
     // A URL-encoded body is held whole while its fields are decoded next to it.
     let urlencoded = is_urlencoded(head.content_type().unwrap_or(""));
     let reserved = if urlencoded { body * 2 } else { body };
-    let _reservation = cx.reserve_unauthenticated(reserved)?;
+    let _reservation = cx.reserve_unauthenticated(reserved, exchange.client)?;
     let form = read_form(cx, exchange, spec, payload).await?;
     let caller = notes
         .admit_check(cx, &exchange.head, form.api_secret.as_deref(), kind)

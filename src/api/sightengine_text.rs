@@ -170,7 +170,6 @@ pub async fn check<S: AsyncRead + AsyncWrite + Unpin>(
     exchange: &mut Exchange<'_, S>,
     notes: &mut RequestNotes,
 ) -> ApiResult<Response> {
-    let _place = cx.upload_place()?;
     let (form, caller, payload) = read_text_form(cx, exchange, notes).await?;
     let mode = read_mode(&form)?;
     let text = form_text(&form, &payload)?;

@@ -94,6 +94,10 @@ pub trait ConnHost {
     fn poll_stop(&self, slot: usize, cx: &mut Context<'_>) -> Poll<()>;
     /// A request head arrived on the connection in `slot`: it is no longer idle.
     fn request_started(&self, _slot: usize) {}
+    /// The client of the connection in `slot` (its address, or its IPv6 network), if known.
+    fn client(&self, _slot: usize) -> Option<std::net::IpAddr> {
+        None
+    }
     /// Whether a connection other than the one in `slot` has bytes waiting to be read
     /// ([`RUN_WITHOUT_WAIT_MAX`]). A host that cannot tell says yes.
     fn others_readable(&self, _slot: usize) -> bool {
@@ -411,6 +415,8 @@ impl BodyState {
 pub struct Exchange<'c, S> {
     pub head: RequestHead,
     pub request_id: RequestId,
+    /// The client the connection came from ([`ConnHost::client`]).
+    pub client: Option<std::net::IpAddr>,
     io: &'c mut ConnIo<S>,
     body: BodyState,
 }
@@ -616,6 +622,7 @@ pub async fn serve_connection<S, H, A>(
         let mut exchange = Exchange {
             head,
             request_id,
+            client: host.client(slot),
             io: &mut io,
             body,
         };
@@ -912,6 +919,7 @@ pub mod testing {
         let mut exchange = Exchange {
             head,
             request_id,
+            client: None,
             io: &mut io,
             body,
         };

@@ -267,6 +267,10 @@ impl ConnHost for Shard {
         self.conns.busy(slot);
     }
 
+    fn client(&self, slot: usize) -> Option<std::net::IpAddr> {
+        self.conns.peer_of(slot)
+    }
+
     fn others_readable(&self, slot: usize) -> bool {
         self.sockets.others_readable(slot)
     }

@@ -96,6 +96,12 @@ impl ConnSlots {
     }
 
     /// Connections open from `ip`.
+    /// The client a connection's slot was taken for (`None` for the accept loop's, or a peer
+    /// whose address could not be read).
+    pub fn peer_of(&self, slot: usize) -> Option<IpAddr> {
+        self.slots.borrow().get(slot).and_then(|entry| entry.peer)
+    }
+
     pub fn count_of(&self, ip: IpAddr) -> usize {
         self.per_address.borrow().get(&ip).copied().unwrap_or(0)
     }
