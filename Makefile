@@ -28,13 +28,15 @@ nasm:
 serve: fetch nasm
 	cargo run --release -- serve
 
-# The engines the fleet tests start on 127.0.0.1 (Debian's postgresql and redis-server) and
-# the font the OCR tests draw their text in (fonts-dejavu-core), installed when missing. Needs
-# root (or sudo) the first time.
+# The engines the fleet tests start on 127.0.0.1 (Debian's postgresql and redis-server), the
+# font the OCR tests draw their text in (fonts-dejavu-core) and promtool, which checks the
+# alerting rules of ops/ (Debian's prometheus package), installed when missing. Needs root (or
+# sudo) the first time.
 engines:
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing="$$missing fonts-dejavu-core"; \
 	if [ -n "$$missing" ]; then $(call apt_install,$$missing); fi
 
