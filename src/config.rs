@@ -289,6 +289,9 @@ pub struct InferenceConfig {
     /// tox-block windows whose scores each shard keeps for repeats of the same words
     /// ([`crate::checks::toxblock`]); 0 keeps none.
     pub toxblock_windows_kept: usize,
+    /// The time a model job may take from its submission, queue wait included; past it, the
+    /// worker stops the job at its next step and the check answers 503 `busy`.
+    pub job_time_max_ms: u64,
 }
 
 /// The `modgate serve` flags that override the file, kept so that a reload (SIGHUP) reads the
@@ -363,6 +366,9 @@ pub const IMAGE_RESULTS_KEPT_MAX: usize = 65_536;
 /// The most `inference.toxblock_windows_kept`: a kept window is about 100 bytes, so this bounds
 /// a shard's to about 100 MB.
 pub const TOXBLOCK_WINDOWS_KEPT_MAX: usize = 1 << 20;
+/// The most `inference.job_time_max_ms`: a minute; a check that waits longer for a model is
+/// better answered busy.
+pub const JOB_TIME_MAX_MS_MAX: u64 = 60_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -481,6 +487,7 @@ fn check_fields(text: &str, origin: &Path) -> anyhow::Result<()> {
         shard_nice: Option<i32>,
         image_results_kept: Option<usize>,
         toxblock_windows_kept: Option<usize>,
+        job_time_max_ms: Option<u64>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -625,6 +632,9 @@ impl Config {
         if self.inference.toxblock_windows_kept > TOXBLOCK_WINDOWS_KEPT_MAX {
             bail!("inference.toxblock_windows_kept must be at most {TOXBLOCK_WINDOWS_KEPT_MAX}");
         }
+        if !(1..=JOB_TIME_MAX_MS_MAX).contains(&self.inference.job_time_max_ms) {
+            bail!("inference.job_time_max_ms must be in 1..={JOB_TIME_MAX_MS_MAX}");
+        }
         if !(0.0..=WORKER_SHARE_MAX).contains(&self.inference.worker_share) {
             bail!("inference.worker_share must be in 0..={WORKER_SHARE_MAX} (the shard keeps some of its core for its own checks)");
         }
@@ -762,6 +772,11 @@ mod tests {
         assert!(config.plans.contains_key("free") && config.plans.contains_key("pro"));
         assert_eq!(config.plans["free"].text_chars_max, 5000);
         assert_eq!(config.plans["pro"].image_pixels_max, 50_000_000);
+        // What a worker started outside a server gets is the embedded default.
+        assert_eq!(
+            std::time::Duration::from_millis(config.inference.job_time_max_ms),
+            crate::inference::worker::JOB_TIME_MAX_DEFAULT
+        );
     }
 
     #[test]
@@ -824,9 +839,11 @@ mod tests {
             assert!(error.ends_with("must be above 0"), "{error}");
         }
         // Priorities modgate can set without privileges, and staging it can find.
-        let refused: [fn(&mut Config); 10] = [
+        let refused: [fn(&mut Config); 12] = [
             |c| c.inference.image_results_kept = IMAGE_RESULTS_KEPT_MAX + 1,
             |c| c.inference.toxblock_windows_kept = TOXBLOCK_WINDOWS_KEPT_MAX + 1,
+            |c| c.inference.job_time_max_ms = 0,
+            |c| c.inference.job_time_max_ms = JOB_TIME_MAX_MS_MAX + 1,
             |c| c.inference.worker_nice = -1,
             |c| c.inference.shard_nice = 20,
             |c| c.inference.worker_share = 0.96,

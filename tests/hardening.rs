@@ -985,6 +985,35 @@ fn a_jpeg_of_thousands_of_scans_is_refused_before_it_is_decoded() {
     assert_eq!(status, 200, "{answer}");
 }
 
+/// Round 3: a model job has a time budget (`inference.job_time_max_ms`), its queue wait
+/// included. Past it the worker stops the job at its next step and the caller gets 503 `busy`
+/// with Retry-After, instead of waiting on a worker held by one file. Here the budget is 1 ms
+/// and the file a 12 MP progressive JPEG of 90 scans (within the scan bounds, and far more than
+/// a millisecond to decode): refused busy, and the shard serves on.
+#[test]
+fn a_model_job_past_its_time_is_answered_busy() {
+    use common::images::progressive_grey_jpeg;
+    let server = Server::start_with(Options {
+        cores: Some(1),
+        config: "[inference]\njob_time_max_ms = 1\n".into(),
+        ..Options::default()
+    });
+    let key = server.demo_key.clone().unwrap();
+    let jpeg = progressive_grey_jpeg(4_000, 3_000, 90);
+    let (status, headers, answer) = post_image(&server, &key, "", &jpeg);
+    assert_error(status, &answer, 503, "busy", false);
+    assert!(headers.get("retry-after").is_some());
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("in time"), "{message}");
+    // The shard serves what needs no model.
+    let (status, _, answer) = post(
+        &server.url("/v1/text?workflow=fast"),
+        &[("X-Api-Key", &key), ("Content-Type", "application/json")],
+        br#"{"text": "hello"}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+}
+
 /// Round 3 of the hardening, item 5: the OCR's fitting raised a strip's short side to 30 px
 /// whatever that made of its long side, then padded it: a 16,384 x 1 PNG (a few KB) became a
 /// 38,400 x 9,600 image (1.1 GB of pixels, about 20 s) before the detector's 2 MP cap applied.

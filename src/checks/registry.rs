@@ -325,6 +325,7 @@ pub fn worker_config(
         sharing,
         share,
         nice,
+        job_time_max: crate::inference::worker::JOB_TIME_MAX_DEFAULT,
     }
 }
 

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_channel::oneshot;
 use ort::environment::Environment;
@@ -35,6 +35,10 @@ use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::image::decode::decode;
 use crate::image::probe::Probe;
 use crate::image::{Format, ImageError, Measured, Measures};
+
+/// `inference.job_time_max_ms` of the embedded configuration: what tools and tests that start
+/// a worker outside a server get.
+pub const JOB_TIME_MAX_DEFAULT: Duration = Duration::from_secs(10);
 
 /// Image models one worker can hold (a job names the ones it wants in a 64-bit set).
 pub const IMAGE_MODELS_MAX: usize = 64;
@@ -56,6 +60,9 @@ pub struct WorkerConfig {
     pub share: f64,
     /// The worker thread's scheduling niceness (with [`CoreSharing::Weights`]).
     pub nice: i32,
+    /// The time a job may take from its submission (`inference.job_time_max_ms`): past it,
+    /// the worker stops the job at its next step and the caller answers 503 `busy`.
+    pub job_time_max: Duration,
 }
 
 /// One image model's answer for one image.
@@ -92,7 +99,13 @@ pub struct ImageOutcome {
     pub scores: Result<ImageJobScores, ImageError>,
 }
 
-type Reply<T> = oneshot::Sender<Result<T, String>>;
+/// A job's answer: its result, or `OverTime` when the worker stopped it past its time.
+enum Finished<T> {
+    Done(T),
+    OverTime,
+}
+
+type Reply<T> = oneshot::Sender<Finished<Result<T, String>>>;
 
 /// tox-block's raw sigmoid outputs per window, and this job's share of the run, microseconds.
 pub type ToxblockOutcome = (Vec<[f32; 6]>, u64);
@@ -104,12 +117,14 @@ pub type EncoderOutcome = (Vec<f32>, u64);
 struct EncoderJob {
     /// Token rows, each framed and at most the encoder's `row_tokens_max`.
     rows: Vec<Vec<i64>>,
+    deadline: Instant,
     reply: Reply<EncoderOutcome>,
 }
 
 struct ToxblockJob {
     /// `ids.len() / 100` windows of 100 token ids.
     ids: Vec<i32>,
+    deadline: Instant,
     reply: Reply<ToxblockOutcome>,
 }
 
@@ -121,7 +136,15 @@ struct ImageJob {
     measures: Measures,
     /// The file's SHA-256, when the shard has it already (for the hashes measurement).
     sha256: Option<[u8; 32]>,
-    reply: oneshot::Sender<ImageOutcome>,
+    deadline: Instant,
+    reply: oneshot::Sender<Finished<ImageOutcome>>,
+}
+
+impl ImageJob {
+    /// Whether the job should stop now: past its time, or its caller gone.
+    fn stopped(&self) -> bool {
+        self.reply.is_canceled() || Instant::now() >= self.deadline
+    }
 }
 
 enum Job {
@@ -139,6 +162,7 @@ pub struct Worker {
     /// wait (pacing asks this: the worker is busy with a job whose caller went away too).
     unfinished: Arc<AtomicUsize>,
     queue_depth_max: usize,
+    job_time_max: Duration,
     /// The image models by slot, as the worker runs them (to name a job's rows).
     pub image_models: Vec<&'static ImageModelSpec>,
 }
@@ -175,6 +199,7 @@ impl Worker {
         let (jobs, queue) = mpsc::sync_channel(config.queue_depth_max);
         let (ready_tx, ready_rx) = oneshot::channel();
         let queue_depth_max = config.queue_depth_max;
+        let job_time_max = config.job_time_max;
         let image_models = config.image_models.clone();
         let unfinished = Arc::new(AtomicUsize::new(0));
         let finished_by_worker = unfinished.clone();
@@ -204,6 +229,7 @@ impl Worker {
             pending: Rc::default(),
             unfinished,
             queue_depth_max,
+            job_time_max,
             image_models,
         };
         Ok((worker, ready_rx))
@@ -229,10 +255,16 @@ impl Worker {
     /// Scores `ids` (`n × 100` token ids) with tox-block: raw sigmoid outputs per window.
     pub async fn toxblock(&self, ids: Vec<i32>) -> ApiResult<ToxblockOutcome> {
         let (reply, result) = oneshot::channel();
-        let _pending = self.submit(Job::Toxblock(ToxblockJob { ids, reply }))?;
+        let deadline = self.deadline();
+        let _pending = self.submit(Job::Toxblock(ToxblockJob {
+            ids,
+            deadline,
+            reply,
+        }))?;
         match result.await {
-            Ok(Ok(scores)) => Ok(scores),
-            Ok(Err(error)) => {
+            Ok(Finished::Done(Ok(scores))) => Ok(scores),
+            Ok(Finished::OverTime) => Err(over_time()),
+            Ok(Finished::Done(Err(error))) => {
                 tracing::error!(%error, "tox-block run failed");
                 Err(ApiError::internal("a model run failed"))
             }
@@ -244,10 +276,16 @@ impl Worker {
     /// encoder's `row_tokens_max`), `dim` values a row.
     pub async fn encode(&self, rows: Vec<Vec<i64>>) -> ApiResult<EncoderOutcome> {
         let (reply, result) = oneshot::channel();
-        let _pending = self.submit(Job::Encoder(EncoderJob { rows, reply }))?;
+        let deadline = self.deadline();
+        let _pending = self.submit(Job::Encoder(EncoderJob {
+            rows,
+            deadline,
+            reply,
+        }))?;
         match result.await {
-            Ok(Ok(embeddings)) => Ok(embeddings),
-            Ok(Err(error)) => {
+            Ok(Finished::Done(Ok(embeddings))) => Ok(embeddings),
+            Ok(Finished::OverTime) => Err(over_time()),
+            Ok(Finished::Done(Err(error))) => {
                 tracing::error!(%error, "text encoder run failed");
                 Err(ApiError::internal("a model run failed"))
             }
@@ -267,17 +305,26 @@ impl Worker {
         sha256: Option<[u8; 32]>,
     ) -> ApiResult<ImageOutcome> {
         let (reply, result) = oneshot::channel();
+        let deadline = self.deadline();
         let _pending = self.submit(Job::Image(ImageJob {
             bytes,
             probe,
             wanted,
             measures,
             sha256,
+            deadline,
             reply,
         }))?;
-        result
-            .await
-            .map_err(|_| ApiError::internal("the model worker stopped"))
+        match result.await {
+            Ok(Finished::Done(outcome)) => Ok(outcome),
+            Ok(Finished::OverTime) => Err(over_time()),
+            Err(oneshot::Canceled) => Err(ApiError::internal("the model worker stopped")),
+        }
+    }
+
+    /// When a job submitted now must be done.
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.job_time_max
     }
 
     fn submit(&self, job: Job) -> ApiResult<PendingGuard> {
@@ -293,6 +340,15 @@ impl Worker {
         self.pending.set(self.pending.get() + 1);
         Ok(PendingGuard(self.pending.clone()))
     }
+}
+
+/// 503 `busy`: the job ran past `inference.job_time_max_ms` and the worker stopped it.
+fn over_time() -> ApiError {
+    ApiError::new(
+        ErrorKind::Busy,
+        "the model worker could not finish this check in time; retry shortly",
+    )
+    .with_retry_after(1)
 }
 
 /// 503 `busy`: the shard's model queue is full.
@@ -483,71 +539,121 @@ fn serve(
                 Err(_) => return, // the shard is gone
             },
         };
-        let taken = match first {
-            Job::Toxblock(job) => {
-                let rows = |job: &ToxblockJob| job.ids.len() / 100;
-                let mut batch = gather(
-                    job,
-                    &queue,
-                    &mut held,
-                    config.batch_rows_max,
-                    rows,
-                    |job| match job {
-                        Job::Toxblock(job) => Ok(job),
-                        other => Err(other),
-                    },
-                );
-                let taken = batch.len();
-                // A job whose caller went away is not run.
-                batch.retain(|job| !job.reply.is_canceled());
-                if !batch.is_empty() {
-                    run_toxblock_batch(sessions.toxblock.as_mut(), batch);
+        let taken =
+            match first {
+                Job::Toxblock(job) => {
+                    let rows = |job: &ToxblockJob| job.ids.len() / 100;
+                    let batch = gather(
+                        job,
+                        &queue,
+                        &mut held,
+                        config.batch_rows_max,
+                        rows,
+                        |job| match job {
+                            Job::Toxblock(job) => Ok(job),
+                            other => Err(other),
+                        },
+                    );
+                    let taken = batch.len();
+                    // A job whose caller went away is not run, nor one past its time.
+                    let batch = runnable(batch, |job| (&job.reply, job.deadline));
+                    if !batch.is_empty() {
+                        run_toxblock_batch(sessions.toxblock.as_mut(), batch);
+                    }
+                    taken
                 }
-                taken
-            }
-            Job::Encoder(job) => {
-                let rows = |job: &EncoderJob| job.rows.len();
-                let mut batch = gather(
-                    job,
-                    &queue,
-                    &mut held,
-                    config.batch_rows_max,
-                    rows,
-                    |job| match job {
-                        Job::Encoder(job) => Ok(job),
-                        other => Err(other),
-                    },
-                );
-                let taken = batch.len();
-                batch.retain(|job| !job.reply.is_canceled());
-                if !batch.is_empty() {
-                    run_encoder_batch(sessions.encoder.as_mut(), batch);
+                Job::Encoder(job) => {
+                    let rows = |job: &EncoderJob| job.rows.len();
+                    let batch = gather(
+                        job,
+                        &queue,
+                        &mut held,
+                        config.batch_rows_max,
+                        rows,
+                        |job| match job {
+                            Job::Encoder(job) => Ok(job),
+                            other => Err(other),
+                        },
+                    );
+                    let taken = batch.len();
+                    let batch = runnable(batch, |job| (&job.reply, job.deadline));
+                    if !batch.is_empty() {
+                        run_encoder_batch(sessions.encoder.as_mut(), batch);
+                    }
+                    taken
                 }
-                taken
-            }
-            Job::Image(job) => {
-                let mut batch = gather(
-                    job,
-                    &queue,
-                    &mut held,
-                    config.batch_rows_max,
-                    |_| 1,
-                    |job| match job {
-                        Job::Image(job) => Ok(job),
-                        other => Err(other),
-                    },
-                );
-                let taken = batch.len();
-                batch.retain(|job| !job.reply.is_canceled());
-                if !batch.is_empty() {
-                    let wanted = batch.iter().fold(0, |set, job| set | job.wanted);
-                    sessions.open_wanted(environment, &config.image_models, wanted);
-                    run_image_batch(&mut sessions, &config.image_models, batch);
+                Job::Image(job) => {
+                    let batch = gather(
+                        job,
+                        &queue,
+                        &mut held,
+                        config.batch_rows_max,
+                        |_| 1,
+                        |job| match job {
+                            Job::Image(job) => Ok(job),
+                            other => Err(other),
+                        },
+                    );
+                    let taken = batch.len();
+                    let batch = runnable(batch, |job| (&job.reply, job.deadline));
+                    if !batch.is_empty() {
+                        let wanted = batch.iter().fold(0, |set, job| set | job.wanted);
+                        sessions.open_wanted(environment, &config.image_models, wanted);
+                        run_image_batch(&mut sessions, &config.image_models, batch);
+                    }
+                    taken
                 }
-                taken
-            }
-        };
+            };
         unfinished.fetch_sub(taken, Ordering::Relaxed);
+    }
+}
+
+/// The jobs of `batch` to run: those whose caller went away are dropped, and those past their
+/// deadline answered [`Finished::OverTime`] without running.
+fn runnable<J, T>(
+    batch: Vec<J>,
+    parts: impl Fn(&J) -> (&oneshot::Sender<Finished<T>>, Instant),
+) -> Vec<J>
+where
+    J: IntoReply<T>,
+{
+    let now = Instant::now();
+    let mut kept = Vec::with_capacity(batch.len());
+    for job in batch {
+        let (reply, deadline) = parts(&job);
+        if reply.is_canceled() {
+            continue;
+        }
+        if now >= deadline {
+            tracing::debug!("a model job waited past inference.job_time_max_ms and was not run");
+            let _ = job.into_reply().send(Finished::OverTime);
+            continue;
+        }
+        kept.push(job);
+    }
+    kept
+}
+
+/// A job's reply, taken from the job.
+trait IntoReply<T> {
+    fn into_reply(self) -> oneshot::Sender<Finished<T>>;
+}
+
+impl IntoReply<Result<ToxblockOutcome, String>> for ToxblockJob {
+    fn into_reply(self) -> oneshot::Sender<Finished<Result<ToxblockOutcome, String>>> {
+        self.reply
+    }
+}
+
+impl IntoReply<Result<EncoderOutcome, String>> for EncoderJob {
+    fn into_reply(self) -> oneshot::Sender<Finished<Result<EncoderOutcome, String>>> {
+        self.reply
+    }
+}
+
+impl IntoReply<ImageOutcome> for ImageJob {
+    fn into_reply(self) -> oneshot::Sender<Finished<ImageOutcome>> {
+        self.reply
     }
 }
 
@@ -582,7 +688,9 @@ fn gather<T>(
 fn run_toxblock_batch(session: Option<&mut Session>, batch: Vec<ToxblockJob>) {
     let Some(session) = session else {
         for job in batch {
-            let _ = job.reply.send(Err("tox-block is not loaded".into()));
+            let _ = job
+                .reply
+                .send(Finished::Done(Err("tox-block is not loaded".into())));
         }
         return;
     };
@@ -598,15 +706,16 @@ fn run_toxblock_batch(session: Option<&mut Session>, batch: Vec<ToxblockJob>) {
         Ok(scores) => {
             let mut at = 0;
             for (job, count) in batch.into_iter().zip(counts) {
-                let _ = job
-                    .reply
-                    .send(Ok((scores[at..at + count].to_vec(), share_us)));
+                let _ = job.reply.send(Finished::Done(Ok((
+                    scores[at..at + count].to_vec(),
+                    share_us,
+                ))));
                 at += count;
             }
         }
         Err(error) => {
             for job in batch {
-                let _ = job.reply.send(Err(error.clone()));
+                let _ = job.reply.send(Finished::Done(Err(error.clone())));
             }
         }
     }
@@ -618,7 +727,9 @@ fn run_encoder_batch(
 ) {
     let Some((session, spec)) = encoder else {
         for job in batch {
-            let _ = job.reply.send(Err("the text encoder is not loaded".into()));
+            let _ = job
+                .reply
+                .send(Finished::Done(Err("the text encoder is not loaded".into())));
         }
         return;
     };
@@ -638,15 +749,16 @@ fn run_encoder_batch(
                 // Each job's share of the run, by its tokens.
                 let job_tokens = job.rows.iter().map(Vec::len).sum::<usize>() as u64;
                 let share_us = run_us * job_tokens / tokens;
-                let _ = job
-                    .reply
-                    .send(Ok((values[at..at + len].to_vec(), share_us)));
+                let _ = job.reply.send(Finished::Done(Ok((
+                    values[at..at + len].to_vec(),
+                    share_us,
+                ))));
                 at += len;
             }
         }
         Err(error) => {
             for job in batch {
-                let _ = job.reply.send(Err(error.clone()));
+                let _ = job.reply.send(Finished::Done(Err(error.clone())));
             }
         }
     }
@@ -655,7 +767,21 @@ fn run_encoder_batch(
 /// One image's state through a batch.
 struct Prepared {
     job: ImageJob,
-    scores: Result<ImageJobScores, ImageError>,
+    /// `None`: stopped, past its time or its caller gone.
+    scores: Option<Result<ImageJobScores, ImageError>>,
+}
+
+/// Why [`prepare`] gave no scores: the image does not decode or its models' inputs cannot be
+/// made, or the job stopped between two steps ([`ImageJob::stopped`]).
+enum Unprepared {
+    Image(ImageError),
+    Stopped,
+}
+
+impl From<ImageError> for Unprepared {
+    fn from(error: ImageError) -> Unprepared {
+        Unprepared::Image(error)
+    }
 }
 
 /// Whether slot `slot` is in the set `wanted`.
@@ -683,11 +809,16 @@ fn run_image_batch(
             faces: sessions.faces.as_mut(),
             ocr: sessions.ocr.nets(job.measures.ocr),
         };
-        let scores = prepare(&job, wanted, models, &mut inputs, nets).inspect(|scores| {
+        let scores = match prepare(&job, wanted, models, &mut inputs, nets) {
+            Ok(scores) => Some(Ok(scores)),
+            Err(Unprepared::Image(error)) => Some(Err(error)),
+            Err(Unprepared::Stopped) => None,
+        };
+        if let Some(Ok(scores)) = &scores {
             for row in &scores.rows {
                 images_of[row.slot].push(index);
             }
-        });
+        }
         prepared.push(Prepared { job, scores });
     }
     let images = prepared.len().max(1) as u64;
@@ -712,7 +843,10 @@ fn run_image_batch(
         let share_us = started.elapsed().as_micros() as u64 / images;
         for (row, &index) in images_of[slot].iter().enumerate() {
             let target = &mut prepared[index];
-            match (&result, target.scores.as_mut()) {
+            let Some(scores) = target.scores.as_mut() else {
+                continue;
+            };
+            match (&result, scores.as_mut()) {
                 (Ok(values), Ok(scores)) => {
                     let columns = spec.output_columns;
                     if let Some(model_row) = scores.rows.iter_mut().find(|r| r.slot == slot) {
@@ -731,10 +865,17 @@ fn run_image_batch(
         }
     }
     for Prepared { job, scores } in prepared {
-        let _ = job.reply.send(ImageOutcome {
-            bytes: job.bytes,
-            scores,
-        });
+        let answer = match scores {
+            Some(scores) => Finished::Done(ImageOutcome {
+                bytes: job.bytes,
+                scores,
+            }),
+            None => {
+                tracing::warn!("an image job ran past inference.job_time_max_ms and was stopped");
+                Finished::OverTime
+            }
+        };
+        let _ = job.reply.send(answer);
     }
 }
 
@@ -745,13 +886,23 @@ struct Nets<'a> {
 }
 
 /// Decodes one image and appends the input of each model in `wanted` to that model's inputs.
+/// Between its steps (the decoding, the measurements, the OCR, the faces) it stops if the job
+/// is past its time or its caller went away: each step is bounded by its own limits, so a job
+/// ends within one step of its deadline.
 fn prepare(
     job: &ImageJob,
     wanted: u64,
     models: &[&'static ImageModelSpec],
     inputs: &mut [Vec<f32>],
     nets: Nets<'_>,
-) -> Result<ImageJobScores, ImageError> {
+) -> Result<ImageJobScores, Unprepared> {
+    let step = || {
+        if job.stopped() {
+            Err(Unprepared::Stopped)
+        } else {
+            Ok(())
+        }
+    };
     let started = Instant::now();
     // The side every image model loaded at start can work from, whichever a job wants: a
     // model's score must not depend on which other models a workflow names. A model opened on
@@ -775,6 +926,7 @@ fn prepare(
         ))
     })?;
     let decode_us = started.elapsed().as_micros() as u64;
+    step()?;
     let started = Instant::now();
     // Measurements are this crate's own code over bounded buffers; a bug in one must still
     // cost only its figures, not the worker.
@@ -785,6 +937,7 @@ fn prepare(
         tracing::error!("an image measurement panicked");
         Measured::default()
     });
+    step()?;
     if let (true, Some(ocr)) = (job.measures.ocr, nets.ocr) {
         // As for the faces: a failed run leaves the text unread, and the check unchecked.
         // The pixel work around the networks is this crate's own code: a bug in it costs the
@@ -804,6 +957,7 @@ fn prepare(
             }
         };
     }
+    step()?;
     if let (true, Some(nets)) = (job.measures.faces, nets.faces) {
         // A failed run is this server's fault, not the image's: no faces figure, and the
         // check reports its category unchecked.
@@ -820,6 +974,7 @@ fn prepare(
             }
         };
     }
+    step()?;
     let mut scores = ImageJobScores {
         format: Some(job.probe.format),
         decode_us,
@@ -843,7 +998,7 @@ fn prepare(
                 let len = inputs[earlier].len() - models[earlier].input_len();
                 inputs[earlier].truncate(len);
             }
-            return Err(error);
+            return Err(error.into());
         }
         added.push(slot);
         scores.rows.push(ModelRow {

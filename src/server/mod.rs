@@ -218,13 +218,14 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
             .map_err(|error| anyhow!("reading the CPU topology: {error}"))?,
     );
     let fds = Arc::new(Mutex::new(fds.into_iter().enumerate().collect::<Vec<_>>()));
-    let worker_config = registry::worker_config(
+    let mut worker_config = registry::worker_config(
         config.inference.queue_depth_max,
         config.inference.batch_rows_max,
         config.inference.core_sharing,
         config.inference.worker_share,
         config.inference.worker_nice,
     );
+    worker_config.job_time_max = std::time::Duration::from_millis(config.inference.job_time_max_ms);
     let shipper = match &config.cluster {
         Some(cluster) => {
             let left = fleet::shipper::left_journals(&config.server.data_dir, shards)?;
