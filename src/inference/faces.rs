@@ -13,7 +13,7 @@
 use ort::session::Session;
 use ort::value::Tensor;
 
-use super::models::{open_session, ModelSpec, WorkerModels};
+use super::models::{open_session_unpooled, ModelSpec, WorkerModels};
 use crate::image::area::{shrink_u8, Planar};
 use crate::image::faces::{
     append_input, crop, nms, regressed, scales, squared, Candidate, Face, Overlap, CANDIDATES_MAX,
@@ -60,7 +60,7 @@ impl FaceNets {
         let Some(paths) = paths else {
             return Ok(None);
         };
-        let open = |i: usize| open_session(&models.environment, paths[i]);
+        let open = |i: usize| open_session_unpooled(&models.environment, paths[i]);
         Ok(Some(FaceNets {
             pnet: open(0)?,
             rnet: open(1)?,

@@ -159,17 +159,44 @@ pub fn verify_model(models_dir: &Path, spec: &ModelSpec) -> Result<PathBuf, Stri
     Ok(path)
 }
 
-/// A session with no thread pools of its own: the worker thread is the only thread.
+/// A session with no thread pools of its own: the worker thread is the only thread. Its
+/// tensors come from ONNX Runtime's arena, which keeps the most a run ever needed: right for a
+/// model whose input has one size (an image classifier's 224 x 224, the text encoder's
+/// windows).
 pub fn open_session(environment: &Environment, path: &Path) -> Result<Session, String> {
+    open(environment, path, true)
+}
+
+/// [`open_session`] for a network whose input follows the image's size (the face detector
+/// and the OCR's, up to 2 MP): without the arena and the memory pattern, its tensors are
+/// allocated for each run and freed after it (blocks this large are their own mappings, so
+/// they go back to the system), instead of the arena keeping the largest image's. Measured on
+/// twelve images of 0.3 to 1.8 MP through a workflow of OCR and faces (one shard): resident
+/// memory 556 MB idle, 1,176 MB after them and still 30 s later with the arena; 593 MB
+/// without.
+pub fn open_session_unpooled(environment: &Environment, path: &Path) -> Result<Session, String> {
+    open(environment, path, false)
+}
+
+fn open(environment: &Environment, path: &Path, pooled: bool) -> Result<Session, String> {
     let build = || -> ort::Result<Session> {
-        Session::builder(environment)?
+        let builder = Session::builder(environment)?
             .with_intra_threads(1)?
             .with_inter_threads(1)?
             .with_parallel_execution(false)?
             .with_config_entry("session.intra_op.allow_spinning", "0")?
             .with_config_entry("session.inter_op.allow_spinning", "0")?
-            .with_optimization_level(GraphOptimizationLevel::Level3)?
-            .commit_from_file(path)
+            .with_optimization_level(GraphOptimizationLevel::Level3)?;
+        let mut builder = if pooled {
+            builder
+        } else {
+            builder
+                .with_memory_pattern(false)?
+                .with_execution_providers([ort::ep::CPU::default()
+                    .with_arena_allocator(false)
+                    .build()])?
+        };
+        builder.commit_from_file(path)
     };
     build().map_err(|error| format!("loading {}: {error}", path.display()))
 }

@@ -10,7 +10,7 @@
 use ort::session::Session;
 use ort::value::Tensor;
 
-use super::models::{open_session, ModelSpec, WorkerModels};
+use super::models::{open_session_unpooled, ModelSpec, WorkerModels};
 use crate::image::ocr::boxes::text_boxes;
 use crate::image::ocr::warp::{crop, half_turn};
 use crate::image::ocr::{
@@ -60,7 +60,7 @@ impl OcrNets {
         let Some(paths) = paths else {
             return Ok(None);
         };
-        let open = |i: usize| open_session(&models.environment, paths[i]);
+        let open = |i: usize| open_session_unpooled(&models.environment, paths[i]);
         let recognition = open(2)?;
         let list = recognition
             .metadata()
