@@ -1,6 +1,7 @@
 //! The wire fuzzer of issue 14: mutated requests over raw TCP against the real server, on every
 //! route, from valid seeds (heads, keys in each place a key goes, queries, chunked bodies,
-//! compatible forms, JSON and image bytes). The server must answer each one with a well-formed
+//! compatible forms, JSON and image bytes, and the image families of the hardening rounds:
+//! compressed PNG metadata, many-scan JPEGs, tilings of finder patterns). The server must answer each one with a well-formed
 //! response that is not a 500, or close the connection, within a bound; never panic (the
 //! `modgate_panics_total` counter stays 0); keep answering `/health`; and stay under a stated
 //! memory bound.
@@ -135,8 +136,37 @@ fn seeds(key: &str, addr: SocketAddr) -> Vec<Vec<u8>> {
     .into_bytes();
     image_form.extend_from_slice(&body);
     seeds.push(image_form);
+    // The image families of the hardening rounds, mutated like the rest: a PNG of compressed
+    // metadata chunks that inflate to 24 MB, a progressive JPEG of many scans, an image tiled
+    // with thin-ringed finder patterns on a workflow that reads QR codes.
+    let luma: Vec<u8> = (0..64 * 48).map(|i| (i % 251) as u8).collect();
+    let png = common::images::grey_png(&luma, 64, 48);
+    let chunks: Vec<Vec<u8>> = [b"zTXt", b"iCCP", b"iTXt"]
+        .iter()
+        .map(|kind| common::images::png_metadata_chunk(kind, &common::images::zlib_zeros(8 << 20)))
+        .collect();
+    let families = [
+        ("default", common::images::png_with_chunks(&png, 0, &chunks)),
+        (
+            "default",
+            common::images::progressive_grey_jpeg(640, 480, 90),
+        ),
+        ("codes", thin_ringed_targets_webp(28)),
+    ];
+    for (workflow, file) in families {
+        let mut request = format!(
+            "POST /v1/image?workflow={workflow} HTTP/1.1\r\nHost: t\r\nX-Api-Key: {key}\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
+            file.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(&file);
+        seeds.push(request);
+    }
     seeds
 }
+
+/// The workflow the image families' QR seed names.
+const CODES_WORKFLOW: &str = "[workflows.codes]\ndescription = \"QR codes and what they carry.\"\nimage_checks = [\"qr\"]\n[workflows.codes.categories]\nqr_link = { review = 0.5, reject = 1.0 }\n";
 
 /// One to four random edits of `bytes`.
 fn mutate(rng: &mut fastrand::Rng, mut bytes: Vec<u8>) -> Vec<u8> {
@@ -276,6 +306,7 @@ fn mutated_requests_never_panic_hang_or_grow_the_server() {
         ..Options::default()
     });
     let (key, _) = server.new_key("fuzz", "pro", &[]);
+    server.import_workflows(CODES_WORKFLOW);
     let seeds = Arc::new(seeds(&key, server.addr));
     // Warm up on the seeds themselves: each is a valid request the server answers.
     for seed_request in seeds.iter() {
