@@ -83,7 +83,7 @@ fn comments_are_analyzed_in_perspectives_shape() {
     let (status, answer) = analyze(
         &server,
         &query,
-        &json!({"comment": {"text": "x"}, "requestedAttributes": {"TOXICITY": {}}, "languages": ["fr"]}),
+        &json!({"comment": {"text": "x"}, "requestedAttributes": {"TOXICITY": {}}, "languages": ["nl"]}),
     );
     assert_google_error(status, &answer, 400, "INVALID_ARGUMENT");
     // The free plan's 5,000 characters.
@@ -108,54 +108,80 @@ fn comments_are_analyzed_in_perspectives_shape() {
     assert_eq!(records.len(), 7, "{journal}");
 }
 
+/// An attribute is scored in the languages the checks behind it read: TOXICITY, IDENTITY_ATTACK,
+/// INSULT and THREAT in the harm classifier's eight, PROFANITY and SEVERE_TOXICITY in English.
 /// Without `languages`, the text's language is detected, as Perspective detects it: a comment
-/// surely in another language is refused before any model runs, with the detail Google's
-/// clients branch on; a short one is scored as English, where the detector is often wrong.
+/// surely in a language is scored in it, or refused before any model runs if an attribute
+/// cannot be read in it, with the detail Google's clients branch on; a short one is scored as
+/// English, where the detector is often wrong.
 #[test]
-fn a_comment_found_in_another_language_is_refused_as_perspective_refuses_it() {
+fn a_comment_is_scored_in_its_language_or_refused_as_perspective_refuses_it() {
     // One shard: `X-Quota-Used` then counts every check at once.
     let server = Server::start_with(Options {
         cores: Some(1),
         ..Options::default()
     });
     let query = format!("?key={}", server.demo_key.clone().unwrap());
-    let comment =
-        |text: &str| json!({"comment": {"text": text}, "requestedAttributes": {"INSULT": {}}});
+    let comment = |text: &str, attribute: &str| json!({"comment": {"text": text}, "requestedAttributes": {attribute: {}}});
+    let insult = |answer: &Value| {
+        answer["attributeScores"]["INSULT"]["summaryScore"]["value"]
+            .as_f64()
+            .unwrap()
+    };
 
+    // German, found so: INSULT is read in it.
     let german = "Ich habe heute keine Zeit, weil ich den ganzen Tag arbeiten muss.";
-    let (status, answer) = analyze(&server, &query, &comment(german));
+    let (status, benign) = analyze(&server, &query, &comment(german, "INSULT"));
+    assert_eq!(status, 200, "{benign}");
+    assert_schema("AnalyzeCommentResponse", &benign);
+    assert_eq!(benign["languages"], json!(["de"]));
+    assert_eq!(benign["detectedLanguages"], json!(["de"]));
+    let abusive = "Du bist ein dummer, wertloser Idiot und alle hier hassen dich.";
+    let mut named = comment(abusive, "INSULT");
+    named["languages"] = json!(["de-DE"]);
+    let (status, answer) = analyze(&server, &query, &named);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["languages"], json!(["de"]));
+    assert!(answer.get("detectedLanguages").is_none(), "{answer}");
+    assert!(
+        insult(&answer) > insult(&benign) + 0.3,
+        "{answer} against {benign}"
+    );
+
+    // PROFANITY is read by an English model: refused in German, naming what was found.
+    let (status, answer) = analyze(&server, &query, &comment(german, "PROFANITY"));
     assert_google_error(status, &answer, 400, "INVALID_ARGUMENT");
     assert_eq!(
         answer["error"]["message"],
-        "Attribute INSULT does not support request languages: de"
+        "Attribute PROFANITY does not support request languages: de"
     );
     assert_eq!(
         answer["error"]["details"],
         json!([{
             "@type": "type.googleapis.com/google.commentanalyzer.v1alpha1.Error",
             "errorType": "LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE",
-            "languageNotSupportedByAttributeError": {"attribute": "INSULT", "detectedLanguages": ["de"]},
+            "languageNotSupportedByAttributeError": {"attribute": "PROFANITY", "detectedLanguages": ["de"]},
         }])
     );
 
-    // Named in `languages`: the same refusal, naming what was asked.
-    let mut named = comment("x");
-    named["languages"] = json!(["fr"]);
+    // Named in `languages`, a language no check here reads: refused, naming what was asked.
+    let mut named = comment("x", "INSULT");
+    named["languages"] = json!(["es"]);
     let (status, answer) = analyze(&server, &query, &named);
     assert_google_error(status, &answer, 400, "INVALID_ARGUMENT");
     assert_eq!(
         answer["error"]["details"][0]["languageNotSupportedByAttributeError"],
-        json!({"attribute": "INSULT", "requestedLanguages": ["fr"]})
+        json!({"attribute": "INSULT", "requestedLanguages": ["es"]})
     );
 
     // English, found so: scored, and said so.
     let english = "What a load of rubbish, you people have no idea what you are talking about.";
-    let (status, answer) = analyze(&server, &query, &comment(english));
+    let (status, answer) = analyze(&server, &query, &comment(english, "INSULT"));
     assert_eq!(status, 200, "{answer}");
     assert_schema("AnalyzeCommentResponse", &answer);
     assert_eq!(answer["detectedLanguages"], json!(["en"]));
     // Too short to tell ("lol" reads as Spanish to the detector): scored as English.
-    let (status, answer) = analyze(&server, &query, &comment("lol"));
+    let (status, answer) = analyze(&server, &query, &comment("lol", "INSULT"));
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["languages"], json!(["en"]));
     assert!(answer.get("detectedLanguages").is_none(), "{answer}");
@@ -165,13 +191,13 @@ fn a_comment_found_in_another_language_is_refused_as_perspective_refuses_it() {
     let count = |status: u64| records.iter().filter(|r| r["status"] == status).count();
     assert_eq!(
         (count(400), count(200), records.len()),
-        (2, 2, 4),
+        (2, 4, 6),
         "{journal}"
     );
     let (_, headers, _) = post(
         &server.url(&format!("/v1alpha1/comments:analyze{query}")),
         &[("Content-Type", "application/json")],
-        comment(english).to_string().as_bytes(),
+        comment(english, "INSULT").to_string().as_bytes(),
     );
-    assert_eq!(headers.get("x-quota-used"), Some("3"));
+    assert_eq!(headers.get("x-quota-used"), Some("5"));
 }

@@ -1711,12 +1711,16 @@ schemas["AnalyzeCommentResponse"] = {
                 },
             },
         },
-        "languages": {"type": "array", "items": {"const": "en"},
-                      "description": "The language the text was scored in."},
-        "detectedLanguages": {"type": "array", "items": {"const": "en"}, "maxItems": 1,
-                              "description": "For a request without `languages`, present when "
-                              "the text was surely found to be English; absent when nothing sure "
-                              "was found (a short text, say): it is scored as English all the same."},
+        "languages": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]{2,3}$"},
+                      "minItems": 1, "maxItems": 1,
+                      "description": "The language the text was scored in (ISO 639-1): the first "
+                      "of `languages` (its language, for a code with a region), the one surely "
+                      "detected, or `en`."},
+        "detectedLanguages": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]{2,3}$"},
+                              "maxItems": 1,
+                              "description": "For a request without `languages`, the language the "
+                              "text was surely found in; absent when nothing sure was found (a short "
+                              "text, say): it is scored as English."},
         "clientToken": {"type": "string"},
     },
 }
@@ -1770,8 +1774,11 @@ paths["/v1alpha1/comments:analyze"] = {
         "responses": {
             "200": {"description": "The scores.",
                     "content": {"application/json": {"schema": sref("AnalyzeCommentResponse")}}},
-            "400": google_error("A malformed request, an attribute not scored here, a language other "
-                                "than `en` named or surely detected (with `error.details`), a key "
+            "400": google_error("A malformed request, an attribute not scored here, a language named "
+                                "or surely detected that a requested attribute is not read in "
+                                "(with `error.details`: TOXICITY, IDENTITY_ATTACK, INSULT and THREAT "
+                                "are read in en, de, fr, ar, zh, pl, pt and hi; PROFANITY and "
+                                "SEVERE_TOXICITY in en), a key "
                                 "that is not valid, a body or text over its limit "
                                 "or not `application/json` (all `INVALID_ARGUMENT`, as at Google)."),
             "403": google_error("No key (`PERMISSION_DENIED`, as at Google), or the key's scope, "

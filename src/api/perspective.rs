@@ -13,17 +13,20 @@
 //! - `summaryScore` is the score of the whole text; `spanScores` has one span for the whole
 //!   text, or, with `spanAnnotations`, one per sentence (each scored on its own, at most
 //!   [`SPANS_MAX`]). Offsets count Unicode code points.
-//! - `languages`: the models read English only; another language is refused as Perspective
-//!   refuses an attribute in a language it does not support (400, with Google's
-//!   `LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE` in `error.details`, which its clients branch on).
-//!   Without `languages`, Perspective detects the language, and so does this route
-//!   ([`crate::text::langid`]): a text it surely finds in another language
-//!   ([`LANGUAGE_REFUSAL_LETTERS_MIN`], [`LANGUAGE_REFUSAL_CONFIDENCE_MIN`]) is refused the
-//!   same way, before any model runs, instead of being scored by models that cannot read it;
-//!   an answer whose text was surely found English says so in `detectedLanguages`. Any other
-//!   text is scored as English: on a few words the detector's sure findings are often wrong
-//!   ("lol" reads as Spanish), where Perspective refuses them. (Without the detector's
-//!   profiles, `models.required = false`, every text is scored as English.) `doNotStore` is
+//! - `languages`: an attribute is scored in the languages the checks behind it read (the
+//!   registry's coverage list: the multilingual harm classifier's eight for TOXICITY,
+//!   IDENTITY_ATTACK, INSULT and THREAT; English for PROFANITY and SEVERE_TOXICITY, read by
+//!   English models); a language one of the requested attributes cannot be read in is refused
+//!   as Perspective refuses it (400, with Google's `LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE` in
+//!   `error.details`, which its clients branch on). A code with a region (`pt-BR`) is read as
+//!   its language. Without `languages`, Perspective detects the language, and so does this
+//!   route ([`crate::text::langid`]): a text it surely finds in a language
+//!   ([`LANGUAGE_REFUSAL_LETTERS_MIN`], [`LANGUAGE_REFUSAL_CONFIDENCE_MIN`]) is scored in it,
+//!   or refused the same way before any model runs if an attribute cannot be read in it; the
+//!   answer says what was found in `detectedLanguages`. Any other text is scored as English:
+//!   on a few words the detector's sure findings are often wrong ("lol" reads as Spanish),
+//!   where Perspective refuses them. (Without the detector's profiles,
+//!   `models.required = false`, every text is scored as English.) `doNotStore` is
 //!   accepted: modgate never stores a text (the journal keeps scores, not texts).
 //!   `clientToken` is echoed.
 //! - Errors are in Google's shape: `{error: {code, message, status, details}}`.
@@ -40,6 +43,7 @@ use super::envelope::json_response;
 use super::text::{parse_object, read_json_body};
 use super::truncated;
 use super::{scored, CheckSummary, RequestNotes};
+use crate::checks::registry;
 use crate::content::ContentKind;
 use crate::decision::decide;
 use crate::error::{ApiError, ApiResult, ErrorDetail, ErrorKind};
@@ -67,8 +71,8 @@ pub const DISCOVERY_VERSION: &str = "v1alpha1";
 pub const LANGUAGE_REFUSAL_LETTERS_MIN: usize = 40;
 /// See [`LANGUAGE_REFUSAL_LETTERS_MIN`].
 pub const LANGUAGE_REFUSAL_CONFIDENCE_MIN: f64 = 0.99;
-/// The one language the models read.
-const MODEL_LANGUAGE: &str = "en";
+/// The language a text is scored as when none is named or surely found.
+const DEFAULT_LANGUAGE: &str = "en";
 
 /// Perspective's attributes this server scores, and the modgate category each is read from
 /// (the `perspective` workflow): the harm classifier's for TOXICITY, IDENTITY_ATTACK, INSULT
@@ -117,9 +121,10 @@ struct AttributeRequest {
 #[serde(rename_all = "camelCase")]
 struct AnalyzeAnswer<'a> {
     attribute_scores: BTreeMap<&'static str, AttributeScores>,
-    languages: [&'static str; 1],
-    /// For a request without `languages`, `["en"]` when the detector surely found English
-    /// (absent when it found nothing sure: the text is scored as English all the same).
+    /// The language the text was scored as.
+    languages: [String; 1],
+    /// For a request without `languages`, the language the detector surely found (absent when
+    /// it found nothing sure: the text is scored as English).
     #[serde(skip_serializing_if = "Option::is_none")]
     detected_languages: Option<[&'static str; 1]>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -191,23 +196,40 @@ pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
         ));
     }
     let workflow = caller.authorize(ContentKind::Text, PERSPECTIVE_WORKFLOW, &workflows)?;
-    let detected = if request.languages.is_empty() {
-        let found = cx.checks.language_of(text).flatten();
-        let detected = found.filter(|language| sure_finding(text, language));
-        if let Some(language) = detected.filter(|language| language.code != MODEL_LANGUAGE) {
-            let (attribute, code) = (attributes[0].0, language.code);
-            return Err(language_not_supported(
-                attribute,
-                code,
-                Vec::new(),
-                vec![code],
-            ));
-        }
-        detected.map(|language| [language.code])
-    } else {
-        None
-    };
     let checks = &workflow.definition.text_checks;
+    let (language, detected) = match request.languages.first() {
+        Some(first) => {
+            let requested: Vec<String> = request
+                .languages
+                .iter()
+                .map(|language| truncated(language).to_owned())
+                .collect();
+            // Every language named must be one each requested attribute is read in; the text
+            // is scored in the first.
+            for named in &request.languages {
+                read_in(checks, &attributes, named).map_err(|attribute| {
+                    language_not_supported(
+                        attribute,
+                        truncated(named),
+                        requested.clone(),
+                        Vec::new(),
+                    )
+                })?;
+            }
+            let language = read_in(checks, &attributes, first).unwrap_or_default();
+            (language, None)
+        }
+        None => match cx.checks.language_of(text).flatten() {
+            Some(found) if sure_finding(text, &found) => {
+                let refuse = |attribute| {
+                    language_not_supported(attribute, found.code, Vec::new(), vec![found.code])
+                };
+                let language = read_in(checks, &attributes, found.code).map_err(refuse)?;
+                (language, Some([found.code]))
+            }
+            _ => (DEFAULT_LANGUAGE.to_owned(), None),
+        },
+    };
     let lists = cx.lists_of(&caller.org.record.name, &workflow.definition.lists);
     let whole = cx.checks.check_text(checks, &lists, text, None).await?;
     let spans = if request.span_annotations {
@@ -261,7 +283,7 @@ pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
         200,
         &AnalyzeAnswer {
             attribute_scores,
-            languages: [MODEL_LANGUAGE],
+            languages: [language],
             detected_languages: detected,
             client_token: request.client_token.as_deref(),
         },
@@ -292,7 +314,7 @@ fn parse<'b>(json: &JsonBuffers, body: &'b mut [u8]) -> ApiResult<AnalyzeRequest
 }
 
 /// The requested attributes with their categories and thresholds, or the refusal of one
-/// this server cannot score, or of a language its models do not read.
+/// this server cannot score.
 fn requested(
     request: &AnalyzeRequest<'_>,
 ) -> ApiResult<Vec<(&'static str, &'static str, Option<f64>)>> {
@@ -319,24 +341,38 @@ fn requested(
         };
         out.push((attribute, category, options.score_threshold));
     }
-    if let Some(language) = request
-        .languages
-        .iter()
-        .find(|language| !language.eq_ignore_ascii_case(MODEL_LANGUAGE))
-    {
-        let requested = request
-            .languages
-            .iter()
-            .map(|language| truncated(language).to_owned())
-            .collect();
-        return Err(language_not_supported(
-            out[0].0,
-            truncated(language),
-            requested,
-            Vec::new(),
-        ));
-    }
     Ok(out)
+}
+
+/// `language` (a code, `pt-BR` read as `pt`, in lower case) if every requested attribute can
+/// be scored in it by the workflow's `checks`: some check of theirs that scores the
+/// attribute's category reads it (the registry's coverage list; a check that does not judge
+/// words reads every language alike). Otherwise the first attribute that cannot be, to refuse.
+fn read_in(
+    checks: &[String],
+    attributes: &[(&'static str, &'static str, Option<f64>)],
+    language: &str,
+) -> Result<String, &'static str> {
+    let base = language
+        .split(['-', '_'])
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    for &(attribute, category, _) in attributes {
+        let read = checks
+            .iter()
+            .filter_map(|name| registry::find(name))
+            .filter(|check| check.categories.contains(&category))
+            .any(|check| {
+                check
+                    .languages
+                    .is_none_or(|languages| languages.contains(&base.as_str()))
+            });
+        if !read {
+            return Err(attribute);
+        }
+    }
+    Ok(base)
 }
 
 /// Whether the detector's `language` for `text` is sure enough to refuse the text for (see
@@ -561,10 +597,6 @@ mod tests {
             "Unknown attribute: FLIRTATION",
         );
         refused(
-            br#"{"comment":{"text":"hi"},"requestedAttributes":{"TOXICITY":{}},"languages":["de"]}"#,
-            "does not support request languages: de",
-        );
-        refused(
             br#"{"comment":{"text":"hi"},"requestedAttributes":{}}"#,
             "at least one",
         );
@@ -603,26 +635,50 @@ mod tests {
     }
 
     #[test]
-    fn a_language_refusal_carries_googles_detail() {
-        let refused = request(
-            br#"{"comment":{"text":"hi"},"requestedAttributes":{"THREAT":{}},"languages":["en","pt-BR"]}"#,
-        );
+    fn attributes_are_read_in_the_languages_of_their_checks() {
+        let checks: Vec<String> = ["profanity_svm", "toxblock", "harm"]
+            .map(str::to_owned)
+            .to_vec();
+        let attribute = |name: &str| {
+            let (attribute, category) = *ATTRIBUTE_MAP.iter().find(|(a, _)| *a == name).unwrap();
+            (attribute, category, None)
+        };
+        let read = |names: &[&str], language: &str| {
+            let attributes: Vec<_> = names.iter().map(|name| attribute(name)).collect();
+            read_in(&checks, &attributes, language)
+        };
+        assert_eq!(read(&["THREAT"], "pt-BR"), Ok("pt".to_owned()));
+        assert_eq!(read(&["TOXICITY", "INSULT"], "DE"), Ok("de".to_owned()));
+        assert_eq!(read(&["TOXICITY", "PROFANITY"], "en"), Ok("en".to_owned()));
+        assert_eq!(read(&["TOXICITY", "PROFANITY"], "de"), Err("PROFANITY"));
+        assert_eq!(read(&["SEVERE_TOXICITY"], "fr"), Err("SEVERE_TOXICITY"));
+        assert_eq!(read(&["THREAT"], "es"), Err("THREAT"));
+        // A workflow without the harm classifier reads nothing but English.
+        let english = vec!["profanity_svm".to_owned(), "toxblock".to_owned()];
         assert_eq!(
-            refused,
-            Err("Attribute THREAT does not support request languages: pt-BR".to_owned())
+            read_in(&english, &[attribute("INSULT")], "de"),
+            Err("INSULT")
         );
-        let mut body = br#"{"comment":{"text":"hi"},"requestedAttributes":{"THREAT":{}},"languages":["en","pt-BR"]}"#.to_vec();
-        let request = parse(&JsonBuffers::default(), &mut body).unwrap();
-        let response = error_response(&requested(&request).unwrap_err());
+    }
+
+    #[test]
+    fn a_language_refusal_carries_googles_detail() {
+        let refused = language_not_supported(
+            "THREAT",
+            "es",
+            vec!["en".to_owned(), "es".to_owned()],
+            Vec::new(),
+        );
+        let response = error_response(&refused);
         assert_eq!(response.status, 400);
         assert_eq!(
             std::str::from_utf8(&response.body).unwrap(),
-            r#"{"error":{"code":400,"message":"Attribute THREAT does not support request languages: pt-BR","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.commentanalyzer.v1alpha1.Error","errorType":"LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE","languageNotSupportedByAttributeError":{"attribute":"THREAT","requestedLanguages":["en","pt-BR"]}}]}}"#
+            r#"{"error":{"code":400,"message":"Attribute THREAT does not support request languages: es","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.commentanalyzer.v1alpha1.Error","errorType":"LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE","languageNotSupportedByAttributeError":{"attribute":"THREAT","requestedLanguages":["en","es"]}}]}}"#
         );
-        let detected = language_not_supported("TOXICITY", "de", Vec::new(), vec!["de"]);
+        let detected = language_not_supported("PROFANITY", "de", Vec::new(), vec!["de"]);
         assert_eq!(
             std::str::from_utf8(&error_response(&detected).body).unwrap(),
-            r#"{"error":{"code":400,"message":"Attribute TOXICITY does not support request languages: de","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.commentanalyzer.v1alpha1.Error","errorType":"LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE","languageNotSupportedByAttributeError":{"attribute":"TOXICITY","detectedLanguages":["de"]}}]}}"#
+            r#"{"error":{"code":400,"message":"Attribute PROFANITY does not support request languages: de","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.commentanalyzer.v1alpha1.Error","errorType":"LANGUAGE_NOT_SUPPORTED_BY_ATTRIBUTE","languageNotSupportedByAttributeError":{"attribute":"PROFANITY","detectedLanguages":["de"]}}]}}"#
         );
     }
 

@@ -33,10 +33,11 @@ try:
 except errors.HttpError as error:
     out["unknown_attribute"] = {"status": error.resp.status, "reason": error._get_reason()}
 try:
-    # No `languages`: the language is detected, as Perspective detects it.
+    # No `languages`: the language is detected, as Perspective detects it; SEVERE_TOXICITY
+    # is read by an English model (TOXICITY would be scored in German).
     client.comments().analyze(body={
         "comment": {"text": "Ich habe heute keine Zeit, weil ich den ganzen Tag arbeiten muss."},
-        "requestedAttributes": {"TOXICITY": {}},
+        "requestedAttributes": {"SEVERE_TOXICITY": {}},
     }).execute()
     out["other_language"] = "no error"
 except errors.HttpError as error:
