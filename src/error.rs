@@ -135,28 +135,6 @@ impl ErrorKind {
     pub const fn wire_type(self) -> &'static str {
         self.wire().1
     }
-
-    /// The `error.type` Sightengine documents for this kind of refusal: what
-    /// `/1.0/check.json` and `/1.0/text/check.json` answer, so that code written against
-    /// Sightengine (`if error.type == "usage_limit"`) keeps working. The HTTP status is
-    /// modgate's either way.
-    pub const fn sightengine_type(self) -> &'static str {
-        use ErrorKind::*;
-        match self {
-            Unauthorized | Forbidden => "credentials_error",
-            OrganizationSuspended => "plan_error",
-            // On these routes a 404 is a list that `add_to_list` names and that does not exist.
-            BadRequest | UnknownWorkflow | TextTooLong | Conflict | NotFound => "argument_error",
-            UnsupportedMedia | CorruptMedia | BodyTooLarge | ImageTooLarge | UrlRefused => {
-                "media_error"
-            }
-            MethodNotAllowed | RequestTimeout | UriTooLong | ExpectationFailed | HeadTooLarge => {
-                "request_error"
-            }
-            RateLimited | TooManyConcurrent | QuotaExceeded => "usage_limit",
-            WorkflowUnavailable | Busy | Internal => "api_error",
-        }
-    }
 }
 
 /// A refusal on its way to the client.

@@ -18,7 +18,7 @@ use super::buffers::PooledBuffer;
 use super::context::Context;
 use super::form::{read_form_and_admit, FormSpec};
 use super::image::{authorize_image, check_image, ImageQuery};
-use super::RequestNotes;
+use super::request::RequestNotes;
 use crate::auth::Caller;
 use crate::bounds::IMAGE_BYTES_MAX;
 use crate::content::ContentKind;

@@ -17,8 +17,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::buffers::{BufferPool, JsonBuffers};
-use super::envelope;
-use super::workflows::Listings;
+use super::listings::Listings;
 use crate::auth::{self, Caller};
 use crate::checks::Engine;
 use crate::clock::Clock;
@@ -27,12 +26,10 @@ use crate::download::Downloader;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::hash::FastMap;
 use crate::http::conn::Deadline;
-use crate::http::response::Response;
 use crate::journal::Journal;
 use crate::limits::ShardLimits;
 use crate::lists::CompiledList;
 use crate::metrics::Metrics;
-use crate::request_id::RequestId;
 use crate::store::lists::ListWriter;
 use crate::store::lists_follower::ListsView;
 use crate::store::view::{StoreView, Workflows};
@@ -210,10 +207,6 @@ impl Context {
             Some(worker) if worker.is_full() => Err(crate::inference::worker::busy()),
             _ => Ok(()),
         }
-    }
-
-    pub fn error_answer(&self, error: &ApiError, path: &str, request_id: &RequestId) -> Response {
-        envelope::error_response(error, path, request_id, self.now_ms())
     }
 
     /// Downloads `url` for `caller` into `out` (the rules of [`Downloader`]), counting bytes

@@ -1,12 +1,12 @@
 //! The end of every check, whatever route it came by: the decision from the scores and the
-//! workflow's thresholds, the summary the journal records ([`super::RequestNotes::check`]),
+//! workflow's thresholds, the summary the journal records ([`super::request::RequestNotes::check`]),
 //! and the answer in the route's shape (Answer on the native routes, CompatAnswer on the
 //! compatible ones, with the gateway's clock for `request.timestamp`). The journal record
 //! itself is written by [`super::handle`] from the notes, for checks and refusals alike.
 
 use super::answer::{check_answer, CheckAnswer, Shape};
 use super::context::Context;
-use super::{CheckSummary, RequestNotes};
+use super::request::{CheckSummary, RequestNotes};
 use crate::checks::board::ScoreBoard;
 use crate::decision::decide;
 use crate::http::response::Response;

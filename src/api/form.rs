@@ -322,7 +322,7 @@ fn read_urlencoded(body: &[u8], sink: &mut FormSink<'_>) -> ApiResult<()> {
 pub async fn read_form_and_admit<S: AsyncRead + AsyncWrite + Unpin>(
     cx: &Context,
     exchange: &mut Exchange<'_, S>,
-    notes: &mut super::RequestNotes,
+    notes: &mut super::request::RequestNotes,
     spec: &FormSpec,
     payload: &mut Vec<u8>,
     kind: crate::content::ContentKind,

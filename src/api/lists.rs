@@ -26,8 +26,8 @@ use serde::{Deserialize, Serialize};
 
 use super::context::Context;
 use super::envelope::json_response;
+use super::request::RequestNotes;
 use super::text::{parse_object, require_json};
-use super::RequestNotes;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::http::conn::Exchange;

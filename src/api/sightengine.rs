@@ -88,12 +88,13 @@ use super::envelope::{json_response, CompatRequest};
 use super::form::ListFields;
 use super::image::score_image_with;
 use super::lists::{add_image_hashes, require_lists_scope, AddedView};
+use super::request::{scored, CheckSummary, RequestNotes};
 use super::sightengine_text::RuleMatches;
-use super::{scored, CheckSummary, RequestNotes};
 use crate::checks::categories::{DRAWN_NUDITY, ILLUSTRATION};
 use crate::checks::custom::{self, SightengineAnswer};
 use crate::checks::{faces, nsfwjs, ocr, qr, registry};
 use crate::decision::decide;
+use crate::error::ErrorKind;
 use crate::error::{ApiError, ApiResult};
 use crate::http::conn::Exchange;
 use crate::http::response::Response;
@@ -831,9 +832,48 @@ pub const NUDITY_2_1_CLASSES: &[&str] = &[
     "context.indoor_other",
 ];
 
+/// The `error.type` Sightengine documents for a kind of refusal: what `/1.0/check.json` and
+/// `/1.0/text/check.json` answer, so that code written against Sightengine
+/// (`if error.type == "usage_limit"`) keeps working. The HTTP status is modgate's either way.
+pub const fn error_type(kind: ErrorKind) -> &'static str {
+    use ErrorKind::*;
+    match kind {
+        Unauthorized | Forbidden => "credentials_error",
+        OrganizationSuspended => "plan_error",
+        // On these routes a 404 is a list that `add_to_list` names and that does not exist.
+        BadRequest | UnknownWorkflow | TextTooLong | Conflict | NotFound => "argument_error",
+        UnsupportedMedia | CorruptMedia | BodyTooLarge | ImageTooLarge | UrlRefused => {
+            "media_error"
+        }
+        MethodNotAllowed | RequestTimeout | UriTooLong | ExpectationFailed | HeadTooLarge => {
+            "request_error"
+        }
+        RateLimited | TooManyConcurrent | QuotaExceeded => "usage_limit",
+        WorkflowUnavailable | Busy | Internal => "api_error",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_has_one_of_sightengines_documented_types() {
+        const DOCUMENTED: [&str; 9] = [
+            "api_error",
+            "argument_error",
+            "callback_error",
+            "credentials_error",
+            "media_error",
+            "plan_error",
+            "request_error",
+            "unknown_error",
+            "usage_limit",
+        ];
+        for kind in ErrorKind::ALL {
+            assert!(DOCUMENTED.contains(&error_type(kind)), "{kind:?}");
+        }
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -46,7 +46,7 @@ use super::compat_text::{form_text, read_text_form};
 use super::context::Context;
 use super::envelope::{json_response, CompatRequest};
 use super::form::Form;
-use super::{scored, truncated, CheckSummary, RequestNotes};
+use super::request::{scored, truncated, CheckSummary, RequestNotes};
 use crate::checks::board::ScoreBoard;
 use crate::checks::{self, links, pii, registry, wordlist};
 use crate::content::ContentKind;

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::buffers::{BufferPool, JsonBuffers, PooledBuffer};
 use super::context::Context;
 use super::finish::finish_check;
-use super::RequestNotes;
+use super::request::RequestNotes;
 use crate::auth::Caller;
 use crate::bounds::{CONTEXT_CHARS_MAX, REF_CHARS_MAX};
 use crate::content::ContentKind;

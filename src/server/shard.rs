@@ -701,7 +701,7 @@ async fn refuse_over_cap(shard: Rc<Shard>, mut stream: TcpStream) {
         "too many connections on this server; retry shortly",
     )
     .with_retry_after(1);
-    let response = shard.api.error_answer(&error, "", &request_id);
+    let response = crate::api::error_answer(&shard.api, &error, "", &request_id);
     let mut out = Vec::with_capacity(256);
     response.write_to(
         &mut out,
