@@ -6,7 +6,7 @@ Perspective detects the language of a comment sent without `languages` and refus
 attributes do not read (400 "Attribute TOXICITY does not support request languages: xx").
 modgate's models read English only, so its route refuses a text the language detector
 (`src/text/langid.rs`) reliably finds to be another language, once the text has at least
-`LANGUAGE_REFUSAL_LETTERS_MIN` letters (`src/api/perspective.rs`): on short texts the
+`LANGUAGE_REFUSAL_LETTERS_MIN` letters (`src/api/dialect/perspective.rs`): on short texts the
 detector's "reliable" findings are often wrong ("lol" reads as Spanish).
 
 Texts: Debian's fortune cookies (packages `fortunes`, `fortunes-de`, `fortunes-es`,
@@ -32,7 +32,7 @@ OTHER = {"de": "de", "es": "es", "it": "it", "pt": "brasil", "pl": "pl", "cs": "
 SKIP = {"art", "ascii-art", "linuxcookie", "perl", "computers", "zippy", "translate-me", "brasil"}
 THRESHOLDS = [0, 20, 40, 60]
 CONFIDENCES = [0.9, 0.99, 0.999]
-# What src/api/perspective.rs refuses from.
+# What src/api/dialect/perspective.rs refuses from.
 CHOSEN = (40, 0.99)
 COOKIE_CHARS_MAX = 600
 

@@ -16,9 +16,8 @@
 
 pub mod answer;
 pub mod buffers;
-pub mod compat_image;
-pub mod compat_text;
 pub mod context;
+pub mod dialect;
 pub mod envelope;
 pub mod finish;
 pub mod form;
@@ -26,13 +25,9 @@ pub mod health;
 pub mod image;
 pub mod listings;
 pub mod lists;
-pub mod openai;
 pub mod openapi;
-pub mod perspective;
 pub mod request;
 mod routes;
-pub mod sightengine;
-pub mod sightengine_text;
 pub mod text;
 pub mod workflows;
 

@@ -1494,7 +1494,7 @@ DESCRIPTION = (
 )
 
 # --------------------------------------------------------------------------------------------
-# OpenAI's moderation endpoint (src/api/openai.rs)
+# OpenAI's moderation endpoint (src/api/dialect/openai.rs)
 # --------------------------------------------------------------------------------------------
 
 OPENAI_CATEGORIES = [
@@ -1652,7 +1652,7 @@ paths["/v1/moderations"] = {
 }
 
 # --------------------------------------------------------------------------------------------
-# Google's Perspective API (src/api/perspective.rs)
+# Google's Perspective API (src/api/dialect/perspective.rs)
 # --------------------------------------------------------------------------------------------
 
 PERSPECTIVE_ATTRIBUTES = ["TOXICITY", "SEVERE_TOXICITY", "IDENTITY_ATTACK", "INSULT", "PROFANITY", "THREAT"]
@@ -1805,7 +1805,7 @@ paths["/$discovery/rest"] = {
 }
 
 # --------------------------------------------------------------------------------------------
-# Sightengine's check.json (src/api/sightengine.rs)
+# Sightengine's check.json (src/api/dialect/sightengine/mod.rs)
 # --------------------------------------------------------------------------------------------
 
 unit = {"type": "number", "minimum": 0, "maximum": 1}
@@ -2033,7 +2033,7 @@ for _method in ("post", "get"):
     paths["/1.0/check.json"][_method]["responses"] = dict(sorted(_responses.items()))
 
 # --------------------------------------------------------------------------------------------
-# Sightengine's text/check.json (src/api/sightengine_text.rs)
+# Sightengine's text/check.json (src/api/dialect/sightengine/text.rs)
 # --------------------------------------------------------------------------------------------
 
 schemas["SightengineTextForm"] = {

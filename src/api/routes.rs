@@ -20,12 +20,11 @@ use crate::request_id::RequestId;
 use crate::route::Route;
 
 use super::context::Context;
+use super::dialect::sightengine::{self, workflow_image, workflow_text};
+use super::dialect::{openai, perspective};
 use super::envelope::CompatRequest;
 use super::request::{truncated, RequestNotes};
-use super::{
-    compat_image, compat_text, envelope, health, image, lists, openai, openapi, perspective,
-    sightengine, sightengine_text, text, workflows,
-};
+use super::{envelope, health, image, lists, openapi, text, workflows};
 
 /// Whether `route` is answered for `method`.
 fn accepts(route: Route, method: Method) -> bool {
@@ -54,7 +53,7 @@ fn body_bytes_max(route: Route, method: Method, limits: &LimitsConfig) -> u64 {
         (Route::CompatText | Route::SightengineText, _) => limits.text_form_bytes_max as u64,
         (Route::Image, _) => IMAGE_BYTES_MAX as u64,
         (Route::CompatImage | Route::SightengineCheck, Method::Post) => {
-            (IMAGE_BYTES_MAX + compat_image::FORM_OVERHEAD_BYTES_MAX) as u64
+            (IMAGE_BYTES_MAX + workflow_image::FORM_OVERHEAD_BYTES_MAX) as u64
         }
         (Route::CompatImage | Route::SightengineCheck, _) => 0,
         (Route::Moderations, _) => openai::body_bytes_max(limits) as u64,
@@ -401,14 +400,14 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
         Route::OpenApi => Ok(openapi::answer()),
         Route::Workflows => workflows::list(cx, head, notes).await,
         Route::Text => text::check(cx, exchange, notes).await,
-        Route::CompatText => compat_text::check(cx, exchange, notes).await,
+        Route::CompatText => workflow_text::check(cx, exchange, notes).await,
         Route::Image => image::check(cx, exchange, notes).await,
-        Route::CompatImage => compat_image::check(cx, exchange, notes).await,
+        Route::CompatImage => workflow_image::check(cx, exchange, notes).await,
         Route::Moderations => openai::moderations(cx, exchange, notes).await,
         Route::Perspective => perspective::analyze(cx, exchange, notes).await,
         Route::Discovery => perspective::discovery(cx, head.host(), head.query()),
         Route::SightengineCheck => sightengine::check(cx, exchange, notes).await,
-        Route::SightengineText => sightengine_text::check(cx, exchange, notes).await,
+        Route::SightengineText => sightengine::text::check(cx, exchange, notes).await,
         Route::Lists => lists::handle(cx, exchange, notes).await,
     }
 }

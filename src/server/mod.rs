@@ -84,7 +84,7 @@ pub fn run(config: Config, overrides: Overrides, log: LogControl) -> anyhow::Res
     config.validate()?;
     // Before anything reads the registry: workflows may name the configuration's own models.
     crate::checks::custom::register(&config.models.custom).map_err(|error| anyhow!(error))?;
-    crate::api::sightengine::check_declared_models().map_err(|error| anyhow!(error))?;
+    crate::api::dialect::sightengine::check_declared_models().map_err(|error| anyhow!(error))?;
     return_large_blocks_to_the_system();
     if let Err(error) = rlimit::increase_nofile_limit(u64::MAX) {
         tracing::warn!(%error, "could not raise the open-file limit");

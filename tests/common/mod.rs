@@ -1022,7 +1022,7 @@ pub fn now_unix_ms() -> i64 {
 }
 
 /// Sightengine's documented `nudity-2.1` object: every class, by its dotted path.
-pub use modgate::api::sightengine::NUDITY_2_1_CLASSES as SIGHTENGINE_NUDITY_2_1;
+pub use modgate::api::dialect::sightengine::NUDITY_2_1_CLASSES as SIGHTENGINE_NUDITY_2_1;
 
 /// Asserts that a `nudity-2.x` object has every class of [`SIGHTENGINE_NUDITY_2_1`], each a
 /// number in [0, 1].

@@ -1,7 +1,7 @@
 //! Sightengine's `POST /1.0/text/check.json`, so that an integration written against its
 //! text moderation works against modgate with only the address changed.
 //!
-//! The form (multipart or URL-encoded, [`super::form`]) carries `text`, `lang`, `mode`, the
+//! The form (multipart or URL-encoded, [`crate::api::form`]) carries `text`, `lang`, `mode`, the
 //! key as `api_secret` (or a header), and per mode:
 //!
 //! - `mode=rules` (or `standard`, its older name): `categories`, a comma list of
@@ -42,11 +42,11 @@ use std::sync::Arc;
 use futures_lite::{AsyncRead, AsyncWrite};
 use serde::Serialize;
 
-use super::compat_text::{form_text, read_text_form};
-use super::context::Context;
-use super::envelope::{json_response, CompatRequest};
-use super::form::Form;
-use super::request::{scored, truncated, CheckSummary, RequestNotes};
+use super::workflow_text::{form_text, read_text_form};
+use crate::api::context::Context;
+use crate::api::envelope::{json_response, CompatRequest};
+use crate::api::form::Form;
+use crate::api::request::{scored, truncated, CheckSummary, RequestNotes};
 use crate::checks::board::ScoreBoard;
 use crate::checks::{self, links, pii, registry, wordlist};
 use crate::content::ContentKind;

@@ -7,11 +7,11 @@
 
 use futures_lite::{AsyncRead, AsyncWrite};
 
-use super::buffers::PooledBuffer;
-use super::context::Context;
-use super::form::{read_form_and_admit, Form, FormSpec};
-use super::request::RequestNotes;
-use super::text::{check_text, TextCheck, DEFAULT_WORKFLOW};
+use crate::api::buffers::PooledBuffer;
+use crate::api::context::Context;
+use crate::api::form::{read_form_and_admit, Form, FormSpec};
+use crate::api::request::RequestNotes;
+use crate::api::text::{check_text, TextCheck, DEFAULT_WORKFLOW};
 use crate::auth::Caller;
 use crate::content::ContentKind;
 use crate::error::{ApiError, ApiResult, ErrorKind};

@@ -37,12 +37,12 @@ use std::collections::BTreeMap;
 use futures_lite::{AsyncRead, AsyncWrite};
 use serde::{Deserialize, Serialize};
 
-use super::buffers::JsonBuffers;
-use super::context::Context;
-use super::envelope::json_response;
-use super::request::truncated;
-use super::request::{scored, CheckSummary, RequestNotes};
-use super::text::{parse_object, read_json_body};
+use crate::api::buffers::JsonBuffers;
+use crate::api::context::Context;
+use crate::api::envelope::json_response;
+use crate::api::request::truncated;
+use crate::api::request::{scored, CheckSummary, RequestNotes};
+use crate::api::text::{parse_object, read_json_body};
 use crate::checks::registry;
 use crate::content::ContentKind;
 use crate::decision::decide;

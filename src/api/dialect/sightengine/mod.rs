@@ -2,7 +2,7 @@
 //! work against modgate with only DNS changed.
 //!
 //! The image comes as on `/1.0/check-workflow.json` (`media` in a form, or `url`; the key as
-//! `api_secret`, [`super::compat_image::receive`]) and is checked by the `default` workflow's
+//! `api_secret`, [`workflow_image::receive`]) and is checked by the `default` workflow's
 //! image checks (or the `workflow` field's). `models` names what to answer, and only what this
 //! server can honestly score or measure is accepted ([`SUPPORTED_MODELS`]); any other model is
 //! refused with the compatible error envelope, naming it and the supported ones:
@@ -79,17 +79,19 @@
 //! for a request naming no model), reserved once `models` is read: 429 `quota_exceeded` when
 //! they are not all left, before any model runs.
 
+pub mod text;
+pub mod workflow_image;
+pub mod workflow_text;
+
 use serde::Serialize;
 
-use super::answer::Matches;
-use super::compat_image::receive;
-use super::context::Context;
-use super::envelope::{json_response, CompatRequest};
-use super::form::ListFields;
-use super::image::score_image_with;
-use super::lists::{add_image_hashes, require_lists_scope, AddedView};
-use super::request::{scored, CheckSummary, RequestNotes};
-use super::sightengine_text::RuleMatches;
+use crate::api::answer::Matches;
+use crate::api::context::Context;
+use crate::api::envelope::{json_response, CompatRequest};
+use crate::api::form::ListFields;
+use crate::api::image::score_image_with;
+use crate::api::lists::{add_image_hashes, require_lists_scope, AddedView};
+use crate::api::request::{scored, CheckSummary, RequestNotes};
 use crate::checks::categories::{DRAWN_NUDITY, ILLUSTRATION};
 use crate::checks::custom::{self, SightengineAnswer};
 use crate::checks::{faces, nsfwjs, ocr, qr, registry};
@@ -101,6 +103,8 @@ use crate::http::response::Response;
 use crate::image::faces::FoundFace;
 use crate::image::properties::Properties;
 use futures_lite::{AsyncRead, AsyncWrite};
+use text::RuleMatches;
+use workflow_image::receive;
 
 /// The models this route answers.
 pub const SUPPORTED_MODELS: &[&str] = &[

@@ -14,11 +14,11 @@ use std::rc::Rc;
 
 use futures_lite::{AsyncRead, AsyncWrite};
 
-use super::buffers::PooledBuffer;
-use super::context::Context;
-use super::form::{read_form_and_admit, FormSpec};
-use super::image::{authorize_image, check_image, ImageQuery};
-use super::request::RequestNotes;
+use crate::api::buffers::PooledBuffer;
+use crate::api::context::Context;
+use crate::api::form::{read_form_and_admit, FormSpec};
+use crate::api::image::{authorize_image, check_image, ImageQuery};
+use crate::api::request::RequestNotes;
 use crate::auth::Caller;
 use crate::bounds::IMAGE_BYTES_MAX;
 use crate::content::ContentKind;
@@ -39,7 +39,7 @@ pub struct Received<'c> {
     pub workflow: Rc<WorkflowRecord>,
     pub models: Option<String>,
     /// `/1.0/check.json`'s list fields (ignored by `check-workflow`, like `models`).
-    pub list_fields: super::form::ListFields,
+    pub list_fields: crate::api::form::ListFields,
     /// The `url` the image came from, or the uploaded file's name.
     pub uri: Option<String>,
 }
