@@ -209,3 +209,128 @@ fn perspective_attributes_read_the_classifier() {
     let insult = "You're a worthless piece of shit and everyone hates you";
     assert!(score(insult, "INSULT") > score(kind, "INSULT") + 0.3);
 }
+
+/// The same insult and the same plain sentence, written here in each of the eight languages
+/// the heads were trained on: on every text route the insult scores well above the plain
+/// sentence (`/v1/text`'s and `/v1/moderations`' highest harm score, Perspective's `TOXICITY`
+/// with `languages` named and detected). The toxicity head is the one with data in every one
+/// of them. OpenAI's categories have no toxicity, and the harassment head has no Arabic data
+/// and 11 Chinese positives: on `/v1/moderations` the Arabic and Chinese insults score 0.06
+/// and 0.18, above the plain sentences but far below a flag (a known gap, listed in
+/// `models/text/classifier/QUALITY.md`); there only the order is asserted. How well each
+/// language is read, on held-back data of its own, is in that file too.
+#[test]
+fn an_insult_outscores_a_plain_sentence_in_every_trained_language() {
+    let server = Server::start();
+    let (key, _) = server.new_key("acme", "pro", &[]);
+    let texts: [(&str, &str, &str); 8] = [
+        (
+            "en",
+            "You are a disgusting idiot and nobody wants you here.",
+            "The train to the city leaves at nine in the morning.",
+        ),
+        (
+            "de",
+            "Du bist ein widerlicher Idiot und niemand will dich hier haben.",
+            "Der Zug in die Stadt fährt um neun Uhr morgens ab.",
+        ),
+        (
+            "fr",
+            "Tu es un idiot dégoûtant et personne ne veut de toi ici.",
+            "Le train pour la ville part à neuf heures du matin.",
+        ),
+        (
+            "pt",
+            "Você é um idiota nojento e ninguém quer você aqui.",
+            "O trem para a cidade sai às nove horas da manhã.",
+        ),
+        (
+            "pl",
+            "Jesteś obrzydliwym idiotą i nikt cię tu nie chce.",
+            "Pociąg do miasta odjeżdża o dziewiątej rano.",
+        ),
+        (
+            "ar",
+            "أنت أحمق مقرف ولا أحد يريدك هنا.",
+            "القطار إلى المدينة يغادر في الساعة التاسعة صباحا.",
+        ),
+        (
+            "zh",
+            "你是个恶心的白痴，这里没人想要你。",
+            "去城里的火车早上九点出发。",
+        ),
+        (
+            "hi",
+            "तुम एक घिनौने बेवकूफ हो और यहाँ कोई तुम्हें नहीं चाहता।",
+            "शहर जाने वाली ट्रेन सुबह नौ बजे निकलती है।",
+        ),
+    ];
+    let highest = |scores: &Value, categories: &[&str]| {
+        categories
+            .iter()
+            .map(|category| scores[category].as_f64().unwrap())
+            .fold(0.0, f64::max)
+    };
+    let native = |sentence: &str| {
+        let answer = text(&server, &key, &json!({ "text": sentence }));
+        highest(&answer["scores"], &["hate", "harassment", "offensive"])
+    };
+    let moderations = |sentence: &str| {
+        let (status, _, answer) = post(
+            &server.url("/v1/moderations"),
+            &[
+                ("Content-Type", "application/json"),
+                ("Authorization", &format!("Bearer {key}")),
+            ],
+            json!({ "input": sentence }).to_string().as_bytes(),
+        );
+        assert_eq!(status, 200, "{answer}");
+        highest(
+            &answer["results"][0]["category_scores"],
+            &["hate", "harassment", "violence"],
+        )
+    };
+    let perspective = |sentence: &str, language: Option<&str>| {
+        let mut body =
+            json!({"comment": {"text": sentence}, "requestedAttributes": {"TOXICITY": {}}});
+        if let Some(language) = language {
+            body["languages"] = json!([language]);
+        }
+        let (status, _, answer) = post(
+            &server.url(&format!("/v1alpha1/comments:analyze?key={key}")),
+            &[("Content-Type", "application/json")],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(status, 200, "{sentence}: {answer}");
+        answer["attributeScores"]["TOXICITY"]["summaryScore"]["value"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{sentence}: {answer}"))
+    };
+    let mut failed = Vec::new();
+    for (language, insult, plain) in texts {
+        let pairs = [
+            ("/v1/text", native(insult), native(plain)),
+            ("/v1/moderations", moderations(insult), moderations(plain)),
+            (
+                "Perspective, named",
+                perspective(insult, Some(language)),
+                perspective(plain, Some(language)),
+            ),
+            (
+                "Perspective, detected",
+                perspective(insult, None),
+                perspective(plain, None),
+            ),
+        ];
+        for (route, harmful, benign) in pairs {
+            let weak = matches!(language, "ar" | "zh") && route == "/v1/moderations";
+            let margin = if weak { 0.02 } else { 0.2 };
+            if harmful < benign + margin {
+                failed.push(format!(
+                    "{language} on {route}: {harmful:.3} against {benign:.3}"
+                ));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}
