@@ -347,7 +347,8 @@ fn requested(
 /// `language` (a code, `pt-BR` read as `pt`, in lower case) if every requested attribute can
 /// be scored in it by the workflow's `checks`: some check of theirs that scores the
 /// attribute's category reads it (the registry's coverage list; a check that does not judge
-/// words reads every language alike). Otherwise the first attribute that cannot be, to refuse.
+/// words reads every language alike; an attribute no check of theirs scores is left to the
+/// answer, which cannot give it). Otherwise the first attribute that cannot be, to refuse.
 fn read_in(
     checks: &[String],
     attributes: &[(&'static str, &'static str, Option<f64>)],
@@ -359,15 +360,21 @@ fn read_in(
         .unwrap_or_default()
         .to_ascii_lowercase();
     for &(attribute, category, _) in attributes {
-        let read = checks
+        let mut scoring = checks
             .iter()
             .filter_map(|name| registry::find(name))
             .filter(|check| check.categories.contains(&category))
-            .any(|check| {
-                check
-                    .languages
-                    .is_none_or(|languages| languages.contains(&base.as_str()))
-            });
+            .peekable();
+        // No check of the workflow scores it at all: that is not the language's fault (the
+        // attribute is answered 503, as a model that is not loaded).
+        if scoring.peek().is_none() {
+            continue;
+        }
+        let read = scoring.any(|check| {
+            check
+                .languages
+                .is_none_or(|languages| languages.contains(&base.as_str()))
+        });
         if !read {
             return Err(attribute);
         }
@@ -653,11 +660,17 @@ mod tests {
         assert_eq!(read(&["TOXICITY", "PROFANITY"], "de"), Err("PROFANITY"));
         assert_eq!(read(&["SEVERE_TOXICITY"], "fr"), Err("SEVERE_TOXICITY"));
         assert_eq!(read(&["THREAT"], "es"), Err("THREAT"));
-        // A workflow without the harm classifier reads nothing but English.
+        // A workflow without the harm classifier: PROFANITY is read in English only, and
+        // INSULT, which nothing of it scores, is no refusal of the language (it is answered
+        // 503, as a model that is not loaded).
         let english = vec!["profanity_svm".to_owned(), "toxblock".to_owned()];
         assert_eq!(
+            read_in(&english, &[attribute("PROFANITY")], "de"),
+            Err("PROFANITY")
+        );
+        assert_eq!(
             read_in(&english, &[attribute("INSULT")], "de"),
-            Err("INSULT")
+            Ok("de".to_owned())
         );
     }
 
