@@ -198,7 +198,7 @@ pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
     let workflow = caller.authorize(ContentKind::Text, PERSPECTIVE_WORKFLOW, &workflows)?;
     let checks = &workflow.definition.text_checks;
     let (language, detected) = match request.languages.first() {
-        Some(first) => {
+        Some(_) => {
             let requested: Vec<String> = request
                 .languages
                 .iter()
@@ -206,8 +206,9 @@ pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
                 .collect();
             // Every language named must be one each requested attribute is read in; the text
             // is scored in the first.
+            let mut scored_in = None;
             for named in &request.languages {
-                read_in(checks, &attributes, named).map_err(|attribute| {
+                let language = read_in(checks, &attributes, named).map_err(|attribute| {
                     language_not_supported(
                         attribute,
                         truncated(named),
@@ -215,8 +216,9 @@ pub async fn analyze<S: AsyncRead + AsyncWrite + Unpin>(
                         Vec::new(),
                     )
                 })?;
+                scored_in.get_or_insert(language);
             }
-            let language = read_in(checks, &attributes, first).unwrap_or_default();
+            let language = scored_in.unwrap_or_else(|| DEFAULT_LANGUAGE.to_owned());
             (language, None)
         }
         None => match cx.checks.language_of(text).flatten() {
