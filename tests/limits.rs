@@ -259,9 +259,18 @@ fn a_check_across_midnight_is_charged_to_the_month_it_was_admitted_in() {
         })
     };
     let now_ms = now_unix_ms();
-    // Ten seconds before the month ends (on the server's clock).
-    let before_midnight = modgate::clock::ms_until_next_month(now_ms) - 10_000;
-    std::fs::write(&offset, before_midnight.to_string()).unwrap();
+    // Two minutes before the month ends (on the server's clock): room for a slow start and the
+    // key's creation before the check is admitted (ten seconds were not always enough).
+    const MARGIN_MS: i64 = 120_000;
+    let before_midnight = modgate::clock::ms_until_next_month(now_ms) - MARGIN_MS;
+    // Written whole, by a rename: the server reads the file on every clock read, and a
+    // truncated file reads as no offset at all.
+    let set_offset = |ms: i64| {
+        let next = offset.with_extension("next");
+        std::fs::write(&next, ms.to_string()).unwrap();
+        std::fs::rename(&next, &offset).unwrap();
+    };
+    set_offset(before_midnight);
     let mut server = start();
     let key = limited_key(&server, "acme", &["--quota-per-month", "1"]);
     // Admitted before midnight: the check holds its unit while it waits for its body.
@@ -269,7 +278,7 @@ fn a_check_across_midnight_is_charged_to_the_month_it_was_admitted_in() {
     let mut crossing = RawConn::connect(server.addr);
     crossing.send(&request[..request.len() - 5]);
     std::thread::sleep(Duration::from_millis(300));
-    std::fs::write(&offset, (before_midnight + 60_000).to_string()).unwrap();
+    set_offset(before_midnight + MARGIN_MS + 60_000);
     crossing.send(&request[request.len() - 5..]);
     assert_eq!(crossing.read_response().unwrap().status, 200);
     drop(crossing);
@@ -296,7 +305,7 @@ fn a_check_across_midnight_is_charged_to_the_month_it_was_admitted_in() {
                 .unwrap()
         })
         .collect();
-    let midnight = now_ms + before_midnight + 10_000;
+    let midnight = now_ms + before_midnight + MARGIN_MS;
     assert_eq!(times.len(), 2, "{journal}");
     assert!(times[0] < midnight && times[1] >= midnight, "{journal}");
 }
