@@ -29,14 +29,16 @@ serve: fetch nasm
 	cargo run --release -- serve
 
 # The engines the fleet tests start on 127.0.0.1 (Debian's postgresql and redis-server), the
-# font the OCR tests draw their text in (fonts-dejavu-core) and promtool, which checks the
-# alerting rules of ops/ (Debian's prometheus package), installed when missing. Needs root (or
-# sudo) the first time.
+# font the OCR tests draw their text in (fonts-dejavu-core), promtool, which checks the
+# alerting rules of ops/ (Debian's prometheus package), and the browser the HTML reports are
+# rendered in (Debian's chromium, headless), installed when missing. Needs root (or sudo) the
+# first time.
 engines:
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing="$$missing fonts-dejavu-core"; \
 	if [ -n "$$missing" ]; then $(call apt_install,$$missing); fi
 

@@ -28,6 +28,11 @@ macro_rules! say {
     }};
 }
 
+mod judgement;
+mod store_args;
+
+use store_args::{now_ms, parse_rfc3339_ms, resolve, StoreArgs};
+
 #[derive(Parser)]
 #[command(
     name = "modgate",
@@ -73,6 +78,18 @@ enum Command {
     /// Run a workflow's checks over a JSON-lines file of texts or a directory of images,
     /// offline, and report how it would decide (to choose thresholds on your own traffic).
     Eval(EvalArgs),
+    /// Feedback on checks from a review tool (the route is `POST /v1/feedback`).
+    Feedback {
+        #[command(subcommand)]
+        command: judgement::FeedbackCommand,
+    },
+    /// How well a workflow's thresholds fit the feedback given on its checks: per category,
+    /// precision and recall at the thresholds in force, AUPRC, and the thresholds that reach
+    /// the asked precision with the most recall.
+    Calibrate(judgement::CalibrateArgs),
+    /// The decisions a workflow's journaled checks would get under other thresholds, and
+    /// which flip.
+    Replay(judgement::ReplayArgs),
     /// Send one check to a running server and print its decision: an image file, or --text,
     /// or --url.
     Check(CheckArgs),
@@ -229,17 +246,6 @@ struct EvalArgs {
     decisions: Option<PathBuf>,
     /// Configuration whose own models (`[[models.custom]]`) the workflows may name.
     #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-}
-
-/// Where the admin commands find the store.
-#[derive(Args)]
-struct StoreArgs {
-    /// Data directory. Default: server.data_dir of --config, else ./data.
-    #[arg(long, value_name = "DIR", global = true)]
-    data: Option<PathBuf>,
-    /// Configuration file whose server.data_dir to use.
-    #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
 }
 
@@ -529,6 +535,9 @@ pub fn main() -> anyhow::Result<()> {
         }
         Command::Journal(args) => journal(args),
         Command::Eval(args) => eval(args),
+        Command::Feedback { command } => judgement::feedback(command),
+        Command::Calibrate(args) => judgement::calibrate(args),
+        Command::Replay(args) => judgement::replay(args),
         Command::Check(args) => crate::client::run(&crate::client::CheckRequest {
             image: args.image,
             text: args.text,
@@ -706,18 +715,6 @@ fn eval(args: EvalArgs) -> anyhow::Result<()> {
     })
 }
 
-/// The data directory and configuration the admin commands work on.
-fn resolve(args: &StoreArgs) -> anyhow::Result<(PathBuf, Config)> {
-    let config = Config::load(args.config.as_deref())?;
-    // Workflows may name the configuration's own models.
-    crate::checks::custom::register(&config.models.custom).map_err(|error| anyhow!(error))?;
-    let dir = args
-        .data
-        .clone()
-        .unwrap_or_else(|| config.server.data_dir.clone());
-    Ok((dir, config))
-}
-
 /// Runs an admin operation: on the local store, or, with a `[cluster]` configuration, on the
 /// fleet's control plane (one PostgreSQL transaction, then a wait for the live nodes to apply
 /// it; `strict`: nodes still behind after the wait make the command fail).
@@ -810,10 +807,6 @@ fn journal(args: JournalArgs) -> anyhow::Result<()> {
         eprintln!("{count} records");
     }
     Ok(())
-}
-
-fn now_ms() -> i64 {
-    crate::clock::Clock::System.now_ms()
 }
 
 fn org(command: OrgCommand) -> anyhow::Result<()> {
@@ -994,14 +987,6 @@ fn parse_workflow_access(text: &str) -> anyhow::Result<WorkflowAccess> {
         workflow::validate_name(name).map_err(|error| anyhow!(error))?;
     }
     Ok(WorkflowAccess::Only(names))
-}
-
-pub fn parse_rfc3339_ms(text: &str) -> anyhow::Result<i64> {
-    let time = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-        .with_context(|| {
-            format!("invalid time '{text}': expected RFC 3339, e.g. 2027-01-31T00:00:00Z")
-        })?;
-    Ok((time.unix_timestamp_nanos() / 1_000_000) as i64)
 }
 
 fn workflow_command(command: WorkflowCommand) -> anyhow::Result<()> {

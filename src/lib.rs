@@ -56,8 +56,8 @@
 //! - [`auth`]: API keys from the request, checked against the store.
 //! - [`fleet`]: a fleet of nodes on PostgreSQL: the control plane's schema, the admin CLI's
 //!   transactions and each node's follower.
-//! - [`store`]: organizations, plans, keys and workflows in LMDB; [`store::view`] is the
-//!   per-shard cache.
+//! - [`store`]: organizations, plans, keys, workflows (every version) and feedback on checks
+//!   in LMDB; [`store::view`] is the per-shard cache.
 //! - [`workflow`]: workflow definitions and their versions.
 //! - [`checks`]: the tools that score content; [`text`] and [`image`] prepare content for them.
 //! - [`inference`]: ONNX Runtime sessions on a model worker beside each shard.
@@ -67,6 +67,8 @@
 //! - [`download`]: the `url` downloader and its public-internet-only vetting.
 //! - [`limits`]: rate, concurrency and quota per shard, leased from [`limits::lease`].
 //! - [`journal`]: one LMDB journal per shard, group-committed before answers leave.
+//! - [`judgement`]: the journaled scores joined with the organizations' feedback: calibration
+//!   of thresholds and replay of decisions under others.
 //! - [`metrics`]: per-shard counters, summed by the `/metrics` listener when it is scraped.
 //! - [`logging`]: tracing to stderr (text or JSON), its level reloadable on SIGHUP.
 //! - [`clock`]: the wall clock (injectable for tests).
@@ -94,6 +96,7 @@ pub mod http;
 pub mod image;
 pub mod inference;
 pub mod journal;
+pub mod judgement;
 pub mod limits;
 pub mod lists;
 pub mod logging;

@@ -24,10 +24,14 @@ pub enum Route {
     SightengineText,
     /// `/v1/lists` and everything under it: the organization's hash lists.
     Lists,
+    /// `POST /v1/feedback`: the organization's judgement of one of its checks.
+    Feedback,
+    /// `GET /v1/checks/{request_id}`: how one of the organization's checks was decided.
+    Checks,
 }
 
 impl Route {
-    pub const ALL: [Route; 13] = [
+    pub const ALL: [Route; 15] = [
         Route::Health,
         Route::OpenApi,
         Route::Workflows,
@@ -41,6 +45,8 @@ impl Route {
         Route::SightengineCheck,
         Route::SightengineText,
         Route::Lists,
+        Route::Feedback,
+        Route::Checks,
     ];
 
     /// The route's place in [`Route::ALL`] (for per-route counters).
@@ -59,12 +65,17 @@ impl Route {
             Route::SightengineCheck => 10,
             Route::SightengineText => 11,
             Route::Lists => 12,
+            Route::Feedback => 13,
+            Route::Checks => 14,
         }
     }
 
     pub fn find(path: &str) -> Option<Route> {
         if path.starts_with("/v1/lists/") {
             return Some(Route::Lists);
+        }
+        if path.starts_with("/v1/checks/") {
+            return Some(Route::Checks);
         }
         Route::ALL.into_iter().find(|route| route.path() == path)
     }
@@ -95,19 +106,26 @@ impl Route {
             Route::SightengineCheck => "/1.0/check.json",
             Route::SightengineText => "/1.0/text/check.json",
             Route::Lists => "/v1/lists",
+            Route::Feedback => "/v1/feedback",
+            Route::Checks => "/v1/checks",
         }
     }
 
     /// The `Allow` header of the route (GET routes answer HEAD too).
     pub fn allow(self) -> &'static str {
         match self {
-            Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery => "GET, HEAD",
+            Route::Health
+            | Route::OpenApi
+            | Route::Workflows
+            | Route::Discovery
+            | Route::Checks => "GET, HEAD",
             Route::Text
             | Route::CompatText
             | Route::Image
             | Route::Moderations
             | Route::Perspective
-            | Route::SightengineText => "POST",
+            | Route::SightengineText
+            | Route::Feedback => "POST",
             Route::CompatImage | Route::SightengineCheck => "GET, POST",
             Route::Lists => "GET, HEAD, POST, DELETE",
         }
@@ -124,9 +142,13 @@ impl Route {
             | Route::Perspective
             | Route::SightengineText => Some(ContentKind::Text),
             Route::Image | Route::CompatImage | Route::SightengineCheck => Some(ContentKind::Image),
-            Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery | Route::Lists => {
-                None
-            }
+            Route::Health
+            | Route::OpenApi
+            | Route::Workflows
+            | Route::Discovery
+            | Route::Lists
+            | Route::Feedback
+            | Route::Checks => None,
         }
     }
 }
@@ -144,5 +166,9 @@ mod tests {
         assert_eq!(Route::find("/v1/texts"), None);
         assert_eq!(Route::find("/v1/lists/known/entries"), Some(Route::Lists));
         assert_eq!(Route::find("/v1/listsx"), None);
+        assert_eq!(
+            Route::find("/v1/checks/01KC0000000000000000000000"),
+            Some(Route::Checks)
+        );
     }
 }

@@ -357,6 +357,8 @@ fn health_and_openapi() {
         "/v1alpha1/comments:analyze",
         "/$discovery/rest",
         "/1.0/check.json",
+        "/v1/feedback",
+        "/v1/checks/{request_id}",
     ] {
         assert!(doc["paths"][path].is_object(), "{path} missing");
     }

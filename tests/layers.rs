@@ -15,6 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["server"],
     &["fleet"],
     &["api"],
+    &["judgement"],
     &["logging"],
     &["config"],
     &["limits"],

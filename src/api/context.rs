@@ -73,6 +73,8 @@ pub struct Context {
     pub limits: ShardLimits,
     pub checks: Engine,
     pub journal: Rc<Journal>,
+    /// Every shard's disk journal, to read a check by id ([`crate::journal::shelf`]).
+    pub journals: Arc<crate::journal::shelf::Shelf>,
     pub metrics: Rc<Metrics>,
     pub text_buffers: BufferPool,
     pub image_buffers: BufferPool,
@@ -80,6 +82,8 @@ pub struct Context {
     pub json_buffers: JsonBuffers,
     /// `GET /v1/workflows`'s answers, kept until the workflows change.
     pub listings: Listings,
+    /// `POST /v1/feedback`'s writes, committed in groups.
+    pub feedback_writes: Rc<super::feedback_writes::FeedbackWrites>,
     downloader: Downloader,
     /// Compatible-form uploads in progress (capped by `limits.uploads_per_shard_max`).
     pub uploads: Cell<usize>,
@@ -106,6 +110,7 @@ pub struct ContextParts {
     pub limits: ShardLimits,
     pub checks: Engine,
     pub journal: Rc<Journal>,
+    pub journals: Arc<crate::journal::shelf::Shelf>,
     pub metrics: Rc<Metrics>,
     pub downloader: Downloader,
     pub readiness: Arc<dyn Readiness>,
@@ -126,6 +131,7 @@ impl Context {
             limits,
             checks,
             journal,
+            journals,
             metrics,
             downloader,
             readiness,
@@ -142,11 +148,13 @@ impl Context {
             limits,
             checks,
             journal,
+            journals,
             metrics,
             text_buffers: BufferPool::new(TEXT_BUFFERS_KEPT, TEXT_BUFFER_BYTES_KEPT),
             image_buffers: BufferPool::new(IMAGE_BUFFERS_KEPT, IMAGE_BUFFER_BYTES_KEPT),
             json_buffers: JsonBuffers::default(),
             listings: Listings::default(),
+            feedback_writes: Rc::default(),
             downloader,
             uploads: Cell::new(0),
             list_files: Cell::new(0),

@@ -2316,20 +2316,30 @@ schemas["ListEntriesRequest"] = {
 }
 
 
-def list_errors(extra=None):
+def scoped_route_errors(bad_request, scope, extra=None):
+    """The errors of a native route that is not a check: `bad_request` (with its 404 and
+    409), the key, its `scope`, the key's rate."""
     r = {
-        "400": err_response(400, False, (
-            "`bad_request`: a malformed request (JSON, CSV with its line, a hash that is not "
-            "its type's hex, a name outside [a-z0-9_-]{1,64}, a distance over 63, over 200,000 "
-            "entries a request, over 100 lists an organization, over 10,000,000 entries a "
-            "list). 404 (also `bad_request`): no such list or entry. 409 (also `bad_request`): "
-            "a list of that name exists."
-        ), ["bad_request"], "maybe"),
+        "400": err_response(400, False, bad_request, ["bad_request"], "maybe"),
         "401": status_401(False),
-        "403": err_response(403, False, "`forbidden`: the key has no `lists` scope; or "
+        "403": err_response(403, False, f"`forbidden`: the key has no `{scope}` scope; or "
                             + ORIGIN_COND, ["forbidden"], "maybe"),
         "429": status_429(False, check=False),
         "500": status_500(False),
+    }
+    if extra:
+        r.update(extra)
+    return dict(sorted(r.items()))
+
+
+def list_errors():
+    return scoped_route_errors((
+        "`bad_request`: a malformed request (JSON, CSV with its line, a hash that is not "
+        "its type's hex, a name outside [a-z0-9_-]{1,64}, a distance over 63, over 200,000 "
+        "entries a request, over 100 lists an organization, over 10,000,000 entries a "
+        "list). 404 (also `bad_request`): no such list or entry. 409 (also `bad_request`): "
+        "a list of that name exists."
+    ), "lists", {
         "503": err_response(503, False, (
             "`busy`: this node is part of a fleet and its PostgreSQL could not take a write "
             "(nothing was written; after 30 s without an answer the write may or may not be "
@@ -2337,10 +2347,7 @@ def list_errors(extra=None):
             "answered 503 `busy` at once, before its request is read, and closed. "
             "`Retry-After` is sent."
         ), ["busy"], "maybe", ["Retry-After"]),
-    }
-    if extra:
-        r.update(extra)
-    return dict(sorted(r.items()))
+    })
 
 
 p_list_name = {"name": "name", "in": "path", "required": True,
@@ -2447,6 +2454,142 @@ paths["/v1/lists/{name}/export"] = {
 }
 
 # --------------------------------------------------------------------------------------------
+# The platform's own judgement (/v1/feedback, /v1/checks/{request_id})
+REQUEST_ID_PATTERN = "^[0-9A-HJKMNP-TV-Z]{26}$"
+schemas["FeedbackRequest"] = {
+    "type": "object", "additionalProperties": False, "required": ["request_id"],
+    "description": "Feedback on one check: at least one of `action`, `labels` and `note`. "
+                   "Merged into what the check has: the last word on each category wins, as "
+                   "do the last action and note.",
+    "properties": {
+        "request_id": {"type": "string", "pattern": REQUEST_ID_PATTERN,
+                       "description": "The check's `request_id`, as it was answered."},
+        "action": {"enum": ["accept", "review", "reject"],
+                   "description": "The action the check should have had. `accept` also "
+                                  "labels every category the feedback does not name as not "
+                                  "harm, for calibration."},
+        "labels": {"type": "object", "maxProperties": 64,
+                   "propertyNames": {"pattern": "^[a-z0-9_]{1,64}$"},
+                   "additionalProperties": {"type": "boolean"},
+                   "description": "By category id: whether the content was that harm."},
+        "note": {"type": "string", "maxLength": 1000},
+    },
+}
+schemas["Feedback"] = {
+    "type": "object", "additionalProperties": False,
+    "required": ["action", "labels", "note", "given_by", "first_given", "last_given"],
+    "properties": {
+        "action": {"type": ["string", "null"], "enum": ["accept", "review", "reject", None]},
+        "labels": {"type": "object", "additionalProperties": {"type": "boolean"}},
+        "note": {"type": ["string", "null"]},
+        "given_by": {"type": "string",
+                     "description": "The key id that gave the last feedback, or `import` "
+                                    "(`modgate feedback import`)."},
+        "first_given": {"type": "string", "format": "date-time"},
+        "last_given": {"type": "string", "format": "date-time"},
+    },
+}
+schemas["FeedbackAnswer"] = {
+    "type": "object", "additionalProperties": False,
+    "required": ["status", "request_id", "feedback"],
+    "properties": {"status": {"const": "success"},
+                   "request_id": {"type": "string", "pattern": REQUEST_ID_PATTERN},
+                   "feedback": sref("Feedback")},
+}
+schemas["ExplainedCheck"] = {
+    "type": "object", "additionalProperties": False,
+    "required": ["status", "request_id", "time", "route", "http_status", "workflow", "action",
+                 "error_type", "decided_by", "categories", "unchecked", "thresholds_kept",
+                 "thresholds_give_action", "feedback"],
+    "description": "How a check was decided, from its journal record: enough for a statement "
+                   "of reasons. No content is kept, so none is shown.",
+    "properties": {
+        "status": {"const": "success"},
+        "request_id": {"type": "string", "pattern": REQUEST_ID_PATTERN},
+        "time": {"type": "string", "format": "date-time"},
+        "route": {"type": "string", "description": "The path the check was sent to."},
+        "http_status": {"type": "integer", "description": "The status it was answered."},
+        "workflow": {"oneOf": [{"type": "null"}, {
+            "type": "object", "additionalProperties": False, "required": ["name", "version"],
+            "properties": {"name": {"type": "string"},
+                           "version": {"type": "integer", "minimum": 1}}}]},
+        "action": {"type": ["string", "null"], "enum": ["accept", "review", "reject", None],
+                   "description": "The action answered; null for a request refused before "
+                                  "its checks ran."},
+        "error_type": {"type": ["string", "null"],
+                       "description": "The refusal's `error.type`, for such a request."},
+        "decided_by": {"type": "array", "items": {"type": "string"},
+                       "description": "The categories whose scores reached the thresholds of "
+                                      "the action answered."},
+        "categories": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["category", "score", "review", "reject", "decides"],
+            "properties": {
+                "category": {"type": "string"},
+                "score": {"type": "number", "minimum": 0, "maximum": 1},
+                "review": {"type": ["number", "null"]},
+                "reject": {"type": ["number", "null"]},
+                "decides": {"type": ["string", "null"],
+                            "enum": ["accept", "review", "reject", None],
+                            "description": "What this category alone decided under the "
+                                           "thresholds of the version the check was decided "
+                                           "under (null when that version is not kept)."},
+            }}},
+        "unchecked": {"type": "array", "items": {"type": "string"}},
+        "thresholds_kept": {"type": "boolean",
+                            "description": "Whether the thresholds of the workflow version "
+                                           "were found (every version imported since versions "
+                                           "are kept, and the one in force)."},
+        "thresholds_give_action": {"type": ["boolean", "null"],
+                                   "description": "Whether the thresholds give the action "
+                                                  "answered; false when something other than "
+                                                  "scores decided (an allow list exempts an "
+                                                  "image)."},
+        "feedback": {"oneOf": [{"type": "null"}, sref("Feedback")]},
+    },
+}
+
+
+def judgement_errors():
+    return scoped_route_errors((
+        "`bad_request`: a malformed body, an action other than accept, review or reject, "
+        "a label that is not a category id or not a boolean, over 64 labels, a note over "
+        "1,000 characters, or feedback on a request refused before its checks ran. 404 "
+        "(also `bad_request`): no check of the key's organization has that request id."
+    ), "feedback")
+
+
+paths["/v1/feedback"] = {
+    "post": {
+        "operationId": "giveFeedback", "tags": ["judgement"],
+        "summary": "Feedback on one of the organization's checks",
+        "description": "The action a check should have had and, by category, whether its "
+                       "content was that harm, for `modgate calibrate` and "
+                       "`GET /v1/checks/{request_id}`. Keys need the `feedback` scope. Stored "
+                       "with a durable commit before the answer.",
+        "security": SEC_NATIVE,
+        "requestBody": {"required": True, "content": {
+            "application/json": {"schema": sref("FeedbackRequest")}}},
+        "responses": {"200": json_ok("FeedbackAnswer", "The check's feedback as it now is."),
+                      **judgement_errors()},
+    },
+}
+paths["/v1/checks/{request_id}"] = {
+    "parameters": [{"name": "request_id", "in": "path", "required": True,
+                    "schema": {"type": "string", "pattern": REQUEST_ID_PATTERN}}],
+    "get": {
+        "operationId": "explainCheck", "tags": ["judgement"],
+        "summary": "How one of the organization's checks was decided",
+        "description": "The decision as it was made: the workflow and its version, each "
+                       "category's score and the thresholds of that version, the categories "
+                       "that decided, what was unchecked, and the feedback given since. Keys "
+                       "need the `feedback` scope.",
+        "security": SEC_NATIVE,
+        "responses": {"200": json_ok("ExplainedCheck", "The check."), **judgement_errors()},
+    },
+}
+
+# --------------------------------------------------------------------------------------------
 # Sightengine's own routes answer Sightengine's documented error types (ErrorKind's
 # `sightengine_type` in src/error.rs); `/1.0/check-workflow.json` keeps modgate's (the spec's).
 SIGHTENGINE_ERROR_TYPES = ["api_error", "argument_error", "callback_error", "credentials_error",
@@ -2528,6 +2671,9 @@ doc = {
         {"name": "perspective", "description": "Google's Perspective API, for its clients."},
         {"name": "lists", "description": "The organization's hash lists (keys with the `lists` "
                                          "scope)."},
+        {"name": "judgement", "description": "Feedback on the organization's checks and how "
+                                             "each was decided (keys with the `feedback` "
+                                             "scope)."},
     ],
     "paths": paths,
     "components": {

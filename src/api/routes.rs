@@ -24,12 +24,12 @@ use super::dialect::sightengine::{self, workflow_image, workflow_text};
 use super::dialect::{openai, perspective};
 use super::envelope::CompatRequest;
 use super::request::{truncated, RequestNotes};
-use super::{envelope, health, image, lists, openapi, text, workflows};
+use super::{envelope, health, image, judgement, lists, openapi, text, workflows};
 
 /// Whether `route` is answered for `method`.
 fn accepts(route: Route, method: Method) -> bool {
     match route {
-        Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery => {
+        Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery | Route::Checks => {
             matches!(method, Method::Get | Method::Head)
         }
         Route::Text
@@ -37,7 +37,8 @@ fn accepts(route: Route, method: Method) -> bool {
         | Route::Image
         | Route::Moderations
         | Route::Perspective
-        | Route::SightengineText => method == Method::Post,
+        | Route::SightengineText
+        | Route::Feedback => method == Method::Post,
         Route::CompatImage | Route::SightengineCheck => {
             matches!(method, Method::Get | Method::Post)
         }
@@ -48,7 +49,11 @@ fn accepts(route: Route, method: Method) -> bool {
 /// Bytes of body `route` takes with `method`.
 fn body_bytes_max(route: Route, method: Method, limits: &LimitsConfig) -> u64 {
     match (route, method) {
-        (Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery, _) => 0,
+        (
+            Route::Health | Route::OpenApi | Route::Workflows | Route::Discovery | Route::Checks,
+            _,
+        ) => 0,
+        (Route::Feedback, _) => judgement::FEEDBACK_BODY_BYTES_MAX as u64,
         (Route::Text | Route::Perspective, _) => limits.text_body_bytes_max as u64,
         (Route::CompatText | Route::SightengineText, _) => limits.text_form_bytes_max as u64,
         (Route::Image, _) => IMAGE_BYTES_MAX as u64,
@@ -409,6 +414,8 @@ async fn dispatch<S: AsyncRead + AsyncWrite + Unpin>(
         Route::SightengineCheck => sightengine::check(cx, exchange, notes).await,
         Route::SightengineText => sightengine::text::check(cx, exchange, notes).await,
         Route::Lists => lists::handle(cx, exchange, notes).await,
+        Route::Feedback => judgement::feedback(cx, exchange, notes).await,
+        Route::Checks => judgement::explain(cx, head, notes).await,
     }
 }
 

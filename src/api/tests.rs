@@ -68,6 +68,7 @@ fn with_context_and_leases(
                         image: false,
                         text: true,
                         lists: false,
+                        feedback: false,
                     },
                     WorkflowAccess::All,
                 ),
@@ -108,6 +109,12 @@ fn with_context_and_leases(
                         crate::checks::toxblock::KeptWindows::new(0),
                     ),
                     metrics: metrics.clone(),
+                },
+                journals: {
+                    let journals = crate::journal::shelf::Shelf::new(1);
+                    let (env, db) = journal.disk();
+                    journals.put(0, env, db);
+                    Arc::new(journals)
                 },
                 journal,
                 metrics,

@@ -29,6 +29,7 @@
 pub mod charges;
 pub mod query;
 mod record;
+pub mod shelf;
 pub mod shipping;
 pub mod staging;
 mod writer;

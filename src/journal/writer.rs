@@ -244,6 +244,21 @@ impl Journal {
         Ok(journal)
     }
 
+    /// With staging: how often staged records move to the disk journal (a record answered
+    /// is on the disk within about this; [`super::shelf`] readers look again after it).
+    pub fn staging_interval(&self) -> Option<Duration> {
+        match (self.config.sync, &self.staging) {
+            (SyncPolicy::Interval(every), Some(_)) => Some(every),
+            _ => None,
+        }
+    }
+
+    /// The disk journal's environment and records, for readers of other shards
+    /// ([`super::shelf`]).
+    pub fn disk(&self) -> (Env, Database<Str, Bytes>) {
+        (self.env.clone(), self.db)
+    }
+
     /// Appends `record` and returns once it is committed.
     pub async fn append(&self, record: &JournalRecord<'_>) -> Result<(), JournalError> {
         // Staging takes records while the disk journal cannot: refuse, as a failing journal

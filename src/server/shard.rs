@@ -71,6 +71,8 @@ pub struct ServerState {
     control_plane: Option<Arc<ControlPlaneStatus>>,
     /// Shards whose journal cannot commit now: `/health` is 503 on every shard meanwhile.
     pub failing_journals: Arc<AtomicUsize>,
+    /// Every shard's disk journal, for the routes that read a check by id.
+    pub journals: Arc<crate::journal::shelf::Shelf>,
     stopping: AtomicBool,
     /// One waker per shard's stop watcher (not per connection).
     stop_wakers: Mutex<Vec<Waker>>,
@@ -81,6 +83,7 @@ impl ServerState {
         ServerState {
             control_plane,
             failing_journals: Arc::default(),
+            journals: Arc::new(crate::journal::shelf::Shelf::new(shards)),
             shards,
             metrics: Arc::default(),
             ready_shards: AtomicUsize::new(0),
@@ -325,6 +328,8 @@ pub async fn run(
         }
     };
     journal.report_failures_to(state.failing_journals.clone());
+    let (journal_env, journal_db) = journal.disk();
+    state.journals.put(index, journal_env, journal_db);
     // Before this shard serves: the checks its journal has charged, so that a single node's
     // quota ledger is set back to them after a crash.
     let charges = journal.charges_blocking().map_err(|error| {
@@ -370,6 +375,7 @@ pub async fn run(
             limits,
             checks: engine,
             journal,
+            journals: state.journals.clone(),
             metrics,
             downloader,
             readiness,

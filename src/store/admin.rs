@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use anyhow::{anyhow, bail, Context};
 
 use super::keys::{self, NewKey};
+use super::records;
 use super::records::{
     KeyRecord, KeyState, OrgRecord, PlanLimits, PlanOverrides, Scopes, WorkflowAccess,
     WorkflowRecord,
@@ -337,6 +338,14 @@ impl Store {
                 None => (1, true),
             };
             if changed {
+                // A store from before versions were kept: the version being replaced is kept
+                // first, so that the decisions made under it can still be explained.
+                if let Some(old) = &existing {
+                    let key = records::workflow_version_key(name, old.version);
+                    if self.workflow_versions.get(&txn, &key)?.is_none() {
+                        self.workflow_versions.put(&mut txn, &key, old)?;
+                    }
+                }
                 let record = WorkflowRecord {
                     name: name.clone(),
                     version,
@@ -345,6 +354,11 @@ impl Store {
                     updated_ms: now_ms,
                 };
                 self.workflows.put(&mut txn, name, &record)?;
+                self.workflow_versions.put(
+                    &mut txn,
+                    &records::workflow_version_key(name, version),
+                    &record,
+                )?;
             }
             report.push(ImportedWorkflow {
                 name: name.clone(),
@@ -369,6 +383,26 @@ impl Store {
         }
         self.import_workflows(&defs, now_ms)?;
         Ok(defs.into_keys().collect())
+    }
+
+    /// Version `version` of workflow `name`: the one kept, or the current one if it is that
+    /// version (a store from before versions were kept has only the current one).
+    pub fn workflow_version(
+        &self,
+        name: &str,
+        version: u64,
+    ) -> anyhow::Result<Option<WorkflowRecord>> {
+        let txn = self.env().read_txn()?;
+        if let Some(record) = self
+            .workflow_versions
+            .get(&txn, &records::workflow_version_key(name, version))?
+        {
+            return Ok(Some(record));
+        }
+        Ok(self
+            .workflows
+            .get(&txn, name)?
+            .filter(|record| record.version == version))
     }
 
     pub fn workflows(&self) -> anyhow::Result<Vec<WorkflowRecord>> {
@@ -483,6 +517,7 @@ mod tests {
             image: false,
             text: true,
             lists: false,
+            feedback: false,
         };
         let old = store
             .create_key("acme", scopes, WorkflowAccess::All, Some(1_000_000), 0)
@@ -522,6 +557,13 @@ mod tests {
         let changed = workflow::parse_workflows(&text.replace("'x'", "'y'")).unwrap();
         let report = store.import_workflows(&changed, 2).unwrap();
         assert_eq!((report[0].version, report[0].changed), (2, true));
+        // Every version is kept, for the decisions made under it.
+        let first = store.workflow_version("a", 1).unwrap().expect("version 1");
+        assert_eq!(first.definition.description, "x");
+        let second = store.workflow_version("a", 2).unwrap().expect("version 2");
+        assert_eq!(second.definition.description, "y");
+        assert_eq!(store.workflow_version("a", 3).unwrap(), None);
+        assert_eq!(store.workflow_version("b", 1).unwrap(), None);
     }
 
     #[test]

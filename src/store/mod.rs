@@ -1,7 +1,8 @@
 //! The store: the control plane in one LMDB environment (`<data>/store`).
 //!
-//! It holds organizations, plans, keys (hashes only), workflows with their versions, and the
-//! organizations' hash lists ([`lists`]). The
+//! It holds organizations, plans, keys (hashes only), workflows with their versions (and every
+//! version a workflow had, for the decisions made under it), the organizations' hash lists
+//! ([`lists`]) and their feedback on checks ([`feedback`]). The
 //! admin CLI writes it, in its own process, while the server runs; LMDB's lock file serialises
 //! writers and readers never block. The server reads through a per-shard [`view::StoreView`]
 //! that caches records and drops its cache whenever LMDB's last committed transaction id
@@ -11,6 +12,7 @@
 //! `meta` holds the schema version.
 
 pub mod admin;
+pub mod feedback;
 pub mod keys;
 pub mod lists;
 pub mod lists_follower;
@@ -40,6 +42,9 @@ pub struct Store {
     pub(crate) plans: Database<Str, crate::codec::GrownCodec<PlanLimits>>,
     pub(crate) keys: Database<Str, SerdeBincode<KeyRecord>>,
     pub(crate) workflows: Database<Str, records::WorkflowCodec>,
+    /// Every version of every workflow, keyed by [`records::workflow_version_key`].
+    pub(crate) workflow_versions: Database<Str, records::WorkflowCodec>,
+    pub(crate) feedback: Database<Str, SerdeBincode<records::FeedbackRecord>>,
     pub(crate) meta: Database<Str, Bytes>,
     pub(crate) list_tables: records::ListTables,
 }
@@ -68,6 +73,8 @@ impl Store {
             plans: env.create_database(&mut txn, Some("plans"))?,
             keys: env.create_database(&mut txn, Some("keys"))?,
             workflows: env.create_database(&mut txn, Some("workflows"))?,
+            workflow_versions: env.create_database(&mut txn, Some("workflow_versions"))?,
+            feedback: env.create_database(&mut txn, Some("feedback"))?,
             meta: env.create_database(&mut txn, Some("meta"))?,
             list_tables: records::ListTables {
                 lists: env.create_database(&mut txn, Some("lists"))?,

@@ -135,22 +135,25 @@ pub struct OrgRecord {
     pub created_ms: i64,
 }
 
-/// What a key may do: check images, check texts, manage its organization's lists.
+/// What a key may do: check images, check texts, manage its organization's lists, give
+/// feedback on its organization's checks and read how they were decided.
 ///
 /// Stored as two bytes, as the two booleans of the first version were: the first holds
-/// `image` (bit 0) and `lists` (bit 1), the second `text`. Keys written before lists existed
-/// read as they were, in LMDB and in a fleet's PostgreSQL alike, with no migration.
+/// `image` (bit 0), `lists` (bit 1) and `feedback` (bit 2), the second `text`. Keys written
+/// before lists existed read as they were, in LMDB and in a fleet's PostgreSQL alike, with no
+/// migration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scopes {
     pub image: bool,
     pub text: bool,
     pub lists: bool,
+    pub feedback: bool,
 }
 
 impl Serialize for Scopes {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         (
-            u8::from(self.image) | u8::from(self.lists) << 1,
+            u8::from(self.image) | u8::from(self.lists) << 1 | u8::from(self.feedback) << 2,
             u8::from(self.text),
         )
             .serialize(serializer)
@@ -160,12 +163,13 @@ impl Serialize for Scopes {
 impl<'de> Deserialize<'de> for Scopes {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let (first, text) = <(u8, u8)>::deserialize(deserializer)?;
-        if first > 3 || text > 1 {
+        if first > 7 || text > 1 {
             return Err(serde::de::Error::custom("scopes out of range"));
         }
         Ok(Scopes {
             image: first & 1 != 0,
             lists: first & 2 != 0,
+            feedback: first & 4 != 0,
             text: text == 1,
         })
     }
@@ -177,23 +181,26 @@ impl Scopes {
         image: true,
         text: true,
         lists: false,
+        feedback: false,
     };
 
-    /// Parses a comma-separated set of `image`, `text` and `lists`.
+    /// Parses a comma-separated set of `image`, `text`, `lists` and `feedback`.
     pub fn parse(text: &str) -> Result<Scopes, String> {
         let mut scopes = Scopes {
             image: false,
             text: false,
             lists: false,
+            feedback: false,
         };
         for part in text.split(',').map(str::trim) {
             match part {
                 "image" => scopes.image = true,
                 "text" => scopes.text = true,
                 "lists" => scopes.lists = true,
+                "feedback" => scopes.feedback = true,
                 other => {
                     return Err(format!(
-                        "unknown scope '{other}' (expected image, text, lists)"
+                        "unknown scope '{other}' (expected image, text, lists, feedback)"
                     ))
                 }
             }
@@ -208,6 +215,7 @@ impl std::fmt::Display for Scopes {
             (self.image, "image"),
             (self.text, "text"),
             (self.lists, "lists"),
+            (self.feedback, "feedback"),
         ]
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))
@@ -323,6 +331,13 @@ pub struct WorkflowRecord {
     pub updated_ms: i64,
 }
 
+/// The key of version `version` of workflow `name` among the versions kept: the name, `@`
+/// (never in a name) and the version in 20 digits, so a name's versions sort in order. Text
+/// PostgreSQL takes (a fleet's control plane keeps these keys in a `text` column).
+pub fn workflow_version_key(name: &str, version: u64) -> String {
+    format!("{name}@{version:020}")
+}
+
 /// The version a stored workflow record starts with since workflows name lists; records
 /// without it are of the first version. A first-version record starts with the bincode length
 /// of its name (8 little-endian bytes, a name being at most 64 bytes), never with 0xff.
@@ -429,6 +444,24 @@ pub(crate) struct ListTables {
     pub entries: Database<Bytes, SerdeBincode<Entry>>,
     pub hashes: Database<Bytes, Bytes>,
     pub removals: Database<Bytes, Bytes>,
+}
+
+/// The feedback kept on one check ([`super::feedback`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FeedbackRecord {
+    pub request_id: String,
+    /// The organization whose check it is.
+    pub org: String,
+    /// The action the check should have had: `accept`, `review` or `reject`.
+    pub action: Option<String>,
+    /// By category: whether the content was that harm.
+    pub labels: std::collections::BTreeMap<String, bool>,
+    pub note: Option<String>,
+    /// The key that gave the last feedback (`import` for the CLI's imports).
+    pub given_by: String,
+    /// When feedback was first and last given.
+    pub first_ms: i64,
+    pub updated_ms: i64,
 }
 
 #[cfg(test)]
@@ -543,6 +576,11 @@ mod tests {
         let bytes = Codec::bytes_encode(&all).unwrap().into_owned();
         assert_eq!(bytes, [3, 1]);
         assert_eq!(Codec::bytes_decode(&bytes).unwrap(), all);
-        assert!(Codec::bytes_decode(&[4, 1]).is_err());
+        let feedback = Scopes::parse("image,lists,feedback").unwrap();
+        let bytes = Codec::bytes_encode(&feedback).unwrap().into_owned();
+        assert_eq!(bytes, [7, 0]);
+        assert_eq!(Codec::bytes_decode(&bytes).unwrap(), feedback);
+        assert!(Codec::bytes_decode(&[8, 1]).is_err());
+        assert!(Codec::bytes_decode(&[0, 2]).is_err());
     }
 }

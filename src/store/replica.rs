@@ -18,7 +18,7 @@ use super::Store;
 const CONTROL_MARK: &str = "control_mark";
 
 /// The tables that make up the control plane.
-pub const TABLES: [&str; 4] = ["orgs", "plans", "keys", "workflows"];
+pub const TABLES: [&str; 5] = ["orgs", "plans", "keys", "workflows", "workflow_versions"];
 
 /// One record of the control plane.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -53,6 +53,7 @@ impl Store {
             "plans" => self.plans.remap_data_type::<Bytes>(),
             "keys" => self.keys.remap_data_type::<Bytes>(),
             "workflows" => self.workflows.remap_data_type::<Bytes>(),
+            "workflow_versions" => self.workflow_versions.remap_data_type::<Bytes>(),
             other => bail!("no table '{other}' in the store"),
         })
     }
