@@ -89,6 +89,7 @@ fn render(page: &std::path::Path) -> (Vec<[u8; 3]>, String) {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
+            "--disable-dev-shm-usage",
             "--enable-logging=stderr",
             "--v=0",
             "--window-size=1200,1600",

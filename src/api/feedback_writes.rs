@@ -1,6 +1,7 @@
 //! A shard's writes of feedback (`POST /v1/feedback`), grouped: every piece given while a
-//! commit runs goes into the next one, so one durable store commit (an fsync, a tenth of a
-//! millisecond and more) serves every request waiting for it, as the journal groups checks.
+//! commit runs goes into the next one, so one durable commit of the feedback environment (an
+//! fsync, a tenth of a millisecond and more) serves every request waiting for it, as the
+//! journal groups checks.
 //! At rest a piece commits at once. The commits run on the shard's blocking threads, never on
 //! the reactor, one at a time per shard.
 //!

@@ -76,6 +76,8 @@ pub fn is_request_id(text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     const ID: &str = "01KC0000000000000000000000";
@@ -112,5 +114,35 @@ mod tests {
         }
         assert!(is_request_id(ID));
         assert!(!is_request_id("01KC000000000000000000000I"));
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_parses_or_is_refused_without_panicking(text in "\\PC{0,200}") {
+            let _ = parse(&text);
+        }
+
+        #[test]
+        fn written_rows_read_back(
+            rows in proptest::collection::vec(
+                ("[0-9A-HJKMNP-TV-Z]{26}", "[a-z0-9_]{1,20}", any::<bool>()),
+                1..40,
+            )
+        ) {
+            prop_assume!(rows.iter().all(|(_, label, _)| label != "action"));
+            let text: String = rows
+                .iter()
+                .map(|(id, label, value)| format!("{id},{label},{value}\n"))
+                .collect();
+            let parsed = parse(&text).expect("well-formed rows parse");
+            // The last word on each (request, label) is what is read.
+            let mut expected: BTreeMap<(String, String), bool> = BTreeMap::new();
+            for (id, label, value) in &rows {
+                expected.insert((id.clone(), label.clone()), *value);
+            }
+            for ((id, label), value) in expected {
+                prop_assert_eq!(parsed[&id].labels.get(&label), Some(&value));
+            }
+        }
     }
 }

@@ -157,7 +157,7 @@ impl Store {
         &self,
         given: Vec<Given>,
     ) -> anyhow::Result<Vec<Result<FeedbackRecord, String>>> {
-        let mut txn = self.env().write_txn()?;
+        let mut txn = self.feedback_env().write_txn()?;
         let mut out = Vec::with_capacity(given.len());
         for Given {
             request_id,
@@ -194,7 +194,7 @@ impl Store {
         given_by: &str,
         now_ms: i64,
     ) -> anyhow::Result<usize> {
-        let mut txn = self.env().write_txn()?;
+        let mut txn = self.feedback_env().write_txn()?;
         let mut new = 0;
         for (request_id, org, feedback) in items {
             let record = match self.feedback.get(&txn, &request_id)? {
@@ -216,7 +216,7 @@ impl Store {
 
     /// The feedback on check `request_id`, if any.
     pub fn feedback_on(&self, request_id: &str) -> anyhow::Result<Option<FeedbackRecord>> {
-        let txn = self.env().read_txn()?;
+        let txn = self.feedback_env().read_txn()?;
         Ok(self.feedback.get(&txn, request_id)?)
     }
 
@@ -225,7 +225,7 @@ impl Store {
         &self,
         org: Option<&str>,
     ) -> anyhow::Result<BTreeMap<String, FeedbackRecord>> {
-        let txn = self.env().read_txn()?;
+        let txn = self.feedback_env().read_txn()?;
         let mut out = BTreeMap::new();
         for entry in self.feedback.iter(&txn)? {
             let (id, record) = entry?;
@@ -248,6 +248,7 @@ mod tests {
     #[test]
     fn the_last_word_on_each_field_wins() {
         let (_dir, store) = crate::store::test_store_with_org();
+        let control = store.last_txn_id();
         let first = Feedback {
             action: Some("reject".into()),
             labels: labels(&[("hate", true), ("sexual", false)]),
@@ -272,6 +273,9 @@ mod tests {
         assert_eq!(record.note.as_deref(), Some("slur"));
         assert_eq!((record.first_ms, record.updated_ms), (10, 20));
         assert_eq!(record.given_by, "key2");
+        // Feedback is written beside the store: the shards' caches, which watch the store's
+        // transaction id, are not emptied by it.
+        assert_eq!(store.last_txn_id(), control);
         assert_eq!(store.feedback_on("01ID").expect("read"), Some(record));
         // Another organization's feedback on the same id is refused, not merged.
         let other = Feedback {

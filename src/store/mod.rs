@@ -1,8 +1,10 @@
 //! The store: the control plane in one LMDB environment (`<data>/store`).
 //!
 //! It holds organizations, plans, keys (hashes only), workflows with their versions (and every
-//! version a workflow had, for the decisions made under it), the organizations' hash lists
-//! ([`lists`]) and their feedback on checks ([`feedback`]). The
+//! version a workflow had, for the decisions made under it) and the organizations' hash lists
+//! ([`lists`]). Their feedback on checks ([`feedback`]) is in an environment of its own beside
+//! it (`<data>/feedback`): a write there moves no transaction id the shards' caches watch, so
+//! a review tool's stream of feedback never empties them. The
 //! admin CLI writes it, in its own process, while the server runs; LMDB's lock file serialises
 //! writers and readers never block. The server reads through a per-shard [`view::StoreView`]
 //! that caches records and drops its cache whenever LMDB's last committed transaction id
@@ -30,6 +32,8 @@ use records::{KeyRecord, OrgRecord, PlanLimits};
 
 /// The store's map size: a ceiling on the file's growth, not an allocation.
 pub const STORE_MAP_BYTES: usize = 16 << 30;
+/// The feedback environment's map size (a record is about 100 bytes and a label).
+pub const FEEDBACK_MAP_BYTES: usize = 16 << 30;
 /// Reader slots: one per thread that reads (shards and CLI processes).
 pub const STORE_READERS_MAX: u32 = 1024;
 const SCHEMA_VERSION: &[u8] = b"1";
@@ -44,6 +48,8 @@ pub struct Store {
     pub(crate) workflows: Database<Str, records::WorkflowCodec>,
     /// Every version of every workflow, keyed by [`records::workflow_version_key`].
     pub(crate) workflow_versions: Database<Str, records::WorkflowCodec>,
+    /// The feedback's environment (`<data>/feedback`) and its one database.
+    pub(crate) feedback_env: Env,
     pub(crate) feedback: Database<Str, SerdeBincode<records::FeedbackRecord>>,
     pub(crate) meta: Database<Str, Bytes>,
     pub(crate) list_tables: records::ListTables,
@@ -67,6 +73,7 @@ impl Store {
         // environment twice in one process.
         let env = unsafe { options.open(&path) }
             .with_context(|| format!("opening the store at {}", path.display()))?;
+        let (feedback_env, feedback) = open_feedback(data_dir)?;
         let mut txn = env.write_txn()?;
         let store = Store {
             orgs: env.create_database(&mut txn, Some("orgs"))?,
@@ -74,7 +81,8 @@ impl Store {
             keys: env.create_database(&mut txn, Some("keys"))?,
             workflows: env.create_database(&mut txn, Some("workflows"))?,
             workflow_versions: env.create_database(&mut txn, Some("workflow_versions"))?,
-            feedback: env.create_database(&mut txn, Some("feedback"))?,
+            feedback_env: feedback_env.clone(),
+            feedback,
             meta: env.create_database(&mut txn, Some("meta"))?,
             list_tables: records::ListTables {
                 lists: env.create_database(&mut txn, Some("lists"))?,
@@ -103,6 +111,11 @@ impl Store {
         &self.env
     }
 
+    /// The feedback's environment ([`feedback`]).
+    pub fn feedback_env(&self) -> &Env {
+        &self.feedback_env
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -112,6 +125,29 @@ impl Store {
     pub fn last_txn_id(&self) -> usize {
         self.env.info().last_txn_id
     }
+}
+
+/// Opens (creating) the feedback's environment under `data_dir`.
+fn open_feedback(
+    data_dir: &Path,
+) -> anyhow::Result<(Env, Database<Str, SerdeBincode<records::FeedbackRecord>>)> {
+    let path = data_dir.join("feedback");
+    std::fs::create_dir_all(&path)
+        .with_context(|| format!("creating the feedback directory {}", path.display()))?;
+    let mut options = EnvOpenOptions::new();
+    options
+        .map_size(FEEDBACK_MAP_BYTES)
+        .max_dbs(1)
+        .max_readers(STORE_READERS_MAX);
+    // SAFETY: as for the store above: written only through LMDB (this process and the CLI,
+    // through heed with the default lock file), on a local filesystem, opened once per
+    // process (by `Store::open`, itself called once).
+    let env = unsafe { options.open(&path) }
+        .with_context(|| format!("opening the feedback at {}", path.display()))?;
+    let mut txn = env.write_txn()?;
+    let db = env.create_database(&mut txn, Some("feedback"))?;
+    txn.commit()?;
+    Ok((env, db))
 }
 
 /// A store in a temporary directory with one plan (`free`) and one organization (`acme`).
