@@ -46,6 +46,11 @@ impl RequestId {
     }
 }
 
+/// Whether `text` is written as an id: 26 characters of the id's alphabet.
+pub fn is_written_id(text: &str) -> bool {
+    text.len() == REQUEST_ID_LEN && text.bytes().all(|b| ALPHABET.contains(&b))
+}
+
 /// The Unix milliseconds a written id was stamped with (its first ten characters), if `text`
 /// starts like an id.
 pub fn unix_ms_of(text: &str) -> Option<i64> {

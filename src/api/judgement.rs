@@ -25,7 +25,6 @@ use crate::http::conn::Exchange;
 use crate::http::head::RequestHead;
 use crate::http::response::Response;
 use crate::journal::JournalRecord;
-use crate::judgement::labels::is_request_id;
 use crate::judgement::replay;
 use crate::store::feedback::{Feedback, FeedbackRecord, Given, LABELS_MAX};
 
@@ -93,7 +92,7 @@ async fn check_of(
     caller: &Caller,
     request_id: &str,
 ) -> ApiResult<JournalRecord<'static>> {
-    if !is_request_id(request_id) {
+    if !crate::request_id::is_written_id(request_id) {
         return Err(ApiError::new(ErrorKind::NotFound, NO_SUCH_CHECK));
     }
     let mut record = find(cx, request_id)?;
@@ -252,12 +251,14 @@ pub async fn explain(
     let definition = version.as_ref().map(|record| &record.definition);
     let mut categories = Vec::with_capacity(record.scores.len());
     let mut decided_by = Vec::new();
+    // The strongest part a category takes is the action the thresholds give.
+    let mut strongest = replay::Part::None;
     for (category, score) in &record.scores {
         let thresholds = definition.and_then(|def| def.categories.get(category.as_ref()));
-        let decides = definition.map(|def| match replay::part(def, category, *score) {
-            replay::Part::Reject => "reject",
-            replay::Part::Review => "review",
-            replay::Part::None => "accept",
+        let decides = definition.map(|def| {
+            let part = replay::part(def, category, *score);
+            strongest = strongest.max(part);
+            part.as_str()
         });
         if decides.is_some() && decides == record.action.as_deref() && decides != Some("accept") {
             decided_by.push(category.as_ref());
@@ -270,13 +271,8 @@ pub async fn explain(
             decides,
         });
     }
-    let scores: Vec<(String, f64)> = record
-        .scores
-        .iter()
-        .map(|(category, score)| (category.to_string(), *score))
-        .collect();
     let thresholds_give_action = match (definition, record.action.as_deref()) {
-        (Some(def), Some(action)) => Some(replay::action(def, &scores) == action),
+        (Some(_), Some(action)) => Some(strongest.as_str() == action),
         _ => None,
     };
     Ok(json_response(

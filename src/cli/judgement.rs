@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use super::store_args::{now_ms, parse_rfc3339_ms, resolve, StoreArgs};
 use crate::journal::query::Filter;
 use crate::judgement::{self, calibrate, labels, replay};
+use crate::store::feedback::Given;
 use crate::store::Store;
 use crate::workflow::{self, WorkflowDef};
 
@@ -116,12 +117,19 @@ pub(super) fn feedback(command: FeedbackCommand) -> anyhow::Result<()> {
         );
     }
     let store = Store::open(&dir)?;
-    let items = parsed
+    let now_ms = now_ms();
+    let given: Vec<Given> = parsed
         .into_iter()
-        .map(|(id, feedback)| (id, org.clone(), feedback))
-        .collect::<Vec<_>>();
-    let count = items.len();
-    let new = store.import_feedback(items, "import", now_ms())?;
+        .map(|(request_id, feedback)| Given {
+            request_id,
+            org: org.clone(),
+            feedback,
+            given_by: "import".to_owned(),
+            now_ms,
+        })
+        .collect();
+    let count = given.len();
+    let new = store.import_feedback(given)?;
     say!("feedback on {count} checks imported ({new} had none)");
     Ok(())
 }
@@ -134,6 +142,29 @@ fn workflow_in_force(store: &Store, name: &str) -> anyhow::Result<(u64, Workflow
         .find(|record| record.name == name)
         .ok_or_else(|| anyhow!("no workflow '{name}' in the store"))?;
     Ok((record.version, record.definition))
+}
+
+/// What calibrate and replay read: the data directory, its journal's map size, the store, and
+/// the workflow in force (its version and definition).
+struct Judged {
+    dir: PathBuf,
+    map_bytes: usize,
+    store: Store,
+    version: u64,
+    workflow: WorkflowDef,
+}
+
+fn open_judged(checks: &JudgedChecks) -> anyhow::Result<Judged> {
+    let (dir, config) = resolve(&checks.store)?;
+    let store = Store::open(&dir)?;
+    let (version, workflow) = workflow_in_force(&store, &checks.workflow)?;
+    Ok(Judged {
+        dir,
+        map_bytes: config.journal.map_bytes,
+        store,
+        version,
+        workflow,
+    })
 }
 
 fn filter_of(checks: &JudgedChecks) -> anyhow::Result<Filter> {
@@ -161,15 +192,19 @@ pub(super) fn calibrate(args: CalibrateArgs) -> anyhow::Result<()> {
         }
     }
     let checks = &args.checks;
-    let (dir, config) = resolve(&checks.store)?;
-    let store = Store::open(&dir)?;
-    let (version, workflow) = workflow_in_force(&store, &checks.workflow)?;
+    let Judged {
+        dir,
+        map_bytes,
+        store,
+        version,
+        workflow,
+    } = open_judged(checks)?;
     let feedback = store.feedback_all(checks.org.as_deref())?;
     let mut read = calibrate::Read::default();
     let mut labelled: BTreeMap<String, calibrate::Labelled> = BTreeMap::new();
     judgement::each_decided(
         &dir,
-        config.journal.map_bytes,
+        map_bytes,
         &checks.workflow,
         &filter_of(checks)?,
         |decided| {
@@ -219,7 +254,14 @@ fn write_html(checks: &JudgedChecks, page: impl FnOnce() -> String) -> anyhow::R
 
 pub(super) fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     let checks = &args.checks;
-    let (dir, config) = resolve(&checks.store)?;
+    // Opened first: the configuration's own models are checks the file may name.
+    let Judged {
+        dir,
+        map_bytes,
+        store,
+        version: current_version,
+        workflow: current,
+    } = open_judged(checks)?;
     let text = std::fs::read_to_string(&args.thresholds)
         .with_context(|| format!("reading {}", args.thresholds.display()))?;
     let mut defs = workflow::parse_workflows(&text)
@@ -231,8 +273,6 @@ pub(super) fn replay(args: ReplayArgs) -> anyhow::Result<()> {
             checks.workflow
         )
     })?;
-    let store = Store::open(&dir)?;
-    let (current_version, current) = workflow_in_force(&store, &checks.workflow)?;
     // The thresholds of each version checks were decided under (the one in force when a
     // version is no longer kept).
     let mut versions: BTreeMap<u64, WorkflowDef> = BTreeMap::from([(current_version, current)]);
@@ -240,7 +280,7 @@ pub(super) fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     let mut failed = None;
     judgement::each_decided(
         &dir,
-        config.journal.map_bytes,
+        map_bytes,
         &checks.workflow,
         &filter_of(checks)?,
         |decided| {

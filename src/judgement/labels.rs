@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::request_id::is_written_id;
 use crate::store::feedback::{validate_category, Feedback};
 
 /// Rows one import reads at most.
@@ -33,7 +34,7 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Feedback>, String> {
                 fields.len()
             ));
         };
-        if !is_request_id(request_id) {
+        if !is_written_id(request_id) {
             return Err(format!("line {number}: '{request_id}' is not a request id"));
         }
         let feedback = out.entry((*request_id).to_owned()).or_default();
@@ -64,14 +65,6 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Feedback>, String> {
             .map_err(|error| format!("request {request_id}: {error}"))?;
     }
     Ok(out)
-}
-
-/// 26 characters of Crockford's base 32, as request ids are written.
-pub fn is_request_id(text: &str) -> bool {
-    text.len() == crate::request_id::REQUEST_ID_LEN
-        && text
-            .bytes()
-            .all(|b| b"0123456789ABCDEFGHJKMNPQRSTVWXYZ".contains(&b))
 }
 
 #[cfg(test)]
@@ -112,8 +105,8 @@ mod tests {
             let error = parse(&text).expect_err(&text);
             assert!(error.starts_with(says), "{text:?}: {error}");
         }
-        assert!(is_request_id(ID));
-        assert!(!is_request_id("01KC000000000000000000000I"));
+        assert!(is_written_id(ID));
+        assert!(!is_written_id("01KC000000000000000000000I"));
     }
 
     proptest! {

@@ -29,7 +29,8 @@ pub enum Part {
 }
 
 impl Part {
-    fn as_str(self) -> &'static str {
+    /// The action this part alone gives.
+    pub fn as_str(self) -> &'static str {
         ACTIONS[self as usize]
     }
 }

@@ -127,29 +127,6 @@ pub struct Given {
 }
 
 impl Store {
-    /// Merges `given` into what check `request_id` of `org` has (the caller has checked
-    /// that the check is the organization's) and returns the record as it now is.
-    pub fn give_feedback(
-        &self,
-        request_id: &str,
-        org: &str,
-        feedback: Feedback,
-        given_by: &str,
-        now_ms: i64,
-    ) -> anyhow::Result<FeedbackRecord> {
-        let given = Given {
-            request_id: request_id.to_owned(),
-            org: org.to_owned(),
-            feedback,
-            given_by: given_by.to_owned(),
-            now_ms,
-        };
-        self.give_all_feedback(vec![given])?
-            .pop()
-            .ok_or_else(|| anyhow::anyhow!("no feedback was merged"))?
-            .map_err(|error| anyhow::anyhow!(error))
-    }
-
     /// Merges each piece of `given`, in order, in one transaction (one durable commit for
     /// all): each one's record as it now is, or why it was not merged (another
     /// organization's feedback holds the id), in the order given.
@@ -159,59 +136,61 @@ impl Store {
     ) -> anyhow::Result<Vec<Result<FeedbackRecord, String>>> {
         let mut txn = self.feedback_env().write_txn()?;
         let mut out = Vec::with_capacity(given.len());
-        for Given {
-            request_id,
-            org,
-            feedback,
-            given_by,
-            now_ms,
-        } in given
-        {
-            let record = match self.feedback.get(&txn, &request_id)? {
-                Some(old) if old.org == org => old.merged(feedback, &given_by, now_ms),
-                Some(old) => {
-                    out.push(Err(format!(
-                        "check {request_id} has feedback of the organization '{}', not '{org}'",
-                        old.org
-                    )));
-                    continue;
-                }
-                None => FeedbackRecord::first(&request_id, &org, feedback, &given_by, now_ms),
-            };
-            self.feedback.put(&mut txn, &request_id, &record)?;
-            out.push(Ok(record));
+        for given in given {
+            out.push(
+                self.merge_feedback(&mut txn, given)?
+                    .map(|(record, _)| record),
+            );
         }
         txn.commit()?;
         Ok(out)
     }
 
-    /// Merges many pieces of feedback in one transaction (an import): `(request id, org,
-    /// feedback)` each. Returns how many checks had none before; fails, writing nothing, if
-    /// another organization's feedback holds one of the ids.
-    pub fn import_feedback(
-        &self,
-        items: Vec<(String, String, Feedback)>,
-        given_by: &str,
-        now_ms: i64,
-    ) -> anyhow::Result<usize> {
+    /// Merges many pieces of feedback in one transaction (an import). Returns how many checks
+    /// had none before; fails, writing nothing, if another organization's feedback holds one
+    /// of the ids.
+    pub fn import_feedback(&self, given: Vec<Given>) -> anyhow::Result<usize> {
         let mut txn = self.feedback_env().write_txn()?;
         let mut new = 0;
-        for (request_id, org, feedback) in items {
-            let record = match self.feedback.get(&txn, &request_id)? {
-                Some(old) if old.org == org => old.merged(feedback, given_by, now_ms),
-                Some(old) => anyhow::bail!(
-                    "check {request_id} has feedback of the organization '{}', not '{org}'",
-                    old.org
-                ),
-                None => {
-                    new += 1;
-                    FeedbackRecord::first(&request_id, &org, feedback, given_by, now_ms)
-                }
-            };
-            self.feedback.put(&mut txn, &request_id, &record)?;
+        for given in given {
+            let (_, first) = self
+                .merge_feedback(&mut txn, given)?
+                .map_err(|refused| anyhow::anyhow!(refused))?;
+            new += usize::from(first);
         }
         txn.commit()?;
         Ok(new)
+    }
+
+    /// Merges one piece in `txn`: the record as it now is and whether it is the check's first
+    /// feedback, or why it was not merged.
+    fn merge_feedback(
+        &self,
+        txn: &mut heed::RwTxn<'_>,
+        given: Given,
+    ) -> heed::Result<Result<(FeedbackRecord, bool), String>> {
+        let Given {
+            request_id,
+            org,
+            feedback,
+            given_by,
+            now_ms,
+        } = given;
+        let (record, first) = match self.feedback.get(txn, &request_id)? {
+            Some(old) if old.org == org => (old.merged(feedback, &given_by, now_ms), false),
+            Some(old) => {
+                return Ok(Err(format!(
+                    "check {request_id} has feedback of the organization '{}', not '{org}'",
+                    old.org
+                )))
+            }
+            None => (
+                FeedbackRecord::first(&request_id, &org, feedback, &given_by, now_ms),
+                true,
+            ),
+        };
+        self.feedback.put(txn, &request_id, &record)?;
+        Ok(Ok((record, first)))
     }
 
     /// The feedback on check `request_id`, if any.
@@ -245,6 +224,26 @@ mod tests {
         items.iter().map(|(c, l)| ((*c).to_owned(), *l)).collect()
     }
 
+    /// One piece of feedback, merged on its own.
+    fn give(
+        store: &Store,
+        request_id: &str,
+        org: &str,
+        feedback: Feedback,
+        given_by: &str,
+        now_ms: i64,
+    ) -> Result<FeedbackRecord, String> {
+        let given = Given {
+            request_id: request_id.to_owned(),
+            org: org.to_owned(),
+            feedback,
+            given_by: given_by.to_owned(),
+            now_ms,
+        };
+        let mut merged = store.give_all_feedback(vec![given]).expect("committed");
+        merged.pop().expect("one answer")
+    }
+
     #[test]
     fn the_last_word_on_each_field_wins() {
         let (_dir, store) = crate::store::test_store_with_org();
@@ -254,17 +253,13 @@ mod tests {
             labels: labels(&[("hate", true), ("sexual", false)]),
             note: Some("slur".into()),
         };
-        store
-            .give_feedback("01ID", "acme", first, "key1", 10)
-            .expect("first");
+        give(&store, "01ID", "acme", first, "key1", 10).expect("first");
         let second = Feedback {
             action: None,
             labels: labels(&[("hate", false), ("spam", true)]),
             note: None,
         };
-        let record = store
-            .give_feedback("01ID", "acme", second, "key2", 20)
-            .expect("second");
+        let record = give(&store, "01ID", "acme", second, "key2", 20).expect("second");
         assert_eq!(record.action.as_deref(), Some("reject"));
         assert_eq!(
             record.labels,
@@ -282,9 +277,7 @@ mod tests {
             note: Some("x".into()),
             ..Feedback::default()
         };
-        assert!(store
-            .give_feedback("01ID", "other", other, "k", 30)
-            .is_err());
+        assert!(give(&store, "01ID", "other", other, "k", 30).is_err());
         assert_eq!(store.feedback_all(Some("other")).expect("all").len(), 0);
         assert_eq!(store.feedback_all(None).expect("all").len(), 1);
     }
